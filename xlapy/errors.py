@@ -1,0 +1,45 @@
+"""The exception types every xlapy layer raises.
+
+Owns: the error hierarchy and the caret-excerpt formatting of text errors.
+Imports nothing from xlapy.
+"""
+
+from __future__ import annotations
+
+
+class XlaError(Exception):
+    """Base class of every error xlapy raises on purpose."""
+
+
+class InvalidArgumentError(XlaError, ValueError):
+    """An argument (shape, layout, index, attribute, operand) is not valid for the op.
+
+    The message names the op or function first, then what was expected and what came,
+    with shapes in HLO syntax.
+    """
+
+
+class ParseError(XlaError, ValueError):
+    """Text (a shape, layout, literal or HLO module) could not be parsed.
+
+    Carries the 1-based ``line`` and ``column`` of the failure, and ``str(err)`` shows the
+    offending line with a caret under the column.
+    """
+
+    def __init__(self, message: str, text: str = "", pos: int = 0, what: str = "text"):
+        self.message = message
+        self.text = text
+        self.pos = max(0, min(pos, len(text)))
+        self.what = what
+        self.line = text.count("\n", 0, self.pos) + 1
+        line_start = text.rfind("\n", 0, self.pos) + 1
+        self.column = self.pos - line_start + 1
+        line_end = text.find("\n", self.pos)
+        self.excerpt = text[line_start : len(text) if line_end < 0 else line_end]
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        head = f"{self.what}:{self.line}:{self.column}: {self.message}"
+        if not self.text:
+            return head
+        return f"{head}\n{self.excerpt}\n{' ' * (self.column - 1)}^"

@@ -1,0 +1,284 @@
+"""Reading the text forms of shapes and layouts, as XLA's HLO parser reads them.
+
+Owns: Scanner (a cursor over text with XLA-lexer whitespace/comment rules and caret errors),
+the shape and layout grammars, and ``parse_shape``/``parse_layout``. The HLO parser reuses
+Scanner and ``read_shape``. Imports only the shape layer and errors.
+"""
+
+from __future__ import annotations
+
+import re
+
+from xlapy.errors import InvalidArgumentError, ParseError
+from xlapy.shape import dtypes
+from xlapy.shape.layout import COMBINE_DIMENSION, Layout, SplitConfig, Tile
+from xlapy.shape.shape import UNBOUNDED_SIZE, Shape
+
+_WS = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)+", re.S)
+_INT = re.compile(r"[-+]?\d+")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Scanner:
+    """A position in a text, skipping whitespace and ``/* */`` / ``//`` comments as XLA's
+    lexer does. Errors carry line, column and a caret excerpt."""
+
+    def __init__(self, text: str, what: str = "text"):
+        self.text = text
+        self.pos = 0
+        self.what = what
+
+    def skip(self) -> None:
+        m = _WS.match(self.text, self.pos)
+        if m:
+            self.pos = m.end()
+
+    def at_end(self) -> bool:
+        self.skip()
+        return self.pos >= len(self.text)
+
+    def peek(self, n: int = 1) -> str:
+        self.skip()
+        return self.text[self.pos : self.pos + n]
+
+    def peek_re(self, pattern: re.Pattern) -> re.Match | None:
+        self.skip()
+        return pattern.match(self.text, self.pos)
+
+    def eat(self, s: str) -> bool:
+        if self.peek(len(s)) == s:
+            self.pos += len(s)
+            return True
+        return False
+
+    def expect(self, s: str, context: str = "") -> None:
+        if not self.eat(s):
+            found = self.describe_next()
+            self.error(f"expected '{s}'{' ' + context if context else ''}, found {found}")
+
+    def describe_next(self) -> str:
+        self.skip()
+        if self.pos >= len(self.text):
+            return "end of input"
+        m = re.compile(r"[A-Za-z0-9_.\-]+|.").match(self.text, self.pos)
+        return repr(m.group(0))
+
+    def read_int(self, what: str = "an integer") -> int:
+        m = self.peek_re(_INT)
+        if not m:
+            self.error(f"expected {what}, found {self.describe_next()}")
+        self.pos = m.end()
+        return int(m.group(0))
+
+    def read_ident(self) -> str | None:
+        m = self.peek_re(_IDENT)
+        if not m:
+            return None
+        self.pos = m.end()
+        return m.group(0)
+
+    def peek_ident(self) -> str | None:
+        m = self.peek_re(_IDENT)
+        return m.group(0) if m else None
+
+    def error(self, message: str, pos: int | None = None):
+        raise ParseError(message, self.text, self.pos if pos is None else pos, self.what)
+
+
+def parse_shape(text: str, *, fill_missing_layouts: bool = True) -> Shape:
+    """Parse XLA's shape text: ``parse_shape("bf16[8,1,1280,16384]{3,2,0,1:T(8,128)(2,1)S(1)}")``.
+
+    Arrays written without a layout get the default layout, as XLA's parser does
+    (``fill_missing_layouts=False`` leaves them without one).
+    """
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"parse_shape: expected shape text (str), got {type(text).__name__}")
+    sc = Scanner(text, "shape")
+    shape = read_shape(sc, fill_missing_layouts=fill_missing_layouts)
+    if not sc.at_end():
+        sc.error(f"extra content after shape: {sc.describe_next()}")
+    return shape
+
+
+def parse_layout(text: str) -> Layout:
+    """Parse a layout alone: ``parse_layout("{1,0:T(2,2)}")``. Not validated against a shape."""
+    sc = Scanner(text, "layout")
+    layout = read_layout(sc)
+    if not sc.at_end():
+        sc.error(f"extra content after layout: {sc.describe_next()}")
+    return layout
+
+
+def read_shape(sc: Scanner, *, fill_missing_layouts: bool = True, depth: int = 0) -> Shape:
+    """Read one shape at the scanner's position (the HLO parser's ``shape`` rule)."""
+    if depth > 256:
+        sc.error("maximum recursion depth exceeded in tuple shape")
+    if sc.eat("("):
+        elements = []
+        if not sc.eat(")"):
+            while True:
+                elements.append(read_shape(sc, fill_missing_layouts=fill_missing_layouts, depth=depth + 1))
+                if sc.eat(")"):
+                    break
+                sc.expect(",", "or ')' in tuple shape")
+        return Shape.tuple(elements)
+    start = sc.pos
+    sc.skip()
+    start = sc.pos
+    name = sc.read_ident()
+    if name is None or not dtypes.is_type_name(name):
+        sc.error(
+            f"expected primitive type (f32, bf16, s32, pred, token, ...) or '(' for a tuple, "
+            f"found {repr(name) if name else sc.describe_next()}",
+            start,
+        )
+    element_type = dtypes.from_name(name)
+    if element_type == dtypes.PrimitiveType.TUPLE:
+        sc.error("'tuple' is not a shape; write a tuple shape as (shape, ...)", start)
+    sc.expect("[", f"after element type '{name}'")
+    dims: list[int] = []
+    dyn: list[bool] = []
+    if not sc.eat("]"):
+        while True:
+            if sc.eat("?"):
+                dims.append(UNBOUNDED_SIZE)
+                dyn.append(True)
+            else:
+                is_dyn = sc.eat("<=")
+                dim_pos = sc.pos
+                d = sc.read_int("a dimension size, '<=' bound or '?'")
+                if d < 0:
+                    sc.error(f"dimension size must be >= 0, got {d}", dim_pos)
+                dims.append(d)
+                dyn.append(is_dyn)
+            if sc.eat("]"):
+                break
+            sc.expect(",", "or ']' in dimension list")
+    if not dtypes.is_array_type(element_type):
+        if dims:
+            sc.error(f"{name} shapes have no dimensions: write {name}[]", start)
+        return Shape(element_type)
+    layout = None
+    layout_pos = None
+    sc.skip()
+    # As XLA: a '{' starts a layout only when followed by an integer or ':'.
+    if sc.peek() == "{" and re.compile(r"\{\s*(?:[-+]?\d|:)").match(sc.text, sc.pos):
+        layout_pos = sc.pos
+        layout = read_layout(sc)
+        if len(layout.minor_to_major) != len(dims):
+            sc.error(
+                f"Dimensions size is {len(dims)}, but minor to major size is "
+                f"{len(layout.minor_to_major)}.",
+                layout_pos,
+            )
+    elif fill_missing_layouts or not dims:
+        layout = Layout.default(len(dims))
+    try:
+        return Shape.array(element_type, dims, layout=layout, dynamic_dimensions=dyn)
+    except InvalidArgumentError as e:
+        sc.error(str(e), layout_pos if layout_pos is not None else start)
+
+
+def read_layout(sc: Scanner) -> Layout:
+    """Read ``{minor_to_major[:D(..)T(..)..L(n)#(t)*(t)E(n)S(n)SC(..)P(..)M(n)]}``."""
+    sc.expect("{", "to start a layout")
+    m2m: list[int] = []
+    fields: dict = {}
+    if sc.peek_re(_INT):
+        m2m.append(sc.read_int())
+        while sc.eat(","):
+            m2m.append(sc.read_int("a dimension number"))
+    if sc.eat(":"):
+        if sc.peek_ident() == "D":
+            sc.error("sparse layouts (D(...) dimension level types) are not supported by xlapy")
+        if sc.peek_ident() == "T":
+            sc.read_ident()
+            tiles = []
+            while sc.peek() == "(":
+                tiles.append(_read_tile(sc))
+            if not tiles:
+                sc.error(f"expected '(' to start a tile after 'T', found {sc.describe_next()}")
+            fields["tiles"] = tuple(tiles)
+        if sc.peek_ident() == "L":
+            sc.read_ident()
+            fields["tail_padding_alignment_in_elements"] = _read_paren_int(sc, "tail padding alignment")
+        if sc.eat("#"):
+            fields["index_primitive_type"] = _read_paren_unsigned_type(sc, "index primitive type")
+        if sc.peek() == "*":
+            sc.eat("*")
+            fields["pointer_primitive_type"] = _read_paren_unsigned_type(sc, "pointer primitive type")
+        if sc.peek_ident() == "E":
+            sc.read_ident()
+            fields["element_size_in_bits"] = _read_paren_int(sc, "element size in bits")
+        if sc.peek_ident() == "S":
+            sc.read_ident()
+            fields["memory_space"] = _read_paren_int(sc, "memory space")
+        if sc.peek_ident() == "SC":
+            sc.read_ident()
+            configs = []
+            while sc.eat("("):
+                dim = sc.read_int("a split config dimension")
+                sc.expect(":", "in split config")
+                idx = [sc.read_int("a split index")]
+                while sc.eat(","):
+                    idx.append(sc.read_int("a split index"))
+                sc.expect(")", "to end a split config")
+                configs.append(SplitConfig(dim, tuple(idx)))
+            if not configs:
+                sc.error("expected '(' to start a split config after 'SC'")
+            fields["split_configs"] = tuple(configs)
+        if sc.peek_ident() == "P":
+            sc.error("Layout has physical shape, but is not for a sparse array")
+        if sc.peek_ident() == "M":
+            sc.read_ident()
+            fields["dynamic_shape_metadata_prefix_bytes"] = _read_paren_int(
+                sc, "dynamic shape metadata prefix bytes"
+            )
+    if sc.peek() != "}":
+        sc.error(
+            f"expected '}}' to end the layout, found {sc.describe_next()} (layout attributes go "
+            "in the order T(...) L(n) E(n) S(n) SC(...) M(n))"
+        )
+    sc.expect("}")
+    return Layout(tuple(m2m), **fields)
+
+
+def _read_tile(sc: Scanner) -> Tile:
+    sc.expect("(")
+    dims = []
+    if not sc.eat(")"):
+        while True:
+            if sc.eat("*"):
+                dims.append(COMBINE_DIMENSION)
+            else:
+                pos = sc.pos
+                d = sc.read_int("a tile dimension size or '*'")
+                if d <= 0:
+                    sc.error(f"tile dimension size must be positive (or '*'), got {d}", pos)
+                dims.append(d)
+            if sc.eat(")"):
+                break
+            sc.expect(",", "or ')' in tile")
+    if not dims:
+        sc.error("a tile must have at least one dimension")
+    return Tile(tuple(dims))
+
+
+def _read_paren_int(sc: Scanner, what: str) -> int:
+    sc.expect("(", f"to start {what}")
+    value = sc.read_int(what)
+    sc.expect(")", f"to end {what}")
+    return value
+
+
+def _read_paren_unsigned_type(sc: Scanner, what: str) -> dtypes.PrimitiveType:
+    sc.expect("(", f"to start {what}")
+    pos = sc.pos
+    name = sc.read_ident()
+    if name is None or not dtypes.is_type_name(name):
+        sc.error(f"expected primitive type for {what}", pos)
+    t = dtypes.from_name(name)
+    if not dtypes.is_unsigned_integral(t):
+        sc.error("expecting an unsigned integer type", pos)
+    sc.expect(")", f"to end {what}")
+    return t
