@@ -26,8 +26,10 @@ class ParseError(XlaError, ValueError):
     offending line with a caret under the column.
     """
 
-    def __init__(self, message: str, text: str = "", pos: int = 0, what: str = "text"):
+    def __init__(self, message: str, text: str | None = None, pos: int = 0, what: str = "text"):
         self.message = message
+        self.has_text = text is not None
+        text = text or ""
         self.text = text
         self.pos = max(0, min(pos, len(text)))
         self.what = what
@@ -40,6 +42,6 @@ class ParseError(XlaError, ValueError):
 
     def _format(self) -> str:
         head = f"{self.what}:{self.line}:{self.column}: {self.message}"
-        if not self.text:
+        if not self.has_text:
             return head
         return f"{head}\n{self.excerpt}\n{' ' * (self.column - 1)}^"
