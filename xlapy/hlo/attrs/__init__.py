@@ -1,0 +1,371 @@
+"""Attribute kinds: how each kind of HLO attribute value is checked, printed and read.
+
+Owns: the AttrKind protocol, AttrSpec (one entry of an opcode's attribute schema), and the
+simple kinds (integers, booleans, strings, integer lists, enums, shapes, computation
+references, raw text). Structured kinds live beside this file (enums.py, window.py,
+dims.py, collective.py, ...), each owning its own text syntax. Imports only the shape layer.
+
+Every value an attribute holds is immutable and hashable. A kind may cover several text
+keys (dot dimension numbers print as ``lhs_batch_dims=..., lhs_contracting_dims=...``):
+such a kind lists them in ``keys`` and implements ``items``/``read_key``/``assemble``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from xlapy.errors import InvalidArgumentError
+from xlapy.shape import Shape
+from xlapy.shape.text import Scanner, read_shape
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+#: Default of an attribute that must be given.
+REQUIRED: Any = _Required()
+
+
+class AttrKind:
+    """Base class: a kind of attribute value with one text syntax.
+
+    Single-key kinds implement ``check``, ``to_text`` and ``read``. Multi-key kinds set
+    ``keys`` and override ``items``, ``read_key`` and ``assemble``.
+    """
+
+    name = "value"
+    keys: tuple[str, ...] | None = None  # None: the AttrSpec's name is the only key
+
+    def check(self, value, where: str):
+        """Return the normalised (immutable) value, or raise InvalidArgumentError naming
+        ``where`` (e.g. ``"slice: attribute 'slice'"``)."""
+        return value
+
+    def to_text(self, value) -> str:
+        raise NotImplementedError(f"{type(self).__name__}.to_text")
+
+    def read(self, sc: Scanner, ctx) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.read")
+
+    # -- multi-key protocol (defaults serve single-key kinds) ------------------------------
+
+    def spec_keys(self, spec_name: str) -> tuple[str, ...]:
+        return self.keys if self.keys is not None else (spec_name,)
+
+    def items(self, spec_name: str, value) -> list[tuple[str, str]]:
+        """(key, value text) pairs to print, in XLA's order."""
+        return [(spec_name, self.to_text(value))]
+
+    def read_key(self, key: str, sc: Scanner, ctx) -> Any:
+        return self.read(sc, ctx)
+
+    def assemble(self, spec_name: str, parts: dict[str, Any], where: str):
+        """Build the value from the parts read per key (only keys that were present)."""
+        return parts[spec_name]
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    """One attribute of an opcode: its name (the text key for single-key kinds), kind and
+    default (``REQUIRED`` when it must be given; a value that is omitted from the text
+    when the attribute equals it)."""
+
+    name: str
+    kind: AttrKind
+    default: Any = REQUIRED
+    doc: str = ""
+    in_parens: bool = False  # printed inside the operand parentheses: constant(1), parameter(0)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.kind.spec_keys(self.name)
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+# -- simple kinds ---------------------------------------------------------------------------
+
+
+class IntKind(AttrKind):
+    name = "integer"
+
+    def __init__(self, minimum: int | None = None):
+        self.minimum = minimum
+
+    def check(self, value, where):
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise InvalidArgumentError(f"{where} must be an integer, got {value!r}")
+        value = int(value)
+        if self.minimum is not None and value < self.minimum:
+            raise InvalidArgumentError(f"{where} must be >= {self.minimum}, got {value}")
+        return value
+
+    def to_text(self, value) -> str:
+        return str(value)
+
+    def read(self, sc, ctx):
+        return sc.read_int("an integer")
+
+
+class FloatKind(AttrKind):
+    name = "float"
+
+    def check(self, value, where):
+        try:
+            return float(value)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgumentError(f"{where} must be a number, got {value!r}") from e
+
+    def to_text(self, value) -> str:
+        from xlapy.hlo.attrs.numbers import float_text
+
+        return float_text(value)
+
+    def read(self, sc, ctx):
+        from xlapy.hlo.attrs.numbers import read_float
+
+        return read_float(sc)
+
+
+class BoolKind(AttrKind):
+    name = "bool"
+
+    def check(self, value, where):
+        if not isinstance(value, (bool,)) and value not in (0, 1):
+            raise InvalidArgumentError(f"{where} must be true or false, got {value!r}")
+        return bool(value)
+
+    def to_text(self, value) -> str:
+        return "true" if value else "false"
+
+    def read(self, sc, ctx):
+        word = sc.read_ident()
+        if word not in ("true", "false"):
+            sc.error(f"expected true or false, found {word!r}")
+        return word == "true"
+
+
+class StringKind(AttrKind):
+    """A double-quoted string with C escapes: ``custom_call_target="foo"``."""
+
+    name = "string"
+
+    def check(self, value, where):
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"{where} must be a string, got {value!r}")
+        return value
+
+    def to_text(self, value) -> str:
+        from xlapy.hlo.attrs.numbers import c_escape
+
+        return '"' + c_escape(value) + '"'
+
+    def read(self, sc, ctx):
+        from xlapy.hlo.attrs.numbers import read_string
+
+        return read_string(sc)
+
+
+class IntListKind(AttrKind):
+    """``{1,2,3}`` (XLA prints no spaces). A tuple of ints."""
+
+    name = "integer list"
+
+    def __init__(self, minimum: int | None = None):
+        self.minimum = minimum
+
+    def check(self, value, where):
+        try:
+            items = tuple(value)
+        except TypeError as e:
+            raise InvalidArgumentError(f"{where} must be a list of integers, got {value!r}") from e
+        out = []
+        for v in items:
+            if isinstance(v, bool) or not hasattr(v, "__index__"):
+                raise InvalidArgumentError(f"{where} must be a list of integers, got {value!r}")
+            v = int(v)
+            if self.minimum is not None and v < self.minimum:
+                raise InvalidArgumentError(f"{where} entries must be >= {self.minimum}, got {v}")
+            out.append(v)
+        return tuple(out)
+
+    def to_text(self, value) -> str:
+        return "{" + ",".join(str(v) for v in value) + "}"
+
+    def read(self, sc, ctx):
+        return read_int_list(sc)
+
+
+def read_int_list(sc: Scanner, open_: str = "{", close: str = "}") -> tuple[int, ...]:
+    sc.expect(open_, "to start a list of integers")
+    out = []
+    if sc.eat(close):
+        return ()
+    while True:
+        out.append(sc.read_int("an integer"))
+        if sc.eat(close):
+            return tuple(out)
+        sc.expect(",", f"or '{close}' in a list of integers")
+
+
+class EnumKind(AttrKind):
+    """One of a fixed set of words; values are members of a Python Enum whose ``text``
+    attribute (or name) is XLA's spelling."""
+
+    def __init__(self, enum_cls, name: str | None = None):
+        self.enum_cls = enum_cls
+        self.name = name or enum_cls.__name__
+        self.by_text = {self.to_text(m): m for m in enum_cls}
+
+    def check(self, value, where):
+        if isinstance(value, self.enum_cls):
+            return value
+        if isinstance(value, str):
+            member = self.by_text.get(value)
+            if member is None:
+                member = self.by_text.get(value.lower()) or self.by_text.get(value.upper())
+            if member is not None:
+                return member
+        allowed = ", ".join(self.by_text)
+        raise InvalidArgumentError(f"{where} must be one of {allowed}; got {value!r}")
+
+    def to_text(self, value) -> str:
+        return getattr(value, "text", value.name)
+
+    def read(self, sc, ctx):
+        pos = sc.pos
+        sc.skip()
+        pos = sc.pos
+        word = sc.read_ident()
+        if word is None or word not in self.by_text:
+            allowed = ", ".join(self.by_text)
+            sc.error(f"expected {self.name} ({allowed}), found {repr(word) if word else sc.describe_next()}", pos)
+        return self.by_text[word]
+
+
+class ShapeKind(AttrKind):
+    name = "shape"
+
+    def check(self, value, where):
+        if not isinstance(value, Shape):
+            raise InvalidArgumentError(f"{where} must be a Shape, got {value!r}")
+        return value
+
+    def to_text(self, value) -> str:
+        return str(value)
+
+    def read(self, sc, ctx):
+        return read_shape(sc)
+
+
+class ComputationKind(AttrKind):
+    """A reference to a computation of the module: ``to_apply=%add``."""
+
+    name = "computation"
+
+    def check(self, value, where):
+        if not hasattr(value, "program_shape") or not hasattr(value, "instructions"):
+            raise InvalidArgumentError(f"{where} must be a computation, got {value!r}")
+        return value
+
+    def to_text(self, value) -> str:
+        return "%" + value.name
+
+    def read(self, sc, ctx):
+        return ctx.read_computation_ref(sc)
+
+
+class ComputationListKind(AttrKind):
+    """``{%a, %b}``: branch_computations, called_computations."""
+
+    name = "computation list"
+
+    def check(self, value, where):
+        items = tuple(value)
+        for c in items:
+            ComputationKind().check(c, where)
+        return items
+
+    def to_text(self, value) -> str:
+        return "{" + ", ".join("%" + c.name for c in value) + "}"
+
+    def read(self, sc, ctx):
+        sc.expect("{", "to start a list of computations")
+        out = []
+        if sc.eat("}"):
+            return ()
+        while True:
+            out.append(ctx.read_computation_ref(sc))
+            if sc.eat("}"):
+                return tuple(out)
+            sc.expect(",", "or '}' in a list of computations")
+
+
+class RawTextKind(AttrKind):
+    """A value kept as its exact text (balanced braces/brackets/quotes), for attributes
+    xlapy carries through without interpreting."""
+
+    name = "raw text"
+
+    def check(self, value, where):
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"{where} must be text, got {value!r}")
+        return value
+
+    def to_text(self, value) -> str:
+        return value
+
+    def read(self, sc, ctx):
+        from xlapy.hlo.attrs.numbers import read_balanced
+
+        return read_balanced(sc)
+
+
+@dataclass(frozen=True)
+class Attrs:
+    """The checked attribute values of one instruction, by AttrSpec name; read-only.
+
+    ``attrs["dimensions"]`` or ``attrs.dimensions``.
+    """
+
+    values: dict = field(default_factory=dict)
+
+    def __getitem__(self, key):
+        return self.values[key]
+
+    def __getattr__(self, key):
+        try:
+            return self.__dict__["values"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def __contains__(self, key) -> bool:
+        return key in self.values
+
+    def items(self):
+        return self.values.items()
+
+    def __iter__(self):
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted((k, id(v) if not _hashable(v) else v) for k, v in self.values.items())))
+
+
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+        return True
+    except TypeError:
+        return False

@@ -1,0 +1,491 @@
+"""The HLO IR: Instruction, Computation, Module, as XLA has them.
+
+Owns: the IR data structures and the operations users expect (post-order traversal,
+replace-all-uses, clone, dead-instruction removal, unique names). Instructions carry their
+opcode, result shape, operands, checked attribute values, and the per-instruction data XLA
+carries through (metadata, frontend_attributes, sharding, backend_config, control
+predecessors, and any other printed extras) as data, so nothing is lost on a round trip.
+
+Imports only the shape layer and xlapy.hlo.{opcodes,attrs}: never opdefs (the registry is
+above this layer). Instructions are made through ``xlapy.opdefs.make_instruction`` (which
+checks attributes and runs the shape rule) by the builder and the parser.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+from xlapy.errors import InvalidArgumentError
+from xlapy.hlo.attrs import Attrs, ComputationKind, ComputationListKind
+from xlapy.hlo.opcodes import SIDE_EFFECTING_OPCODES
+from xlapy.shape import Shape
+
+_ids = itertools.count(1)
+
+
+class NameUniquer:
+    """XLA's NameUniquer: ``add``, ``add.1``, ``add.2``...; a name given with a numeric
+    suffix (``add.7``) is kept if free and reserves that number."""
+
+    _SUFFIX = re.compile(r"^(.*)\.(\d+)$")
+
+    def __init__(self, separator: str = "."):
+        self.separator = separator
+        self.used: dict[str, set[int]] = {}
+        self.next_id: dict[str, int] = {}
+
+    def get_unique_name(self, name: str) -> str:
+        name = sanitize_name(name or "instruction")
+        m = self._SUFFIX.match(name)
+        if m and (m.group(2) == "0" or not m.group(2).startswith("0")):
+            root, num = m.group(1), int(m.group(2))
+        else:
+            root, num = name, None
+        used = self.used.setdefault(root, set())
+        if num is None:
+            if 0 not in used:
+                used.add(0)
+                return root
+        elif num not in used:
+            used.add(num)
+            return name
+        n = max(self.next_id.get(root, 1), 1)
+        while n in used:
+            n += 1
+        used.add(n)
+        self.next_id[root] = n + 1
+        return f"{root}{self.separator}{n}"
+
+
+def sanitize_name(name: str) -> str:
+    """Names may hold letters, digits, '_', '-', '.'; others become '_' (as XLA does)."""
+    name = re.sub(r"[^A-Za-z0-9_.\-]", "_", name)
+    if name and name[0].isdigit():
+        name = "_" + name
+    return name
+
+
+class Instruction:
+    """One HLO instruction. ``attrs`` holds the opcode's schema attributes by name."""
+
+    def __init__(
+        self,
+        opcode: str,
+        shape: Shape,
+        operands: Iterable["Instruction"] = (),
+        attrs: Attrs | dict | None = None,
+        name: str | None = None,
+        *,
+        metadata: Any = None,
+        frontend_attributes: dict[str, str] | None = None,
+        sharding: Any = None,
+        backend_config: str | None = None,
+        extras: dict[str, Any] | None = None,
+    ):
+        self.unique_id = next(_ids)
+        self.opcode = opcode
+        self.shape = shape
+        self.operands: list[Instruction] = list(operands)
+        self.attrs = attrs if isinstance(attrs, Attrs) else Attrs(dict(attrs or {}))
+        self.name = name or opcode
+        self.metadata = metadata
+        self.frontend_attributes = dict(frontend_attributes or {})
+        self.sharding = sharding
+        self.backend_config = backend_config
+        self.extras = dict(extras or {})  # other printed data (statistics, origin, ...)
+        self.control_predecessors: list[Instruction] = []
+        self.control_successors: list[Instruction] = []
+        self.users: list[Instruction] = []
+        self.parent: Computation | None = None
+        for op in self.operands:
+            op._add_user(self)
+
+    # -- graph -----------------------------------------------------------------------------
+
+    def _add_user(self, user: "Instruction") -> None:
+        if user not in self.users:
+            self.users.append(user)
+
+    def _remove_user(self, user: "Instruction") -> None:
+        if user in self.users and user not in user.operands:
+            self.users.remove(user)
+
+    def operand(self, i: int) -> "Instruction":
+        return self.operands[i]
+
+    def replace_operand(self, i: int, new: "Instruction") -> None:
+        old = self.operands[i]
+        self.operands[i] = new
+        old._remove_user(self)
+        new._add_user(self)
+
+    def replace_operand_with(self, old: "Instruction", new: "Instruction") -> None:
+        """Replace every use of ``old`` among this instruction's operands by ``new``."""
+        for i, op in enumerate(self.operands):
+            if op is old:
+                self.operands[i] = new
+        old._remove_user(self)
+        new._add_user(self)
+
+    def replace_all_uses_with(self, new: "Instruction") -> None:
+        """Every user of this instruction uses ``new`` instead (and if this is its
+        computation's root, ``new`` becomes the root)."""
+        if new is self:
+            return
+        for user in list(self.users):
+            if user is new:
+                continue
+            user.replace_operand_with(self, new)
+        if self.parent is not None and self.parent.root is self:
+            self.parent.root = new
+
+    def add_control_dependency_to(self, successor: "Instruction") -> None:
+        if successor not in self.control_successors:
+            self.control_successors.append(successor)
+            successor.control_predecessors.append(self)
+
+    def drop_all_control_deps(self) -> None:
+        for p in self.control_predecessors:
+            p.control_successors.remove(self)
+        for s in self.control_successors:
+            s.control_predecessors.remove(self)
+        self.control_predecessors.clear()
+        self.control_successors.clear()
+
+    # -- facts -----------------------------------------------------------------------------
+
+    @property
+    def has_side_effect(self) -> bool:
+        return self.opcode in SIDE_EFFECTING_OPCODES
+
+    def called_computations(self) -> list["Computation"]:
+        """Computations this instruction calls (to_apply, condition/body, branches, calls...)."""
+        out = []
+        for value in self.attrs.values.values():
+            if isinstance(value, Computation):
+                out.append(value)
+            elif isinstance(value, tuple) and value and all(isinstance(v, Computation) for v in value):
+                out.extend(value)
+        return out
+
+    @property
+    def parameter_number(self) -> int:
+        return self.attrs["parameter_number"]
+
+    def __repr__(self) -> str:
+        return f"<Instruction %{self.name} = {self.shape} {self.opcode}(...)>"
+
+
+@dataclass
+class ProgramShape:
+    """Parameter shapes (with names) and the result shape of a computation."""
+
+    parameters: list[Shape]
+    result: Shape
+    parameter_names: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        names = self.parameter_names or ["(unknown)"] * len(self.parameters)
+        params = ", ".join(f"{n or '(unknown)'}: {s.to_string(print_layout=False)}"
+                           for n, s in zip(names, self.parameters))
+        return f"({params}) -> {self.result.to_string(print_layout=False)}"
+
+
+class Computation:
+    """A computation: instructions in order, numbered parameters, one root."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.instructions: list[Instruction] = []
+        self.root: Instruction | None = None
+        self.module: Module | None = None
+        self.is_fusion_computation = False
+        self.execution_thread: str | None = None
+        self._uniquer = NameUniquer()
+
+    # -- building --------------------------------------------------------------------------
+
+    def add_instruction(self, instr: Instruction, *, uniquify: bool = True) -> Instruction:
+        if instr.parent is not None:
+            raise InvalidArgumentError(
+                f"instruction %{instr.name} already belongs to computation %{instr.parent.name}"
+            )
+        if uniquify:
+            instr.name = self._unique_name(instr.name)
+        else:
+            self._reserve_name(instr.name)
+        instr.parent = self
+        self.instructions.append(instr)
+        return instr
+
+    def _unique_name(self, name: str) -> str:
+        if self.module is not None:
+            return self.module.name_uniquer.get_unique_name(name)
+        return self._uniquer.get_unique_name(name)
+
+    def _reserve_name(self, name: str) -> None:
+        uniquer = self.module.name_uniquer if self.module is not None else self._uniquer
+        uniquer.get_unique_name(name)
+
+    def set_root(self, instr: Instruction) -> None:
+        if instr.parent is not self:
+            raise InvalidArgumentError(
+                f"root %{instr.name} is not an instruction of computation %{self.name}"
+            )
+        self.root = instr
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def parameters(self) -> list[Instruction]:
+        params = [i for i in self.instructions if i.opcode == "parameter"]
+        return sorted(params, key=lambda i: i.parameter_number)
+
+    def parameter(self, number: int) -> Instruction:
+        for p in self.instructions:
+            if p.opcode == "parameter" and p.parameter_number == number:
+                return p
+        raise InvalidArgumentError(f"computation %{self.name} has no parameter {number}")
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(1 for i in self.instructions if i.opcode == "parameter")
+
+    def program_shape(self) -> ProgramShape:
+        params = self.parameters
+        if self.root is None:
+            raise InvalidArgumentError(f"computation %{self.name} has no root")
+        return ProgramShape([p.shape for p in params], self.root.shape, [p.name for p in params])
+
+    def instruction(self, name: str) -> Instruction:
+        for i in self.instructions:
+            if i.name == name:
+                return i
+        raise InvalidArgumentError(f"computation %{self.name} has no instruction %{name}")
+
+    def called_computations(self) -> list["Computation"]:
+        seen: dict[int, Computation] = {}
+        for instr in self.instructions:
+            for c in instr.called_computations():
+                seen.setdefault(id(c), c)
+        return list(seen.values())
+
+    def post_order(self) -> list[Instruction]:
+        """Every instruction after its operands and control predecessors (XLA's
+        MakeInstructionPostOrder: roots of the DFS in instruction order, so dead code is
+        included)."""
+        visited: set[int] = set()
+        order: list[Instruction] = []
+        for start in self.instructions:
+            if id(start) in visited:
+                continue
+            stack: list[tuple[Instruction, Iterator[Instruction]]] = [
+                (start, iter(start.operands + start.control_predecessors))
+            ]
+            visited.add(id(start))
+            while stack:
+                node, it = stack[-1]
+                for nxt in it:
+                    if id(nxt) not in visited and nxt.parent is self:
+                        visited.add(id(nxt))
+                        stack.append((nxt, iter(nxt.operands + nxt.control_predecessors)))
+                        break
+                else:
+                    stack.pop()
+                    order.append(node)
+        return order
+
+    # -- editing ---------------------------------------------------------------------------
+
+    def remove_instruction(self, instr: Instruction) -> None:
+        if instr.users:
+            raise InvalidArgumentError(
+                f"cannot remove %{instr.name}: it is used by "
+                + ", ".join("%" + u.name for u in instr.users)
+            )
+        if instr is self.root:
+            raise InvalidArgumentError(f"cannot remove %{instr.name}: it is the root of %{self.name}")
+        for op in list(instr.operands):
+            if instr in op.users:
+                op.users.remove(instr)
+        instr.drop_all_control_deps()
+        self.instructions.remove(instr)
+        instr.parent = None
+
+    def remove_dead_instructions(self, keep: Callable[[Instruction], bool] | None = None) -> int:
+        """Remove instructions that have no users, are not the root, are not parameters and
+        have no side effect (``keep`` can protect more). Returns how many were removed."""
+        removed = 0
+        changed = True
+        while changed:
+            changed = False
+            for instr in reversed(self.instructions):
+                if (
+                    instr is self.root
+                    or instr.users
+                    or instr.opcode == "parameter"
+                    or instr.has_side_effect
+                    or instr.control_successors
+                    or (keep is not None and keep(instr))
+                ):
+                    continue
+                self.remove_instruction(instr)
+                removed += 1
+                changed = True
+        return removed
+
+    def replace_instruction(self, old: Instruction, new: Instruction) -> None:
+        """Replace all uses of ``old`` by ``new`` (adding ``new`` if needed) and remove ``old``."""
+        if new.parent is None:
+            self.add_instruction(new)
+        old.replace_all_uses_with(new)
+        for p in list(old.control_predecessors):
+            p.add_control_dependency_to(new)
+        for s in list(old.control_successors):
+            new.add_control_dependency_to(s)
+        old.drop_all_control_deps()
+        self.remove_instruction(old)
+
+    def clone(self, suffix: str = "clone", computation_map: dict | None = None) -> "Computation":
+        """A deep copy; called computations are shared unless ``computation_map`` maps them."""
+        computation_map = computation_map or {}
+        new = Computation(f"{self.name}.{suffix}" if suffix else self.name)
+        new.is_fusion_computation = self.is_fusion_computation
+        new.execution_thread = self.execution_thread
+        mapping: dict[int, Instruction] = {}
+        for instr in self.post_order():
+            attrs = {}
+            for k, v in instr.attrs.items():
+                if isinstance(v, Computation):
+                    v = computation_map.get(id(v), v)
+                elif isinstance(v, tuple) and v and all(isinstance(c, Computation) for c in v):
+                    v = tuple(computation_map.get(id(c), c) for c in v)
+                attrs[k] = v
+            copy = Instruction(
+                instr.opcode, instr.shape, [mapping[id(o)] for o in instr.operands], attrs,
+                instr.name, metadata=instr.metadata, frontend_attributes=instr.frontend_attributes,
+                sharding=instr.sharding, backend_config=instr.backend_config, extras=instr.extras,
+            )
+            mapping[id(instr)] = copy
+            new.add_instruction(copy, uniquify=False)
+        for instr in self.instructions:
+            for p in instr.control_predecessors:
+                mapping[id(p)].add_control_dependency_to(mapping[id(instr)])
+        # Keep the original instruction order.
+        new.instructions = [mapping[id(i)] for i in self.instructions]
+        if self.root is not None:
+            new.root = mapping[id(self.root)]
+        return new
+
+    def __repr__(self) -> str:
+        return f"<Computation %{self.name} ({len(self.instructions)} instructions)>"
+
+
+class Module:
+    """An HLO module: computations (callees before callers), the entry computation, and the
+    module-level configuration XLA prints in the ``HloModule`` header."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.computations: list[Computation] = []
+        self.entry: Computation | None = None
+        self.name_uniquer = NameUniquer()
+        self.computation_uniquer = NameUniquer()
+        # Header attributes (replica_count, num_partitions, is_scheduled,
+        # entry_computation_layout, input_output_alias, buffer_donor, frontend_attributes...),
+        # typed where xlapy interprets them and kept as text otherwise.
+        self.config: dict[str, Any] = {}
+        self.extras: dict[str, Any] = {}
+
+    @property
+    def replica_count(self) -> int:
+        return int(self.config.get("replica_count", 1))
+
+    @property
+    def num_partitions(self) -> int:
+        return int(self.config.get("num_partitions", 1))
+
+    def add_computation(self, comp: Computation, *, entry: bool = False, uniquify: bool = True) -> Computation:
+        if comp.module is not None and comp.module is not self:
+            raise InvalidArgumentError(f"computation %{comp.name} belongs to another module")
+        if uniquify:
+            comp.name = self.computation_uniquer.get_unique_name(comp.name)
+            for instr in comp.instructions:
+                instr.name = self.name_uniquer.get_unique_name(instr.name)
+        else:
+            self.computation_uniquer.get_unique_name(comp.name)
+            for instr in comp.instructions:
+                self.name_uniquer.get_unique_name(instr.name)
+        comp.module = self
+        self.computations.append(comp)
+        if entry:
+            self.entry = comp
+        return comp
+
+    def computation(self, name: str) -> Computation:
+        for c in self.computations:
+            if c.name == name:
+                return c
+        raise InvalidArgumentError(f"module {self.name} has no computation %{name}")
+
+    def post_order_computations(self) -> list[Computation]:
+        """Callees before callers, entry last."""
+        order: list[Computation] = []
+        seen: set[int] = set()
+
+        def visit(c: Computation):
+            if id(c) in seen:
+                return
+            seen.add(id(c))
+            for callee in c.called_computations():
+                visit(callee)
+            order.append(c)
+
+        for c in self.computations:
+            if c is not self.entry:
+                visit(c)
+        if self.entry is not None:
+            visit(self.entry)
+        return order
+
+    def instructions(self) -> Iterator[Instruction]:
+        for c in self.computations:
+            yield from c.instructions
+
+    def remove_unused_computations(self) -> int:
+        reachable = set()
+        if self.entry is not None:
+            stack = [self.entry]
+            while stack:
+                c = stack.pop()
+                if id(c) in reachable:
+                    continue
+                reachable.add(id(c))
+                stack.extend(c.called_computations())
+        before = len(self.computations)
+        self.computations = [c for c in self.computations if id(c) in reachable]
+        return before - len(self.computations)
+
+    def clone(self, suffix: str = "clone") -> "Module":
+        new = Module(f"{self.name}-{suffix}" if suffix else self.name)
+        new.config = dict(self.config)
+        new.extras = dict(self.extras)
+        cmap: dict[int, Computation] = {}
+        for comp in self.post_order_computations():
+            copy = comp.clone(suffix="", computation_map=cmap)
+            copy.name = comp.name
+            cmap[id(comp)] = copy
+        for comp in self.computations:
+            if id(comp) in cmap:
+                new.add_computation(cmap[id(comp)], entry=comp is self.entry, uniquify=False)
+        return new
+
+    def __repr__(self) -> str:
+        return f"<Module {self.name} ({len(self.computations)} computations)>"
+
+
+def is_computation_kind(kind) -> bool:
+    return isinstance(kind, (ComputationKind, ComputationListKind))

@@ -1,0 +1,205 @@
+"""The op registry: one OpDef per HLO opcode.
+
+Owns: OpDef (text spelling, arity, attribute schema, traits, THE shape rule, and later
+the NumPy kernel), the registry, ``make_instruction`` (check attributes, run the shape rule,
+build an Instruction) used by the builder, the parser and the verifier, and ShapeError.
+Imports the shape and hlo layers; never a backend, the builder or the parser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, NoReturn, Sequence
+
+from xlapy.errors import InvalidArgumentError
+from xlapy.hlo.attrs import REQUIRED, Attrs, AttrSpec
+from xlapy.hlo.ir import Instruction
+from xlapy.hlo.opcodes import ARITY, OPCODE_NAMES, SIDE_EFFECTING_OPCODES
+from xlapy.shape import Shape
+
+
+class ShapeError(InvalidArgumentError):
+    """A shape rule rejected its operands or attributes. The message starts with the
+    opcode, states the violated constraint and shows the shapes in HLO syntax."""
+
+
+# Traits (sets of opcodes, tinygrad-style, are derived from these).
+ELEMENTWISE = "elementwise"
+UNARY = "unary"
+BINARY = "binary"
+TERNARY = "ternary"
+COMPARISON = "comparison"
+SIDE_EFFECTING = "side_effecting"
+CALLS_COMPUTATIONS = "calls_computations"
+COLLECTIVE = "collective"
+ASYNC = "async"
+
+
+@dataclass
+class OpCall:
+    """What a shape rule sees: the opcode, operand shapes and checked attributes."""
+
+    opcode: str
+    operands: tuple[Shape, ...]
+    attrs: Attrs
+    # The declared result shape, for ops whose HLO text carries information only there
+    # (convert's element type, reshape's and broadcast's dimensions, iota, infeed, ...).
+    result: Shape | None = None
+
+    def fail(self, message: str) -> NoReturn:
+        raise ShapeError(f"{self.opcode}: {message}")
+
+    def __getattr__(self, name: str):
+        # call.dimensions is call.attrs["dimensions"]
+        try:
+            return self.__dict__["attrs"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+ShapeRule = Callable[[OpCall], Shape]
+
+
+@dataclass
+class OpDef:
+    """Everything xlapy knows about one opcode."""
+
+    opcode: str
+    shape_rule: ShapeRule
+    attrs: tuple[AttrSpec, ...] = ()
+    traits: frozenset[str] = frozenset()
+    arity: int | None = None  # from XLA's opcode table; None: variadic
+    min_operands: int = 0
+    doc: str = ""
+    kernel: Callable | None = None  # the NumPy kernel (interpreter issue)
+    attr_by_name: dict[str, AttrSpec] = field(default_factory=dict, repr=False)
+    attr_by_key: dict[str, AttrSpec] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        self.attr_by_name = {a.name: a for a in self.attrs}
+        self.attr_by_key = {k: a for a in self.attrs for k in a.keys}
+
+    def has(self, trait: str) -> bool:
+        return trait in self.traits
+
+    def check_attrs(self, given: dict[str, Any]) -> Attrs:
+        """Validate and normalise attribute values; fill defaults; reject unknown names."""
+        values: dict[str, Any] = {}
+        for name in given:
+            if name not in self.attr_by_name:
+                allowed = ", ".join(self.attr_by_name) or "none"
+                raise InvalidArgumentError(
+                    f"{self.opcode}: unknown attribute '{name}' (allowed: {allowed})"
+                )
+        for spec in self.attrs:
+            if spec.name in given and given[spec.name] is not None:
+                values[spec.name] = spec.kind.check(
+                    given[spec.name], f"{self.opcode}: attribute '{spec.name}'"
+                )
+            elif spec.required:
+                raise InvalidArgumentError(
+                    f"{self.opcode}: missing required attribute '{spec.name}'"
+                )
+            else:
+                values[spec.name] = spec.default
+        return Attrs(values)
+
+    def check_arity(self, count: int) -> None:
+        if self.arity is not None and count != self.arity:
+            raise ShapeError(
+                f"{self.opcode}: expects {self.arity} operand{'s' if self.arity != 1 else ''}, "
+                f"got {count}"
+            )
+        if count < self.min_operands:
+            raise ShapeError(f"{self.opcode}: expects at least {self.min_operands} operands, got {count}")
+
+    def infer_shape(self, operands: Sequence[Shape], attrs: Attrs, result: Shape | None = None) -> Shape:
+        """Run the shape rule. ``result`` is the declared shape, if any (see OpCall.result)."""
+        self.check_arity(len(operands))
+        for i, s in enumerate(operands):
+            if not isinstance(s, Shape):
+                raise InvalidArgumentError(f"{self.opcode}: operand {i} is not a Shape: {s!r}")
+        return self.shape_rule(OpCall(self.opcode, tuple(operands), attrs, result))
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def register(opdef: OpDef) -> OpDef:
+    if opdef.opcode not in OPCODE_NAMES:
+        raise ValueError(f"register: {opdef.opcode!r} is not an XLA opcode")
+    if opdef.opcode in REGISTRY:
+        raise ValueError(f"register: {opdef.opcode!r} is defined twice")
+    opdef.arity = ARITY[opdef.opcode]
+    if opdef.opcode in SIDE_EFFECTING_OPCODES:
+        opdef.traits = opdef.traits | {SIDE_EFFECTING}
+    REGISTRY[opdef.opcode] = opdef
+    return opdef
+
+
+def op(opcode: str, *, attrs: Sequence[AttrSpec] = (), traits: Sequence[str] = (),
+       min_operands: int = 0, doc: str = ""):
+    """Decorator: the decorated function is the opcode's shape rule.
+
+        @op("reverse", attrs=[AttrSpec("dimensions", IntListKind())])
+        def _reverse(call): ...
+    """
+
+    def wrap(rule: ShapeRule) -> ShapeRule:
+        register(OpDef(opcode, rule, tuple(attrs), frozenset(traits), min_operands=min_operands,
+                       doc=doc or (rule.__doc__ or "").strip()))
+        return rule
+
+    return wrap
+
+
+def get_opdef(opcode: str) -> OpDef:
+    _load_families()
+    try:
+        return REGISTRY[opcode]
+    except KeyError:
+        if opcode in OPCODE_NAMES:
+            raise InvalidArgumentError(f"opcode '{opcode}' has no definition in xlapy yet") from None
+        raise InvalidArgumentError(f"unknown opcode '{opcode}'") from None
+
+
+def all_opdefs() -> dict[str, OpDef]:
+    _load_families()
+    return dict(REGISTRY)
+
+
+def make_instruction(
+    opcode: str,
+    operands: Sequence[Instruction],
+    attrs: dict[str, Any] | None = None,
+    *,
+    shape: Shape | None = None,
+    name: str | None = None,
+    **data,
+) -> Instruction:
+    """Check attributes, run the shape rule, and build the instruction.
+
+    A given ``shape`` must be compatible with the inferred one (the parser passes the text's
+    shape, which may carry a layout); otherwise the inferred shape is used.
+    """
+    opdef = get_opdef(opcode)
+    checked = opdef.check_attrs(attrs or {})
+    inferred = opdef.infer_shape([o.shape for o in operands], checked, shape)
+    if shape is None:
+        shape = inferred
+    elif not shape.compatible(inferred) or (shape.is_tuple() != inferred.is_tuple()):
+        raise ShapeError(
+            f"{opcode}: the given shape {shape} is not compatible with the inferred shape "
+            f"{inferred}"
+        )
+    return Instruction(opcode, shape, operands, checked, name, **data)
+
+
+_loaded = False
+
+
+def _load_families() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        import xlapy.opdefs  # noqa: F401  (registers every family)
