@@ -19,6 +19,7 @@ from xlapy.shape import (
     linear_indices,
     multi_index,
     parse_shape,
+    physical_plan,
     physical_size,
 )
 from xlapy.shape.layout import COMBINE_DIMENSION
@@ -206,3 +207,10 @@ def test_untiled_layout_is_a_permuted_row_major_order(args):
     order = list(reversed(m2m))
     expected = np.arange(prod(dims)).reshape([dims[d] for d in order])
     np.testing.assert_array_equal(linear_indices(shape), np.transpose(expected, np.argsort(order)))
+
+
+def test_unravel_marks_tail_padding_as_padding():
+    plan = physical_plan(parse_shape("f32[3,5]{1,0:T(2,2)L(7)}"))
+    _, valid = plan.unravel(np.arange(plan.elements))
+    assert plan.elements == 28 and valid.sum() == 15 and not valid[24:].any()
+    assert not bool(physical_plan(parse_shape("f32[2,3]{1,0:L(4)}")).unravel(6)[1])

@@ -76,13 +76,14 @@ class PhysicalPlan:
         """Logical multi-index for linear position(s), and a mask (or bool) saying which
         positions hold an element (False: padding)."""
         linear = np.asarray(linear, dtype=np.int64)
+        in_tiles = linear < prod(self.final)  # positions past the tiles are tail padding
         cur = []
         rest = linear
         for d in reversed(self.final):
             cur.append(rest % d if d else rest)
             rest = rest // d if d else rest
         cur.reverse()
-        valid = np.ones(linear.shape, dtype=bool)
+        valid = in_tiles.copy()
         for step in reversed(self.steps):
             cur, valid = _unapply(step, cur, valid)
         for e, d in zip(cur, self.logical):
@@ -218,7 +219,7 @@ def multi_index(shape: Shape, linear: int) -> tuple[int, ...]:
             f"holds {plan.elements} elements"
         )
     index, valid = plan.unravel(lin)
-    if lin >= prod(plan.final) or not bool(valid):
+    if not bool(valid):
         raise InvalidArgumentError(
             f"multi_index: linear index {lin} of {shape} is a padding position, not an element"
         )
