@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator  # noqa: F401
 
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs import Attrs, ComputationKind, ComputationListKind
@@ -162,9 +162,13 @@ class Instruction:
         return self.opcode in SIDE_EFFECTING_OPCODES
 
     def called_computations(self) -> list["Computation"]:
-        """Computations this instruction calls (to_apply, condition/body, branches, calls...)."""
+        """Computations this instruction calls (to_apply, condition/body, branches, calls...),
+        in XLA's order (a while loop's body comes before its condition)."""
         out = []
-        for value in self.attrs.values.values():
+        values = self.attrs.values
+        if self.opcode == "while" and "body" in values and "condition" in values:
+            return [values["body"], values["condition"]]
+        for value in values.values():
             if isinstance(value, Computation):
                 out.append(value)
             elif isinstance(value, tuple) and value and all(isinstance(v, Computation) for v in value):
@@ -273,29 +277,63 @@ class Computation:
                 seen.setdefault(id(c), c)
         return list(seen.values())
 
-    def post_order(self) -> list[Instruction]:
-        """Every instruction after its operands and control predecessors (XLA's
-        MakeInstructionPostOrder: roots of the DFS in instruction order, so dead code is
-        included)."""
+    def embedded_computations(self) -> list["Computation"]:
+        """Every computation this one calls, directly or not, callees first (XLA's
+        MakeEmbeddedComputationsList)."""
         visited: set[int] = set()
+        order: list[Computation] = []
+        stack: list[list] = []
+
+        def push_called(instr: Instruction) -> None:
+            for c in reversed(instr.called_computations()):
+                if id(c) not in visited:
+                    visited.add(id(c))
+                    stack.append([c, 0])
+
+        for instr in self.instructions:
+            push_called(instr)
+            while stack:
+                top = stack[-1]
+                comp, i = top
+                if i == len(comp.instructions):
+                    stack.pop()
+                    order.append(comp)
+                else:
+                    top[1] += 1
+                    push_called(comp.instructions[i])
+        return order
+
+    def post_order(self) -> list[Instruction]:
+        """Every instruction after its operands and control predecessors, in exactly the
+        order of XLA's MakeInstructionPostOrder (an iterative DFS from each user-less
+        instruction in instruction order; operands visited first to last, control
+        predecessors before them), so printing follows XLA's order."""
+        visiting, visited = 1, 2
+        state: dict[int, int] = {}
         order: list[Instruction] = []
         for start in self.instructions:
-            if id(start) in visited:
+            if any(u.parent is self for u in start.users):
                 continue
-            stack: list[tuple[Instruction, Iterator[Instruction]]] = [
-                (start, iter(start.operands + start.control_predecessors))
-            ]
-            visited.add(id(start))
+            if state.get(id(start)) == visited:
+                continue
+            stack = [start]
             while stack:
-                node, it = stack[-1]
-                for nxt in it:
-                    if id(nxt) not in visited and nxt.parent is self:
-                        visited.add(id(nxt))
-                        stack.append((nxt, iter(nxt.operands + nxt.control_predecessors)))
-                        break
+                cur = stack[-1]
+                st = state.get(id(cur))
+                if st is None:
+                    state[id(cur)] = visiting
                 else:
                     stack.pop()
-                    order.append(node)
+                    if st != visited:
+                        state[id(cur)] = visited
+                        order.append(cur)
+                    continue
+                for op in reversed(cur.operands):
+                    if state.get(id(op)) != visited:
+                        stack.append(op)
+                for p in cur.control_predecessors:
+                    if state.get(id(p)) != visited:
+                        stack.append(p)
         return order
 
     # -- editing ---------------------------------------------------------------------------
@@ -432,23 +470,28 @@ class Module:
         raise InvalidArgumentError(f"module {self.name} has no computation %{name}")
 
     def post_order_computations(self) -> list[Computation]:
-        """Callees before callers, entry last."""
-        order: list[Computation] = []
-        seen: set[int] = set()
-
-        def visit(c: Computation):
-            if id(c) in seen:
-                return
-            seen.add(id(c))
-            for callee in c.called_computations():
-                visit(callee)
-            order.append(c)
-
+        """Callees before callers, in the order XLA prints them
+        (HloModule::MakeComputationPostOrder with dfs_postorder=true)."""
+        called: set[int] = set()
         for c in self.computations:
-            if c is not self.entry:
-                visit(c)
-        if self.entry is not None:
-            visit(self.entry)
+            for instr in c.instructions:
+                called.update(id(x) for x in instr.called_computations())
+        added: set[int] = set()
+        order: list[Computation] = []
+        for c in self.computations:
+            if id(c) in called:
+                continue
+            for e in c.embedded_computations():
+                if id(e) not in added:
+                    added.add(id(e))
+                    order.append(e)
+            if id(c) not in added:
+                added.add(id(c))
+                order.append(c)
+        for c in self.computations:  # only reachable through a cycle: keep them anyway
+            if id(c) not in added:
+                added.add(id(c))
+                order.append(c)
         return order
 
     def instructions(self) -> Iterator[Instruction]:
@@ -482,6 +525,16 @@ class Module:
             if id(comp) in cmap:
                 new.add_computation(cmap[id(comp)], entry=comp is self.entry, uniquify=False)
         return new
+
+    def to_string(self, **options) -> str:
+        """XLA's text for this module: ``m.to_string(print_operand_shape=True,
+        print_large_constants=True)`` for the long form (XLA's HloPrintOptions names)."""
+        from xlapy.hlo.printer import module_to_string
+
+        return module_to_string(self, **options)
+
+    def __str__(self) -> str:
+        return self.to_string()
 
     def __repr__(self) -> str:
         return f"<Module {self.name} ({len(self.computations)} computations)>"

@@ -1,0 +1,271 @@
+"""The HLO text printer, byte for byte as XLA prints.
+
+Owns: HloPrintOptions (XLA's option names; ``default()`` and ``short_parsable()``),
+module/computation/instruction printing. Attribute text comes from each opcode's schema
+(AttrSpec kinds own their syntax); this module only orders and joins. Imports shape, hlo and
+the op registry (for schemas), never the parser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from xlapy.hlo.attrs.numbers import c_escape
+from xlapy.hlo.ir import Computation, Instruction, Module
+from xlapy.hlo.module_data import (
+    aliases_to_text,
+    buffer_donors_to_text,
+    frontend_attributes_to_text,
+    lexes_as_json_dict,
+)
+
+
+@dataclass(frozen=True)
+class HloPrintOptions:
+    """XLA's HloPrintOptions (the subset that changes the text xlapy prints)."""
+
+    print_large_constants: bool = False
+    print_metadata: bool = True
+    print_metadata_only_op_name: bool = False
+    print_backend_config: bool = True
+    print_operand_shape: bool = False
+    print_operand_names: bool = True
+    print_program_shape: bool = True
+    print_percent: bool = True
+    print_control_dependencies: bool = True
+    print_operand_index_annotation_interval: int = 5
+    include_layout_in_shapes: bool = True
+    print_result_shape: bool = True
+    print_extra_attributes: bool = True
+    print_frontend_attributes: bool = True
+    syntax_sugar_async_ops: bool = True
+    print_ids: bool = True
+
+    @staticmethod
+    def default() -> "HloPrintOptions":
+        return HloPrintOptions()
+
+    @staticmethod
+    def short_parsable() -> "HloPrintOptions":
+        """What jax's ``lower(...).as_text(dialect="hlo")`` prints."""
+        return HloPrintOptions(print_large_constants=True, print_metadata=False,
+                               print_operand_shape=False,
+                               print_operand_index_annotation_interval=0,
+                               print_program_shape=False, print_percent=False,
+                               print_control_dependencies=False)
+
+
+def _options(options: HloPrintOptions | None, overrides: dict) -> HloPrintOptions:
+    options = options or HloPrintOptions()
+    unknown = set(overrides) - set(HloPrintOptions.__dataclass_fields__)
+    if unknown:
+        from xlapy.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(
+            f"to_string: unknown print option(s) {sorted(unknown)}; known: "
+            f"{', '.join(HloPrintOptions.__dataclass_fields__)}")
+    return replace(options, **overrides) if overrides else options
+
+
+def module_to_string(module: Module, options: HloPrintOptions | None = None, **overrides) -> str:
+    """The module in XLA's text form. ``module_to_string(m, print_operand_shape=True)``."""
+    opts = _options(options, overrides)
+    out = [f"HloModule {module.name}"]
+    cfg = module.config
+    if cfg.get("is_scheduled"):
+        out.append(", is_scheduled=true")
+    if cfg.get("input_output_alias"):
+        out.append(", input_output_alias=" + aliases_to_text(cfg["input_output_alias"]))
+    if cfg.get("buffer_donor"):
+        out.append(", buffer_donor=" + buffer_donors_to_text(cfg["buffer_donor"]))
+    if cfg.get("alias_passthrough_params"):
+        out.append(", alias_passthrough_params=true")
+    layout = cfg.get("entry_computation_layout")
+    if layout is None and module.entry is not None and module.entry.root is not None:
+        from xlapy.hlo.module_data import ComputationLayout
+
+        layout = ComputationLayout(tuple(p.shape for p in module.entry.parameters),
+                                   module.entry.root.shape)
+    if layout is not None:
+        out.append(", entry_computation_layout=" + layout.to_text())
+    for key in ("allow_spmd_sharding_propagation_to_parameters",
+                "allow_spmd_sharding_propagation_to_output"):
+        values = cfg.get(key)
+        if values is not None and (len(values) != 1 or values[-1]):
+            out.append(f", {key}={{" + ",".join("true" if v else "false" for v in values) + "}")
+    if module.replica_count != 1:
+        out.append(f", replica_count={module.replica_count}")
+    if module.num_partitions != 1:
+        out.append(f", num_partitions={module.num_partitions}")
+    if cfg.get("frontend_attributes"):
+        out.append(", frontend_attributes=" + frontend_attributes_to_text(cfg["frontend_attributes"]))
+    for key, raw in module.extras.get("raw_header", {}).items():
+        out.append(f", {key}={raw}")
+    frames = module.extras.get("stack_frames")
+    if frames is not None and not frames.is_empty() and opts.print_metadata:
+        out.append(frames.to_text())
+    out.append("\n\n")
+    scheduled = bool(cfg.get("is_scheduled"))
+    for comp in module.post_order_computations():
+        if opts.syntax_sugar_async_ops and is_sugared_async_computation(comp):
+            continue
+        out.append(computation_to_string(comp, opts, entry=comp is module.entry,
+                                         in_schedule_order=scheduled))
+        out.append("\n\n")
+    return "".join(out)
+
+
+def is_sugared_async_computation(comp: Computation) -> bool:
+    """An async computation that its async-start prints as ``op-start(...)`` sugar."""
+    return bool(getattr(comp, "is_async_computation", False)) and can_expand_async(comp)
+
+
+def can_expand_async(comp: Computation) -> bool:
+    non_params = [i for i in comp.instructions if i.opcode != "parameter"]
+    return len(non_params) == 1 and comp.root is non_params[0]
+
+
+def computation_to_string(comp: Computation, options: HloPrintOptions | None = None, *,
+                          entry: bool = False, in_schedule_order: bool = False,
+                          **overrides) -> str:
+    opts = _options(options, overrides)
+    out = []
+    if entry:
+        out.append("ENTRY ")
+    if opts.print_percent:
+        out.append("%")
+    out.append(comp.name + " ")
+    if opts.print_program_shape:
+        out.append(str(comp.program_shape()) + " ")
+    out.append("{\n")
+    order = comp.instructions if in_schedule_order else comp.post_order()
+    for instr in order:
+        out.append("  ")
+        if instr is comp.root:
+            out.append("ROOT ")
+        out.append(instruction_to_string(instr, opts))
+        out.append("\n")
+    out.append("}")
+    if comp.execution_thread and comp.execution_thread != "main":
+        out.append(f', execution_thread="{comp.execution_thread}"')
+    return "".join(out)
+
+
+def _name(name: str, opts: HloPrintOptions) -> str:
+    return ("%" if opts.print_percent else "") + name
+
+
+def instruction_to_string(instr: Instruction, options: HloPrintOptions | None = None,
+                          **overrides) -> str:
+    """One instruction line (without indentation and ``ROOT``)."""
+    from xlapy.opdefs import get_opdef
+
+    opts = _options(options, overrides)
+    opdef = get_opdef(instr.opcode)
+    head = _name(instr.name, opts) + " = "
+    if opts.print_result_shape:
+        head += instr.shape.to_string(opts.include_layout_in_shapes) + " "
+    opcode = instr.opcode
+    in_parens = [s for s in opdef.attrs if s.in_parens]
+    if in_parens:
+        inside = ", ".join(_in_parens_text(instr, s, opts) for s in in_parens)
+    else:
+        inside = _operands_text(instr, opts)
+    parts = [head + opcode + "(" + inside + ")"]
+    parts.extend(attribute_texts(instr, opts))
+    if opts.print_metadata and instr.metadata is not None and not instr.metadata.is_empty():
+        parts.append("metadata={" + instr.metadata.to_text(opts.print_metadata_only_op_name) + "}")
+    if opts.print_backend_config and instr.backend_config:
+        config = instr.backend_config
+        if lexes_as_json_dict(config):
+            parts.append("backend_config=" + config)
+        else:
+            parts.append('backend_config="' + c_escape(config) + '"')
+    return ", ".join(parts)
+
+
+def _in_parens_text(instr, spec, opts) -> str:
+    value = instr.attrs[spec.name]
+    if spec.name == "literal":  # constant: elided as {...} when large, unless asked
+        return value.to_hlo_text(print_large_constants=opts.print_large_constants)
+    return spec.kind.to_text(value)
+
+
+def _operands_text(instr: Instruction, opts: HloPrintOptions) -> str:
+    pieces = []
+    for i, op in enumerate(instr.operands):
+        text = ""
+        if opts.print_operand_shape:
+            text = op.shape.to_string(opts.include_layout_in_shapes)
+        if opts.print_operand_names:
+            text = (text + " " if text else "") + _name(op.name, opts)
+        pieces.append(text)
+    if not pieces:
+        return ""
+    out = pieces[0]
+    interval = opts.print_operand_index_annotation_interval
+    for i, piece in enumerate(pieces[1:], 1):
+        if interval and i % interval == 0:
+            out += f", /*index={i}*/" + piece
+        else:
+            out += ", " + piece
+    return out
+
+
+def attribute_texts(instr: Instruction, opts: HloPrintOptions) -> list[str]:
+    """``key=value`` texts after the operands, in XLA's order: the opcode's attributes
+    (defaults omitted), sharding, frontend attributes, control predecessors, statistics."""
+    from xlapy.opdefs import get_opdef
+
+    opdef = get_opdef(instr.opcode)
+    out = []
+    if opts.print_extra_attributes:
+        for spec in opdef.attrs:
+            if spec.in_parens:
+                continue
+            value = instr.attrs.get(spec.name)
+            if value is None or (not spec.required and _equal(value, spec.default)):
+                continue
+            omit = getattr(spec, "omit", None)
+            if omit is not None and omit(value, instr):
+                continue
+            for key, text in spec.kind.items(spec.name, value):
+                out.append(f"{key}={text}")
+    extras = instr.extras
+    if instr.sharding is not None:
+        out.append(f"sharding={instr.sharding}")
+    if opts.print_frontend_attributes and instr.frontend_attributes:
+        out.append("frontend_attributes=" + frontend_attributes_to_text(instr.frontend_attributes))
+    if opts.print_control_dependencies and instr.control_predecessors:
+        names = ", ".join(_name(p.name, opts) for p in instr.control_predecessors)
+        out.append("control-predecessors={" + names + "}")
+    for key in ("statistics", "result_accuracy"):
+        if key in extras:
+            out.append(f"{key}={extras[key]}")
+    if "origin" in extras:
+        out.append(f"origin={extras['origin']}")
+    return out
+
+
+def _equal(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # numpy-valued attributes: never equal to a scalar default
+        return False
+
+
+def async_sugar_opcode(instr: Instruction) -> str | None:
+    """``all-gather-start``-style spelling of an async-start/update/done whose wrapped
+    computation is a single instruction (HloPrintOptions::syntax_sugar_async_ops)."""
+    if instr.opcode not in ("async-start", "async-update", "async-done"):
+        return None
+    comp = instr.attrs.get("calls") if "calls" in instr.attrs else None
+    if comp is None:
+        start = instr
+        while start.opcode != "async-start" and start.operands:
+            start = start.operands[0]
+        comp = start.attrs.get("calls") if "calls" in start.attrs else None
+    if comp is None or not can_expand_async(comp):
+        return None
+    suffix = {"async-start": "-start", "async-update": "-update", "async-done": "-done"}[instr.opcode]
+    return comp.root.opcode + suffix

@@ -1,0 +1,149 @@
+"""The HLO verifier: checks a module the way XLA's HloVerifier does.
+
+Owns: ``verify_module(module)`` and VerifierError. Checks: every instruction's shape is
+compatible with what its opcode's shape rule infers (which also checks operand counts,
+element types and called computations' signatures: reducers, comparators, while
+condition/body, branches); no implicit broadcast in elementwise ops; unique instruction
+and computation names; parameters numbered 0..n-1; every computation has a root of its
+own; the entry computation layout matches the entry computation; channel ids pair
+send/recv with their -done halves. Messages show the failing instruction with its
+operands and users.
+"""
+
+from __future__ import annotations
+
+from xlapy.errors import InvalidArgumentError, XlaError
+from xlapy.hlo.ir import Computation, Instruction, Module
+
+
+class VerifierError(InvalidArgumentError):
+    """The module is not valid HLO; the message shows the failing instruction in context."""
+
+
+def _context(instr: Instruction) -> str:
+    from xlapy.hlo.printer import instruction_to_string
+
+    def line(i: Instruction, mark: str) -> str:
+        try:
+            text = instruction_to_string(i, print_metadata=False)
+        except XlaError:
+            text = f"%{i.name} = {i.shape} {i.opcode}(...)"
+        return f"  {mark} {text}"
+
+    rows = [line(o, "operand:") for o in instr.operands]
+    rows.append(line(instr, "  >>>  "))
+    rows += [line(u, "user:   ") for u in instr.users[:3]]
+    where = f" in computation %{instr.parent.name}" if instr.parent is not None else ""
+    return f"instruction %{instr.name}{where}:\n" + "\n".join(rows)
+
+
+def _fail(instr: Instruction, message: str):
+    raise VerifierError(f"{message}\n{_context(instr)}")
+
+
+ELEMENTWISE_SAME_SHAPE_EXEMPT = frozenset({"clamp", "select"})
+
+
+def verify_instruction(instr: Instruction) -> None:
+    from xlapy.opdefs import get_opdef
+
+    opdef = get_opdef(instr.opcode)
+    try:
+        inferred = opdef.infer_shape([o.shape for o in instr.operands], instr.attrs, instr.shape)
+    except XlaError as e:
+        _fail(instr, str(e))
+    if not instr.shape.compatible(inferred) or instr.shape.is_tuple() != inferred.is_tuple():
+        _fail(instr, f"{instr.opcode}: shape {instr.shape} is not compatible with the shape "
+                     f"its operands give, {inferred}")
+    if opdef.has("elementwise") and instr.opcode not in ELEMENTWISE_SAME_SHAPE_EXEMPT:
+        for o in instr.operands:
+            if o.shape.is_array() and o.shape.dimensions != instr.shape.dimensions:
+                _fail(instr, f"Implicit broadcast is not allowed in HLO. Found different shapes "
+                             f"for instruction {instr.opcode}: operand {o.shape} and result "
+                             f"{instr.shape}.")
+
+
+def verify_computation(comp: Computation) -> None:
+    if comp.root is None or comp.root.parent is not comp:
+        raise VerifierError(f"computation %{comp.name} has no root of its own")
+    numbers = sorted(p.parameter_number for p in comp.instructions if p.opcode == "parameter")
+    if numbers != list(range(len(numbers))):
+        raise VerifierError(
+            f"computation %{comp.name}: parameter numbers must be 0..{len(numbers) - 1} with "
+            f"no repeats, got {numbers}")
+    for instr in comp.post_order():
+        for o in instr.operands:
+            if o.parent is not comp:
+                _fail(instr, f"operand %{o.name} of %{instr.name} is not in computation %{comp.name}")
+        verify_instruction(instr)
+
+
+def verify_module(module: Module) -> None:
+    """Raise VerifierError if the module is not valid HLO."""
+    if module.entry is None:
+        raise VerifierError(f"module {module.name} has no entry computation")
+    comp_names: set[str] = set()
+    instr_names: dict[str, Computation] = {}
+    for comp in module.computations:
+        if comp.name in comp_names:
+            raise VerifierError(f"computation name %{comp.name} is not unique in module {module.name}")
+        comp_names.add(comp.name)
+        for instr in comp.instructions:
+            if instr.name in instr_names:
+                _fail(instr, f"instruction name %{instr.name} is not unique: it is also used in "
+                             f"computation %{instr_names[instr.name].name}")
+            instr_names[instr.name] = comp
+    for comp in module.computations:
+        verify_computation(comp)
+    _verify_entry_layout(module)
+    _verify_channels(module)
+
+
+def _verify_entry_layout(module: Module) -> None:
+    layout = module.config.get("entry_computation_layout")
+    if layout is None:
+        return
+    entry = module.entry
+    params = entry.parameters
+    if len(layout.parameters) != len(params):
+        raise VerifierError(
+            f"entry_computation_layout has {len(layout.parameters)} parameters but the entry "
+            f"computation %{entry.name} has {len(params)}")
+    for i, (want, p) in enumerate(zip(layout.parameters, params)):
+        if not want.compatible(p.shape):
+            raise VerifierError(
+                f"Shape of entry computation parameter {i}: {p.shape} is not compatible with "
+                f"entry_computation_layout {want}")
+    if not layout.result.compatible(entry.root.shape):
+        raise VerifierError(
+            f"Shape of entry computation root: {entry.root.shape} is not compatible with "
+            f"entry_computation_layout {layout.result}")
+
+
+def _verify_channels(module: Module) -> None:
+    """Send/recv pair with their -done halves, sharing the channel id; a device channel
+    has as many sends as recvs when both halves are in this module (as HloVerifier's
+    VerifyChannels)."""
+    sends: dict[int, int] = {}
+    recvs: dict[int, int] = {}
+    for instr in module.instructions():
+        op = instr.opcode
+        if op in ("send", "recv"):
+            dones = [u for u in instr.users if u.opcode == op + "-done"]
+            if len(dones) != 1:
+                _fail(instr, f"{op} must be used by exactly one {op}-done, found {len(dones)}")
+            cid = instr.attrs.get("channel_id")
+            if cid is not None and not instr.attrs.get("is_host_transfer"):
+                counts = sends if op == "send" else recvs
+                counts[cid] = counts.get(cid, 0) + 1
+        elif op in ("send-done", "recv-done"):
+            start = instr.operands[0]
+            want = op[: -len("-done")]
+            if start.opcode != want:
+                _fail(instr, f"{op} must take a {want} as operand, got {start.opcode}")
+            if start.attrs.get("channel_id") != instr.attrs.get("channel_id"):
+                _fail(instr, f"{op} has channel_id={instr.attrs.get('channel_id')} but its "
+                             f"{want} has channel_id={start.attrs.get('channel_id')}")
+    for cid in sends.keys() & recvs.keys():
+        if sends[cid] != recvs[cid]:
+            raise VerifierError(f"channel {cid} has {sends[cid]} send(s) but {recvs[cid]} recv(s)")
