@@ -19,8 +19,9 @@ Imports shape, hlo.attrs and the registry; never the builder.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from math import prod
-from typing import Sequence
 
 from xlapy.hlo.attrs import AttrSpec, IntKind, IntListKind
 from xlapy.hlo.attrs.padding import PADDING_CONFIG, PaddingConfig
@@ -229,7 +230,7 @@ def infer_reshape_shape(call: OpCall, operand: Shape, dimensions: Sequence[int],
             continue
         debug = f"output: {result}, input: {operand}, input_dim: {input_dim}"
         in_start = in_end = out_start = out_end = -1
-        for (s_in, s_out), (e_in, e_out) in zip(factors, factors[1:]):
+        for (s_in, s_out), (e_in, e_out) in itertools.pairwise(factors):
             if s_in <= input_dim < e_in:
                 in_start, in_end, out_start, out_end = s_in, e_in, s_out, e_out
                 break

@@ -17,8 +17,8 @@ attribute base classes.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs import AttrKind
@@ -63,7 +63,7 @@ class PaddingConfig:
                     f"PaddingConfig: dimensions must be PaddingDimension values, got {d!r}")
 
     @staticmethod
-    def of(dims: Iterable[Sequence[int] | PaddingDimension]) -> "PaddingConfig":
+    def of(dims: Iterable[Sequence[int] | PaddingDimension]) -> PaddingConfig:
         """From ``(low, high)`` or ``(low, high, interior)`` per dimension."""
         out = []
         for d in dims:
@@ -79,7 +79,7 @@ class PaddingConfig:
         return PaddingConfig(tuple(out))
 
     @staticmethod
-    def no_padding(rank: int) -> "PaddingConfig":
+    def no_padding(rank: int) -> PaddingConfig:
         """XLA's MakeNoPaddingConfig: ``rank`` dimensions of ``0_0_0``."""
         return PaddingConfig((PaddingDimension(),) * rank)
 
@@ -87,7 +87,7 @@ class PaddingConfig:
     def rank(self) -> int:
         return len(self.dimensions)
 
-    def with_dimension(self, dimno: int, dim: PaddingDimension) -> "PaddingConfig":
+    def with_dimension(self, dimno: int, dim: PaddingDimension) -> PaddingConfig:
         dims = list(self.dimensions)
         dims[dimno] = dim
         return PaddingConfig(tuple(dims))
@@ -110,6 +110,8 @@ class PaddingConfig:
 # What XLA's lexer takes as one padding token, plus anything glued to it (so a malformed
 # config is reported whole rather than half-read).
 _TOKEN = re.compile(r"[-0-9_x]+")
+# Nothing before the end of the line or of the attribute list: the config of a scalar.
+_EMPTY = re.compile(r"[ \t]*(?:[\n,})]|\Z)")
 _DIM = re.compile(r"(-?[0-9]+)_(-?[0-9]+)(?:_([0-9]+))?\Z")
 
 
@@ -137,11 +139,10 @@ class PaddingConfigKind(AttrKind):
 
 def read_padding_config(sc: Scanner) -> PaddingConfig:
     """XLA's ParsePaddingConfig (the lexer's pad pattern), plus the empty config."""
+    if _EMPTY.match(sc.text, sc.pos):
+        return PaddingConfig()
     m = sc.peek_re(_TOKEN)
     if m is None:
-        nxt = sc.peek()
-        if nxt in ("", ",", "}", ")", "\n"):
-            return PaddingConfig()
         sc.error(f"expects padding config, e.g., '0_0_0x3_3_1', found {sc.describe_next()}")
     start = sc.pos
     dims = []

@@ -14,8 +14,8 @@ shape layer's Scanner and the attribute base classes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs import AttrKind
@@ -47,7 +47,7 @@ class SliceRanges:
 
     @staticmethod
     def of(starts: Sequence[int], limits: Sequence[int],
-           strides: Sequence[int] | None = None) -> "SliceRanges":
+           strides: Sequence[int] | None = None) -> SliceRanges:
         """Ranges from the three lists of XlaBuilder::Slice; strides default to 1."""
         starts, limits = tuple(starts), tuple(limits)
         return SliceRanges(starts, limits, (1,) * len(starts) if strides is None else tuple(strides))
