@@ -224,7 +224,10 @@ def attribute_texts(instr: Instruction, opts: HloPrintOptions) -> list[str]:
             if spec.in_parens:
                 continue
             value = instr.attrs.get(spec.name)
-            if value is None or (not spec.required and _equal(value, spec.default)):
+            # Kinds with ``always_printed`` (replica_groups=, has_dynamic_root=) appear
+            # even at their default value, as XLA prints them.
+            if value is None or (not spec.required and _equal(value, spec.default)
+                                 and not getattr(spec.kind, "always_printed", False)):
                 continue
             omit = getattr(spec, "omit", None)
             if omit is not None and omit(value, instr):

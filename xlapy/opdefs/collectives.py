@@ -17,7 +17,7 @@ Imports the shape and hlo layers and the registry only.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs import AttrSpec, ComputationKind, ShapeKind, StringKind
@@ -473,7 +473,7 @@ def _ragged_all_to_all(call: OpCall) -> Shape:
 
 @op("collective-broadcast", traits=[COLLECTIVE], min_operands=1, attrs=[
     channel_id_spec(), replica_groups_spec(),
-    AttrSpec("has_dynamic_root", AlwaysPrintedBoolKind("has_dynamic_root"), default=False,
+    AttrSpec("has_dynamic_root", AlwaysPrintedBoolKind(), default=False,
              doc="the last operand (s32[N-1]) names the root of each group at run time"),
 ])
 def _collective_broadcast(call: OpCall) -> Shape:

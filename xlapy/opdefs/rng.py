@@ -12,7 +12,12 @@ Imports the shape and hlo layers and the registry only.
 from __future__ import annotations
 
 from xlapy.hlo.attrs import AttrSpec, IntKind
-from xlapy.hlo.attrs.enums import RANDOM_ALGORITHM, RANDOM_DISTRIBUTION, RandomAlgorithm, RandomDistribution
+from xlapy.hlo.attrs.enums import (
+    RANDOM_ALGORITHM,
+    RANDOM_DISTRIBUTION,
+    RandomAlgorithm,
+    RandomDistribution,
+)
 from xlapy.opdefs.common import require_result, tname
 from xlapy.opdefs.registry import OpCall, op
 from xlapy.shape import PrimitiveType, Shape, dtypes

@@ -16,7 +16,7 @@ Owns the value types (frozen, hashable) with XLA's names and their text syntax:
 XLA prints ``replica_groups`` on every collective, even when empty, and the iota form
 exactly when the groups were given that way (after canonicalising its reshape/transpose,
 see IotaReplicaGroupList). Kinds that XLA prints even at their default value declare
-their key in ``keys`` and always return it from ``items``.
+``always_printed = True``, which the printer honours.
 
 Also: ChannelHandle/ChannelType (xla_data.proto), ReplicaGroup, and
 ``get_collective_op_group_mode`` (xla/hlo/ir/collective_op_group_mode.cc).
@@ -26,9 +26,10 @@ Imports only the shape layer, numpy and the attribute base classes.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import prod
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,13 +38,30 @@ from xlapy.hlo.attrs import AttrKind, AttrSpec, BoolKind, IntKind, read_int_list
 from xlapy.shape.text import Scanner
 
 __all__ = [
-    "ChannelHandle", "ChannelType", "CollectiveDeviceList", "IotaReplicaGroupList",
-    "ReplicaGroup", "CollectiveOpGroupMode", "get_collective_op_group_mode",
-    "replica_groups_from", "read_replica_groups", "canonicalize_iota", "ReplicaGroupsKind", "SourceTargetPairsKind",
-    "IntListListKind", "SingleDimensionKind", "AlwaysPrintedBoolKind", "REPLICA_GROUPS",
-    "SOURCE_TARGET_PAIRS", "SLICE_SIZES", "SINGLE_DIMENSION", "channel_id_spec",
-    "replica_groups_spec", "constrain_layout_spec", "use_global_device_ids_spec",
+    "REPLICA_GROUPS",
+    "SINGLE_DIMENSION",
+    "SLICE_SIZES",
+    "SOURCE_TARGET_PAIRS",
+    "AlwaysPrintedBoolKind",
+    "ChannelHandle",
+    "ChannelType",
+    "CollectiveDeviceList",
+    "CollectiveOpGroupMode",
+    "IntListListKind",
+    "IotaReplicaGroupList",
+    "ReplicaGroup",
+    "ReplicaGroupsKind",
+    "SingleDimensionKind",
+    "SourceTargetPairsKind",
+    "canonicalize_iota",
+    "channel_id_spec",
+    "constrain_layout_spec",
+    "get_collective_op_group_mode",
     "is_host_transfer_spec",
+    "read_replica_groups",
+    "replica_groups_from",
+    "replica_groups_spec",
+    "use_global_device_ids_spec",
 ]
 
 
@@ -116,7 +134,7 @@ class CollectiveDeviceList:
     def flattened_replica_groups(self) -> tuple[tuple[int, ...], ...]:
         return self.groups
 
-    def expand(self) -> "CollectiveDeviceList":
+    def expand(self) -> CollectiveDeviceList:
         """The explicit list (this list itself)."""
         return self
 
@@ -331,7 +349,7 @@ class ReplicaGroupsKind(AttrKind):
     """``replica_groups=``: printed on every collective, even with no groups (``{}``)."""
 
     name = "replica groups"
-    keys = ("replica_groups",)
+    always_printed = True  # the printer shows it even at its default
 
     def check(self, value, where):
         return replica_groups_from(value, where)
@@ -341,12 +359,6 @@ class ReplicaGroupsKind(AttrKind):
 
     def read(self, sc, ctx=None):
         return read_replica_groups(sc)
-
-    def items(self, spec_name, value):
-        return [("replica_groups", self.to_text(value))]
-
-    def assemble(self, spec_name, parts, where):
-        return parts["replica_groups"]
 
 
 # -- other collective attributes --------------------------------------------------------------
@@ -445,14 +457,7 @@ class SingleDimensionKind(AttrKind):
 class AlwaysPrintedBoolKind(BoolKind):
     """A boolean XLA prints whatever its value (``has_dynamic_root=false``)."""
 
-    def __init__(self, key: str):
-        self.keys = (key,)
-
-    def items(self, spec_name, value):
-        return [(self.keys[0], self.to_text(value))]
-
-    def assemble(self, spec_name, parts, where):
-        return parts[self.keys[0]]
+    always_printed = True
 
 
 REPLICA_GROUPS = ReplicaGroupsKind()
