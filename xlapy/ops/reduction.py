@@ -1,0 +1,245 @@
+"""Builder functions for reductions: Reduce (single and variadic), ReduceAll, ReduceWindow,
+ReduceWindowWithGeneralPadding, SelectAndScatter, SelectAndScatterWithGeneralPadding,
+with XLA's names and argument order (xla_builder.h). SAME/VALID padding goes through
+XLA's MakePadding; the window through InferWindowFromDimensions. Imports the builder, the
+opdefs and the window attribute types.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+
+from xlapy.builder import XlaBuilder, XlaOp, computation_of
+from xlapy.errors import InvalidArgumentError
+from xlapy.hlo.attrs.window import (
+    Padding,
+    Window,
+    as_padding,
+    make_padding,
+    validate_padding_values,
+)
+from xlapy.opdefs.registry import ShapeError
+from xlapy.ops.core import check_same_builder
+
+__all__ = [
+    "Padding", "Reduce", "ReduceAll", "ReduceWindow", "ReduceWindowWithGeneralPadding",
+    "SelectAndScatter", "SelectAndScatterWithGeneralPadding", "Window", "make_padding",
+]
+
+
+def int_list(values, what: str, op_name: str) -> tuple[int, ...]:
+    """``values`` as a tuple of ints, or an error naming the argument."""
+    message = f"{op_name}: {what} must be a list of integers, got {values!r}"
+    try:
+        items = tuple(values)
+    except TypeError:
+        raise InvalidArgumentError(message) from None
+    for v in items:
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
+            raise InvalidArgumentError(message)
+    return tuple(int(v) for v in items)
+
+
+_ints = int_list
+
+
+def _pairs(values, op_name: str) -> tuple[tuple[int, int], ...]:
+    out = []
+    for p in values:
+        try:
+            low, high = p
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(
+                f"{op_name}: padding must be a list of (low, high) pairs, got {values!r}") from None
+        out.append((int(low), int(high)))
+    return tuple(out)
+
+
+def _ops(values, what: str, op_name: str) -> list[XlaOp]:
+    if isinstance(values, XlaOp):
+        raise InvalidArgumentError(f"{op_name}: {what} must be a list of XlaOps, got one XlaOp")
+    items = list(values)
+    for i, v in enumerate(items):
+        if not isinstance(v, XlaOp):
+            raise InvalidArgumentError(
+                f"{op_name}: {what}[{i}] must be an XlaOp, got {type(v).__name__}")
+    return items
+
+
+def _window(opcode: str, *args, **kwargs) -> Window:
+    try:
+        return Window.from_dimensions(*args, **kwargs)
+    except InvalidArgumentError as e:
+        raise ShapeError(f"{opcode}: {e}") from None
+
+
+def _padding(opcode: str, input_dims, window_dims, strides, padding) -> list[tuple[int, int]]:
+    try:
+        return make_padding(input_dims, window_dims, strides, padding)
+    except InvalidArgumentError as e:
+        raise ShapeError(f"{opcode}: {e}") from None
+
+
+# -- Reduce -------------------------------------------------------------------------------------
+
+
+def _reduce_variadic(builder: XlaBuilder, operands: Sequence[XlaOp], init_values: Sequence[XlaOp],
+                     computation, dimensions_to_reduce: Sequence[int]) -> XlaOp:
+    if not isinstance(builder, XlaBuilder):
+        raise InvalidArgumentError(f"Reduce: expected an XlaBuilder, got {type(builder).__name__}")
+    all_ops = _ops(operands, "operands", "Reduce") + _ops(init_values, "init_values", "Reduce")
+    return builder.emit("reduce", all_ops, {
+        "dimensions": _ints(dimensions_to_reduce, "dimensions_to_reduce", "Reduce"),
+        "to_apply": computation_of(computation, "Reduce"),
+    }, op_name="Reduce")
+
+
+def _reduce_single(operand: XlaOp, init_value: XlaOp, computation,
+                   dimensions_to_reduce: Sequence[int]) -> XlaOp:
+    b = check_same_builder("Reduce", [operand, init_value])
+    return _reduce_variadic(b, [operand], [init_value], computation, dimensions_to_reduce)
+
+
+def Reduce(*args, **kwargs) -> XlaOp:
+    """Reduce along ``dimensions_to_reduce`` with a reducer computation. Two forms, as in
+    XLA: ``Reduce(operand, init_value, computation, dimensions_to_reduce)`` and the variadic
+    ``Reduce(builder, operands, init_values, computation, dimensions_to_reduce)`` (the
+    reducer then takes N accumulators and N values and returns an N-tuple).
+
+        total = ops.Reduce(x, ops.ConstantR0(b, 0.0), add_f32, [0, 1])
+    """
+    variadic = (args and isinstance(args[0], XlaBuilder)) or "builder" in kwargs
+    target = _reduce_variadic if variadic else _reduce_single
+    try:
+        bound = inspect.signature(target).bind(*args, **kwargs)
+    except TypeError as e:
+        raise InvalidArgumentError(f"Reduce: {e}") from None
+    return target(*bound.args, **bound.kwargs)
+
+
+def ReduceAll(operand: XlaOp, init_value: XlaOp, computation) -> XlaOp:
+    """Reduce over every dimension: ``ops.ReduceAll(x, zero, add_f32)`` gives a scalar."""
+    b = check_same_builder("ReduceAll", [operand, init_value])
+    rank = operand.shape.rank if operand.shape.is_array() else 0
+    return _reduce_variadic(b, [operand], [init_value], computation, range(rank))
+
+
+# -- ReduceWindow -------------------------------------------------------------------------------
+
+
+def _as_op_lists(operands, init_values, op_name):
+    if isinstance(operands, XlaOp):
+        if not isinstance(init_values, XlaOp):
+            raise InvalidArgumentError(f"{op_name}: with one operand, init_value must be one XlaOp")
+        return [operands], [init_values]
+    return _ops(operands, "operands", op_name), _ops(init_values, "init_values", op_name)
+
+
+def ReduceWindow(operands, init_values, computation, window_dimensions: Sequence[int],
+                 window_strides: Sequence[int], padding: Padding | str) -> XlaOp:
+    """Reduce every window of ``window_dimensions`` moved by ``window_strides``, padding
+    ``Padding.SAME`` or ``Padding.VALID``. One operand and init value, or lists of N each.
+
+        pooled = ops.ReduceWindow(x, neg_inf, max_f32, [2, 3], [2, 3], ops.Padding.VALID)
+    """
+    operands, init_values = _as_op_lists(operands, init_values, "ReduceWindow")
+    check_same_builder("ReduceWindow", operands + init_values)
+    window_dimensions = _ints(window_dimensions, "window_dimensions", "ReduceWindow")
+    window_strides = _ints(window_strides, "window_strides", "ReduceWindow")
+    for o in operands:
+        if not o.shape.is_array():
+            raise ShapeError(f"reduce-window: Expected array argument for operand of "
+                             f"reduce-window, but got {o.shape}.")
+        try:
+            validate_padding_values(o.shape.dimensions, window_dimensions, window_strides)
+        except InvalidArgumentError as e:
+            raise ShapeError(f"reduce-window: {e}") from None
+    shape = operands[-1].shape
+    pads = _padding("reduce-window", shape.dimensions, window_dimensions, window_strides, padding)
+    _dynamic_same_padding_check("ReduceWindow", shape, window_dimensions, window_strides, pads,
+                                padding)
+    return ReduceWindowWithGeneralPadding(operands, init_values, computation, window_dimensions,
+                                          window_strides, (), (), pads)
+
+
+def _dynamic_same_padding_check(op_name, shape, window_dimensions, window_strides, pads, padding):
+    """XLA builds a DynamicReduceWindowSamePadding / DynamicSelectAndScatterSamePadding
+    custom-call when SAME padding meets a dynamic dimension (the padding then depends on the
+    runtime size). xlapy does not build those custom-calls."""
+    if as_padding(padding) is not Padding.SAME:
+        return
+    window = Window.from_dimensions(window_dimensions, window_strides, pads)
+    for i, d in enumerate(window.dimensions):
+        if shape.dynamic_dimensions[i] and not d.is_trivial:
+            raise InvalidArgumentError(
+                f"{op_name}: SAME padding over dynamic dimension {i} of {shape} needs XLA's "
+                f"dynamic-padding custom-call, which xlapy does not build; pass explicit padding "
+                f"to the ...WithGeneralPadding form")
+
+
+def ReduceWindowWithGeneralPadding(operands, init_values, computation,
+                                   window_dimensions: Sequence[int],
+                                   window_strides: Sequence[int],
+                                   base_dilations: Sequence[int],
+                                   window_dilations: Sequence[int],
+                                   padding: Sequence[tuple[int, int]]) -> XlaOp:
+    """ReduceWindow with explicit (low, high) padding and base/window dilations (empty
+    lists: none).
+
+        y = ops.ReduceWindowWithGeneralPadding(x, zero, add_f32, [3], [2], [], [], [(1, 1)])
+    """
+    operands, init_values = _as_op_lists(operands, init_values, "ReduceWindowWithGeneralPadding")
+    b = check_same_builder("ReduceWindowWithGeneralPadding", operands + init_values)
+    op = "ReduceWindowWithGeneralPadding"
+    window = _window("reduce-window", _ints(window_dimensions, "window_dimensions", op),
+                     _ints(window_strides, "window_strides", op), _pairs(padding, op),
+                     _ints(base_dilations, "base_dilations", op),
+                     _ints(window_dilations, "window_dilations", op))
+    return b.emit("reduce-window", operands + init_values, {
+        "window": window, "to_apply": computation_of(computation, op)}, op_name=op)
+
+
+# -- SelectAndScatter ---------------------------------------------------------------------------
+
+
+def SelectAndScatter(operand: XlaOp, select, window_dimensions: Sequence[int],
+                     window_strides: Sequence[int], padding: Padding | str, source: XlaOp,
+                     init_value: XlaOp, scatter) -> XlaOp:
+    """Select one element per window of ``operand`` (``select``: (T, T) -> PRED) and
+    scatter ``source`` onto the selected positions with ``scatter``.
+
+        grad = ops.SelectAndScatter(x, ge_f32, [2, 2], [2, 2], ops.Padding.VALID, g, zero, add_f32)
+    """
+    check_same_builder("SelectAndScatter", [operand, source, init_value])
+    window_dimensions = _ints(window_dimensions, "window_dimensions", "SelectAndScatter")
+    window_strides = _ints(window_strides, "window_strides", "SelectAndScatter")
+    shape = operand.shape
+    if not shape.is_array():
+        raise ShapeError(f"select-and-scatter: Expected array argument for operand of "
+                         f"select-and-scatter, but got {shape}.")
+    pads = _padding("select-and-scatter", shape.dimensions, window_dimensions, window_strides,
+                    padding)
+    _dynamic_same_padding_check("SelectAndScatter", shape, window_dimensions, window_strides,
+                                pads, padding)
+    return SelectAndScatterWithGeneralPadding(operand, select, window_dimensions, window_strides,
+                                              pads, source, init_value, scatter)
+
+
+def SelectAndScatterWithGeneralPadding(operand: XlaOp, select, window_dimensions: Sequence[int],
+                                       window_strides: Sequence[int],
+                                       padding: Sequence[tuple[int, int]], source: XlaOp,
+                                       init_value: XlaOp, scatter) -> XlaOp:
+    """SelectAndScatter with explicit (low, high) padding per dimension.
+
+        grad = ops.SelectAndScatterWithGeneralPadding(x, ge, [3], [2], [(1, 1)], g, zero, add)
+    """
+    op = "SelectAndScatterWithGeneralPadding"
+    b = check_same_builder(op, [operand, source, init_value])
+    window = _window("select-and-scatter", _ints(window_dimensions, "window_dimensions", op),
+                     _ints(window_strides, "window_strides", op), _pairs(padding, op))
+    return b.emit("select-and-scatter", [operand, source, init_value], {
+        "window": window,
+        "select": computation_of(select, op),
+        "scatter": computation_of(scatter, op),
+    }, op_name=op)
