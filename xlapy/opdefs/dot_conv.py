@@ -129,7 +129,7 @@ def infer_dot_shape(call: OpCall, lhs: Shape, rhs: Shape, dnums: DotDimensionNum
 
 
 _DOT_ATTRS = [
-    AttrSpec("dot_dimension_numbers", DOT_DIMENSION_NUMBERS, default=None,
+    AttrSpec("dot_dimension_numbers", DOT_DIMENSION_NUMBERS, default=DotDimensionNumbers(),
              doc="contracting and batch dimensions (absent keys: none)"),
     AttrSpec("precision_config", PRECISION_CONFIG, default=PrecisionConfig(),
              doc="operand precisions and the dot algorithm"),
@@ -149,7 +149,8 @@ def _dot(call: OpCall) -> Shape:
 
 
 @op("ragged-dot", attrs=[
-    AttrSpec("ragged_dot_dimension_numbers", RAGGED_DOT_DIMENSION_NUMBERS, default=None,
+    AttrSpec("ragged_dot_dimension_numbers", RAGGED_DOT_DIMENSION_NUMBERS,
+             default=RaggedDotDimensionNumbers(),
              doc="dot dimension numbers plus lhs_ragged_dims and rhs_group_dims"),
     AttrSpec("precision_config", PRECISION_CONFIG, default=PrecisionConfig(),
              doc="lhs and rhs precisions"),

@@ -19,6 +19,7 @@ from xlapy.hlo.attrs.window import (
     make_padding,
     validate_padding_values,
 )
+from xlapy.opdefs import get_opdef
 from xlapy.opdefs.registry import ShapeError
 from xlapy.ops.core import check_same_builder
 
@@ -157,25 +158,35 @@ def ReduceWindow(operands, init_values, computation, window_dimensions: Sequence
             raise ShapeError(f"reduce-window: {e}") from None
     shape = operands[-1].shape
     pads = _padding("reduce-window", shape.dimensions, window_dimensions, window_strides, padding)
-    _dynamic_same_padding_check("ReduceWindow", shape, window_dimensions, window_strides, pads,
-                                padding)
+    window = _window("reduce-window", window_dimensions, window_strides, pads)
+    if _needs_dynamic_same_padding(shape, window, padding):
+        to_apply = computation_of(computation, "ReduceWindow")
+        return _dynamic_same_padding_call(
+            "reduce-window", "DynamicReduceWindowSamePadding", operands + init_values,
+            {"window": window, "to_apply": to_apply}, [to_apply], "ReduceWindow")
     return ReduceWindowWithGeneralPadding(operands, init_values, computation, window_dimensions,
                                           window_strides, (), (), pads)
 
 
-def _dynamic_same_padding_check(op_name, shape, window_dimensions, window_strides, pads, padding):
-    """XLA builds a DynamicReduceWindowSamePadding / DynamicSelectAndScatterSamePadding
-    custom-call when SAME padding meets a dynamic dimension (the padding then depends on the
-    runtime size). xlapy does not build those custom-calls."""
-    if as_padding(padding) is not Padding.SAME:
-        return
-    window = Window.from_dimensions(window_dimensions, window_strides, pads)
-    for i, d in enumerate(window.dimensions):
-        if shape.dynamic_dimensions[i] and not d.is_trivial:
-            raise InvalidArgumentError(
-                f"{op_name}: SAME padding over dynamic dimension {i} of {shape} needs XLA's "
-                f"dynamic-padding custom-call, which xlapy does not build; pass explicit padding "
-                f"to the ...WithGeneralPadding form")
+def _needs_dynamic_same_padding(shape, window: Window, padding) -> bool:
+    """XLA's builder: SAME padding over a dynamic dimension with a non-trivial window makes
+    the padding depend on the runtime size; it then emits a custom-call that the dynamic
+    padder rewrites, instead of the plain op."""
+    return as_padding(padding) is Padding.SAME and any(
+        shape.dynamic_dimensions[i] and not d.is_trivial for i, d in enumerate(window.dimensions))
+
+
+def _dynamic_same_padding_call(opcode: str, target: str, operands: list[XlaOp], attrs: dict,
+                               computations: list, op_name: str) -> XlaOp:
+    """The custom-call XLA emits for SAME padding over dynamic dimensions: the shape the
+    plain op would have, its window (as text) and its computations."""
+    opdef = get_opdef(opcode)
+    shape = opdef.infer_shape([o.shape for o in operands], opdef.check_attrs(attrs))
+    return operands[0].builder.emit("custom-call", operands, {
+        "custom_call_target": target,
+        "window": "{" + attrs["window"].to_text() + "}",
+        "called_computations": tuple(computations),
+    }, shape=shape, op_name=op_name)
 
 
 def ReduceWindowWithGeneralPadding(operands, init_values, computation,
@@ -220,8 +231,15 @@ def SelectAndScatter(operand: XlaOp, select, window_dimensions: Sequence[int],
                          f"select-and-scatter, but got {shape}.")
     pads = _padding("select-and-scatter", shape.dimensions, window_dimensions, window_strides,
                     padding)
-    _dynamic_same_padding_check("SelectAndScatter", shape, window_dimensions, window_strides,
-                                pads, padding)
+    window = _window("select-and-scatter", window_dimensions, window_strides, pads)
+    if _needs_dynamic_same_padding(shape, window, padding):
+        comps = [computation_of(select, "SelectAndScatter"),
+                 computation_of(scatter, "SelectAndScatter")]
+        return _dynamic_same_padding_call(
+            "select-and-scatter", "DynamicSelectAndScatterSamePadding",
+            [operand, source, init_value],
+            {"window": window, "select": comps[0], "scatter": comps[1]}, comps,
+            "SelectAndScatter")
     return SelectAndScatterWithGeneralPadding(operand, select, window_dimensions, window_strides,
                                               pads, source, init_value, scatter)
 

@@ -98,6 +98,7 @@ class DotDimensionNumbersKind(AttrKind):
 
     name = "dot dimension numbers"
     keys = tuple(_DOT_KEYS)
+    always_printed = True  # the contracting keys appear even when empty
 
     def check(self, value, where):
         if not isinstance(value, DotDimensionNumbers):
@@ -162,6 +163,7 @@ class RaggedDotDimensionNumbersKind(AttrKind):
 
     name = "ragged dot dimension numbers"
     keys = (*_DOT_KEYS, "lhs_ragged_dims", "rhs_group_dims")
+    always_printed = True
 
     def check(self, value, where):
         if not isinstance(value, RaggedDotDimensionNumbers):
