@@ -71,7 +71,8 @@ class _Parser:
         if not m:
             self.error(f"expected {what}, found {sc.describe_next()}")
         name = m.group(1)
-        if name in _KEYWORDS or dtypes.is_type_name(name):
+        # Without a '%' sigil, keywords and type names are not names (XLA's lexer).
+        if not m.group(0).startswith("%") and (name in _KEYWORDS or dtypes.is_type_name(name)):
             self.error(f"expected {what}, found the keyword or type name '{name}'")
         sc.pos = m.end()
         return name
@@ -213,11 +214,14 @@ class _Parser:
         while not sc.eat("}"):
             if sc.at_end():
                 self.error(f"expected '}}' to end computation '{name}', found end of input")
+            sc.skip()
+            instr_pos = sc.pos
             instr, is_root = self.instruction(comp)
             last = instr
             if is_root:
                 if root is not None:
-                    self.error(f"computation '{name}' has more than one ROOT ('{root.name}' and '{instr.name}')")
+                    self.error(f"computation '{name}' has more than one ROOT ('{root.name}' and "
+                               f"'{instr.name}')", instr_pos)
                 root = instr
         if last is None:
             self.error(f"computation '{name}' has no instructions", name_pos)

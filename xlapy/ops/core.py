@@ -60,4 +60,5 @@ def add_broadcast_sequence(out: Shape, op: XlaOp) -> XlaOp:
             dims.append(d)
             dyn.append(shape.dynamic_dimensions[i])
     reshaped = reshape_to(op, dims, dyn) if len(dims) != len(shape.dimensions) else op
-    return in_dim_broadcast(reshaped, out.dimensions, keep, out.dynamic_dimensions)
+    # As XLA's AddBroadcastSequence: the broadcast has the output's sizes, static.
+    return in_dim_broadcast(reshaped, out.dimensions, keep)

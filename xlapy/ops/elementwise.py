@@ -68,7 +68,7 @@ def _binary_op(name: str, opcode: str, lhs: XlaOp, rhs: XlaOp,
         lower_is_lhs = lhs.shape.rank < rhs.shape.rank
         small = lhs if lower_is_lhs else rhs
         sizes = list(out.dimensions)
-        dyn = list(out.dynamic_dimensions)
+        dyn = [False] * len(sizes)  # XLA broadcasts to the static output shape
         for i, d in enumerate(bdims):
             sizes[d] = small.shape.dimensions[i]
             dyn[d] = small.shape.dynamic_dimensions[i]
