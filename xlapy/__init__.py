@@ -28,6 +28,7 @@ from xlapy.shape import (
     physical_size,
     to_physical,
 )
+from xlapy.shape.literal import Literal, parse_literal, parse_literal_with_shape
 
 __version__ = "0.1.0"
 
@@ -36,4 +37,5 @@ __all__ = [
     "ParseError", "PrimitiveType", "Shape", "SplitConfig", "Tile", "XlaError", "byte_size",
     "from_physical", "linear_index", "multi_index", "parse_layout", "parse_shape",
     "physical_size", "to_physical",
+    "Literal", "parse_literal", "parse_literal_with_shape",
 ]

@@ -15,6 +15,7 @@ from xlapy.shape.layout import COMBINE_DIMENSION, MEMORY_SPACE_NAMES, Layout, Pa
 from xlapy.shape.physical import from_physical, to_physical
 from xlapy.shape.shape import UNBOUNDED_SIZE, Shape
 from xlapy.shape.text import Scanner, parse_layout, parse_shape, read_layout, read_shape
+from xlapy.shape.literal import Literal, parse_literal, parse_literal_with_shape
 
 __all__ = [
     "COMBINE_DIMENSION", "MEMORY_SPACE_NAMES", "UNBOUNDED_SIZE", "Layout", "PaddingValue",
@@ -22,4 +23,5 @@ __all__ = [
     "byte_width", "element_size_in_bits", "from_dtype", "from_physical", "linear_index",
     "linear_indices", "multi_index", "parse_layout", "parse_shape", "physical_plan",
     "physical_size", "read_layout", "read_shape", "to_dtype", "to_physical", "type_name",
+    "Literal", "parse_literal", "parse_literal_with_shape",
 ]
