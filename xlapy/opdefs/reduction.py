@@ -169,6 +169,8 @@ def _reduce_window(call: OpCall) -> Shape:
         call.fail("reduce-window expects at least one input and init operand")
     n = len(shapes) // 2
     args, inits = shapes[:n], shapes[n:]
+    for arg in args:
+        expect_array(call, arg, "operand of reduce-window")
     for i in range(1, n):
         if not same_dimensions(args[0], args[i]):
             call.fail(f"All reduced tensors must have the same dimension. Tensor 0 has shape "
@@ -178,7 +180,6 @@ def _reduce_window(call: OpCall) -> Shape:
     window = call.attrs["window"]
     outputs = []
     for arg, init in zip(args, inits):
-        expect_array(call, arg, "operand of reduce-window")
         outputs.append(infer_window_output_shape(call, arg, window, init.element_type))
     if to_apply.program_shape().result.is_array():
         return outputs[0]

@@ -199,14 +199,14 @@ class Window:
 
 def _read_dxd(sc: Scanner, name: str) -> list[int]:
     """HloParser::ParseDxD: ``3`` (1-D) or ``3x3x1``."""
-    m = sc.peek_re(_DXD)
+    m = sc.peek_re(_DXD) or sc.peek_re(_INT)
+    pad = sc.peek_re(_PAD)
+    if pad and (m is None or pad.end() > m.end()):  # XLA's lexer reads a pad token here
+        sc.error(f"expects sub-attribute '{name}=' to be an integer or NxM..., found the "
+                 f"padding {pad.group(0)!r}")
     if m:
         sc.pos = m.end()
         return [int(v) for v in m.group(0).split("x")]
-    m = sc.peek_re(_INT)
-    if m:
-        sc.pos = m.end()
-        return [int(m.group(0))]
     sc.error(f"expects sub-attribute '{name}=' to be an integer or NxM..., "
              f"found {sc.describe_next()}")
 
@@ -236,6 +236,8 @@ def read_window_body(sc: Scanner, end: str | None = "}") -> Window:
         sc.skip()
         if (end is not None and sc.peek(len(end)) == end) or (end is None and sc.at_end()):
             break
+        if sc.at_end():
+            sc.error(f"expected '{end}' to end window attribute, found end of input")
         attr_pos = sc.pos
         name = sc.read_ident()
         if name is None or not sc.eat("="):
