@@ -48,6 +48,9 @@ def test_unbounded_and_bounded_dynamic():
     assert ag("f32[?,10]", replica_groups=[[0, 1]]) == "f32[?,10]{1,0}"
     # A bounded dynamic dimension becomes static (InferAllGatherShape sets is_dynamic=false).
     assert ag("f32[<=4,2]", replica_groups=[[0, 1]]) == "f32[8,2]{1,0}"
+    # From text: a ? or size-0 gathered dimension does not fix the shard count, and needs none.
+    assert ag("f32[?,10]", result="f32[?,10]") == "f32[?,10]{1,0}"
+    assert ag("f32[0,10]", result="f32[0,10]") == "f32[0,10]{1,0}"
 
 
 def test_all_gather_start_and_done():

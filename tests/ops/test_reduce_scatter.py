@@ -37,6 +37,8 @@ def test_dynamic_dimensions():
     assert rs("f32[?,10]", replica_groups=[[0, 1]]) == "f32[?,10]{1,0}"
     # A bounded dynamic scattered dimension becomes unbounded (is_dynamic_dimension).
     assert rs("f32[<=8,3]", replica_groups=[[0, 1]]) == "f32[?,3]{1,0}"
+    # From text, a ? dimension does not fix the shard count, and needs none.
+    assert rs("f32[?,10]", result="f32[?,10]") == "f32[?,10]{1,0}"
 
 
 def test_scatter_dimension_must_divide():

@@ -69,7 +69,8 @@ def group_mode(call: OpCall, use_global_device_ids: bool | None) -> Mode:
         call.fail(str(e))
 
 
-def check_replica_groups(call: OpCall, mode: Mode, uniform: bool = True) -> CollectiveDeviceList | None:
+def check_replica_groups(call: OpCall, mode: Mode,
+                         uniform: bool = True) -> CollectiveDeviceList | None:
     """HloVerifier's CheckReplicaGroups: no empty group, the ids are 0..n-1 each once, and
     (except for all-reduce) every group has the same size. Returns the explicit groups, or
     None when there are none (one group of every participant)."""
@@ -113,6 +114,8 @@ def shard_count_for(call: OpCall, derived: int | None, groups, mode: Mode, what:
     """Reconcile the shard count read off the result shape with the replica groups."""
     size = subgroup_size(groups, mode)
     text = call.attrs["replica_groups"].to_text()
+    if derived == ANY_SHARD_COUNT:
+        return size if size is not None else 1
     if derived is None:
         if size is None:
             call.fail(f"cannot infer the {what}: give the result shape, or replica groups "
@@ -148,6 +151,10 @@ def _declared_outputs(call: OpCall, count: int, start: bool) -> list[Shape] | No
     return list(result.tuple_shapes)
 
 
+#: The result shape is the same whatever the shard count (a size 0 or ``?`` dimension).
+ANY_SHARD_COUNT = -1
+
+
 def _ratio_from_result(declared: list[Shape] | None, operand: Shape, dim: int,
                        gather: bool) -> int | None:
     """CeilOfRatio(result dim, operand dim) for all-gather (operand/result for
@@ -159,8 +166,8 @@ def _ratio_from_result(declared: list[Shape] | None, operand: Shape, dim: int,
         return None
     big, small = (out.dimensions[dim], operand.dimensions[dim]) if gather else (
         operand.dimensions[dim], out.dimensions[dim])
-    if UNBOUNDED_SIZE in (big, small) or small <= 0:
-        return None
+    if UNBOUNDED_SIZE in (big, small) or small == 0:
+        return ANY_SHARD_COUNT
     return -(-big // small)
 
 
@@ -182,8 +189,9 @@ def check_reducer(call: OpCall, operands: Sequence[Shape]) -> None:
     ps = comp.program_shape()
     params = ps.parameters
     t = params[0].element_type if params and params[0].is_array() else None
-    if (len(params) != 2 or t is None or not all(p.is_scalar() and p.element_type == t for p in params)
-            or not ps.result.is_scalar() or ps.result.element_type != t):
+    scalars_of_t = all(p.is_scalar() and p.element_type == t for p in params)
+    if (len(params) != 2 or t is None or not scalars_of_t or not ps.result.is_scalar()
+            or ps.result.element_type != t):
         call.fail(f"the reduction computation %{comp.name} must take two scalars of one type "
                   f"and return a scalar of that type, got {ps}")
     for i, s in enumerate(operands):
@@ -371,7 +379,8 @@ def infer_all_to_all_shape(call: OpCall, shape: Shape, split_dimension: int,
     if split_count <= 0:
         call.fail(f"split_count must be > 0, got {split_count}")
     expect_array(call, shape, "operand of all-to-all")
-    if any(d and size != UNBOUNDED_SIZE for d, size in zip(shape.dynamic_dimensions, shape.dimensions)):
+    if any(dyn and size != UNBOUNDED_SIZE
+           for dyn, size in zip(shape.dynamic_dimensions, shape.dimensions)):
         call.fail(f"AllToAll does not support bounded dynamic shapes, got {shape}")
     rank = shape.rank
     if not 0 <= split_dimension < rank:
@@ -668,7 +677,8 @@ def _recv(call: OpCall) -> Shape:
     """recv(token): starts receiving on the channel; the data shape is element 0 of the
     declared result (data, u32[] context, token[])."""
     expect_token(call, 0)
-    result = require_result(call, "recv takes the received shape from its result (data, u32[], token[])")
+    result = require_result(
+        call, "recv takes the received shape from its result (data, u32[], token[])")
     if not result.is_tuple() or not result.tuple_shapes:
         call.fail(f"recv must have a non-empty tuple shape, got {result}")
     return Shape.tuple([result.tuple_shapes[0], Shape.array(P.U32, ()), Shape.token()])

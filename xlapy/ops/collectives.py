@@ -87,7 +87,8 @@ _outfeed_token: weakref.WeakKeyDictionary[XlaBuilder, XlaOp] = weakref.WeakKeyDi
 
 def _builder(op_name: str, builder) -> XlaBuilder:
     if not isinstance(builder, XlaBuilder):
-        raise InvalidArgumentError(f"{op_name}: expected an XlaBuilder, got {type(builder).__name__}")
+        raise InvalidArgumentError(
+            f"{op_name}: expected an XlaBuilder, got {type(builder).__name__}")
     return builder
 
 
@@ -173,7 +174,8 @@ def _next_channel_handle(builder: XlaBuilder, channel_type: ChannelType) -> Chan
 def CreateChannelHandle(builder: XlaBuilder) -> ChannelHandle:
     """``h = ops.CreateChannelHandle(b)``: a new device-to-device channel of this builder
     (ids 1, 2, ...), for Send/Recv pairs and cross-module collectives."""
-    return _next_channel_handle(_builder("CreateChannelHandle", builder), ChannelType.DEVICE_TO_DEVICE)
+    return _next_channel_handle(_builder("CreateChannelHandle", builder),
+                                ChannelType.DEVICE_TO_DEVICE)
 
 
 def CreateDeviceToHostChannelHandle(builder: XlaBuilder) -> ChannelHandle:
@@ -248,10 +250,12 @@ def CrossReplicaSum(operand: XlaOp, replica_groups=()) -> XlaOp:
     shape = operand.shape
     if shape.is_tuple():
         if not shape.tuple_shapes:
-            raise InvalidArgumentError("CrossReplicaSum: 0 element tuple CrossReplicaSum is not supported")
+            raise InvalidArgumentError(
+                "CrossReplicaSum: 0 element tuple CrossReplicaSum is not supported")
         shape = shape.tuple_shapes[0]
     if not shape.is_array():
-        raise InvalidArgumentError(f"CrossReplicaSum: expected an array operand, got {operand.shape}")
+        raise InvalidArgumentError(
+            f"CrossReplicaSum: expected an array operand, got {operand.shape}")
     scalar = Shape.array(shape.element_type, ())
     sub = b.create_sub_builder("sum")
     x = sub.parameter(0, scalar, "x")
@@ -505,7 +509,8 @@ def CollectivePermute(operand: XlaOp, source_target_pairs: Sequence[tuple[int, i
                   op_name="CollectivePermute")
 
 
-def MultiCollectivePermute(operands: Sequence[XlaOp], source_target_pairs: Sequence[tuple[int, int]],
+def MultiCollectivePermute(operands: Sequence[XlaOp],
+                           source_target_pairs: Sequence[tuple[int, int]],
                            channel_id=None) -> XlaOp:
     """``ops.MultiCollectivePermute([x, y], [(0, 1)])``: one collective-permute of
     several arrays; the result is their tuple."""

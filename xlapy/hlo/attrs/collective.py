@@ -172,7 +172,8 @@ class IotaReplicaGroupList:
         for name, v in (("num_replica_groups", num_replica_groups),
                         ("num_devices_per_group", num_devices_per_group)):
             if not _is_int(v) or v < 1:
-                raise InvalidArgumentError(f"IotaReplicaGroupList: {name} must be an integer >= 1, got {v!r}")
+                raise InvalidArgumentError(
+                    f"IotaReplicaGroupList: {name} must be an integer >= 1, got {v!r}")
         n, m = int(num_replica_groups), int(num_devices_per_group)
         dims = (n * m,) if reshape_dims is None else tuple(reshape_dims)
         perm = tuple(range(len(dims))) if transpose_perm is None else tuple(transpose_perm)
@@ -373,10 +374,12 @@ class IntListListKind(AttrKind):
         try:
             rows = [tuple(r) for r in value]
         except TypeError:
-            raise InvalidArgumentError(f"{where} must be a list of integer lists, got {value!r}") from None
+            raise InvalidArgumentError(
+                f"{where} must be a list of integer lists, got {value!r}") from None
         for r in rows:
             if not all(_is_int(v) for v in r):
-                raise InvalidArgumentError(f"{where} must be a list of integer lists, got {value!r}")
+                raise InvalidArgumentError(
+                    f"{where} must be a list of integer lists, got {value!r}")
         return tuple(tuple(int(v) for v in r) for r in rows)
 
     def to_text(self, value) -> str:
@@ -514,13 +517,15 @@ class ChannelHandle:
 
     def __post_init__(self):
         if not _is_int(self.handle):
-            raise InvalidArgumentError(f"ChannelHandle: handle must be an integer, got {self.handle!r}")
+            raise InvalidArgumentError(
+                f"ChannelHandle: handle must be an integer, got {self.handle!r}")
         object.__setattr__(self, "handle", int(self.handle))
         try:
-            object.__setattr__(self, "type", ChannelType(self.type) if not isinstance(self.type, str)
-                               else ChannelType[self.type])
+            kind = ChannelType[self.type] if isinstance(self.type, str) else ChannelType(self.type)
+            object.__setattr__(self, "type", kind)
         except (KeyError, ValueError):
-            raise InvalidArgumentError(f"ChannelHandle: unknown channel type {self.type!r}") from None
+            raise InvalidArgumentError(
+                f"ChannelHandle: unknown channel type {self.type!r}") from None
 
 
 class CollectiveOpGroupMode(enum.Enum):
