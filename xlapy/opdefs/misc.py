@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from xlapy.hlo.attrs import AttrSpec, BoolKind, ComputationListKind, IntKind, RawTextKind
-from xlapy.hlo.attrs import StringKind
-from xlapy.hlo.attrs.custom_call import OUTPUT_TO_OPERAND_ALIASING, PADDING_TYPE, SHAPE_LIST
+from xlapy.hlo.attrs import AttrSpec, BoolKind, ComputationListKind, IntKind, StringKind
+from xlapy.hlo.attrs.custom_call import CUSTOM_CALL_WINDOW, OUTPUT_TO_OPERAND_ALIASING
+from xlapy.hlo.attrs.custom_call import PADDING_TYPE, SHAPE_LIST
 from xlapy.hlo.attrs.custom_call import PaddingType, shape_index_text as _index_text
 from xlapy.hlo.attrs.enums import (
     CUSTOM_CALL_API_VERSION,
@@ -23,7 +23,9 @@ from xlapy.hlo.attrs.enums import (
     CustomCallApiVersion,
     CustomCallSchedule,
 )
+from xlapy.hlo.attrs.dot import PRECISION_CONFIG, PrecisionConfig
 from xlapy.hlo.attrs.literal import CONSTANT_LITERAL, SHAPED_LITERAL
+from xlapy.hlo.attrs.window import DIM_LABELS
 from xlapy.opdefs.common import require_result
 from xlapy.opdefs.registry import OpCall, op
 from xlapy.shape import PrimitiveType, Shape
@@ -96,13 +98,13 @@ def check_output_operand_aliasing(call: OpCall, aliasing, operands: Sequence[Sha
 
 
 @op("custom-call", attrs=[
-    AttrSpec("window", RawTextKind(), default=None, doc="a window, kept as text"),
-    AttrSpec("dim_labels", RawTextKind(), default=None,
-             doc="convolution dimension numbers, kept as text"),
+    AttrSpec("window", CUSTOM_CALL_WINDOW, default=None, doc="a window: window={size=2x2}"),
+    AttrSpec("dim_labels", DIM_LABELS, default=None,
+             doc="convolution dimension numbers: dim_labels=b01f_01io->b01f"),
     AttrSpec("feature_group_count", IntKind(minimum=1), default=1),
     AttrSpec("batch_group_count", IntKind(minimum=1), default=1),
-    AttrSpec("operand_precision", RawTextKind(), default=None,
-             doc="operand precisions, kept as text: {high,default}"),
+    AttrSpec("precision_config", PRECISION_CONFIG, default=PrecisionConfig(),
+             doc="operand_precision={high,default} (and algorithm=), as XLA prints them"),
     AttrSpec("padding_type", PADDING_TYPE, default=PaddingType.PADDING_INVALID),
     AttrSpec("custom_call_target", StringKind()),
     AttrSpec("operand_layout_constraints", SHAPE_LIST, default=None,

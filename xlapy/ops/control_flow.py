@@ -100,7 +100,9 @@ def Conditional(*args, **kwargs) -> XlaOp:
     """Either ``Conditional(predicate, true_operand, true_computation, false_operand,
     false_computation)`` (a pred[] predicate) or ``Conditional(branch_index,
     branch_computations, branch_operands)`` (an s32[] index; out of range runs the last
-    branch). Each computation takes its operand; all return one shape."""
+    branch). Each computation takes its operand; all return one shape:
+    ``ops.Conditional(p, x, negate, x, identity)`` or
+    ``ops.Conditional(i, [negate, identity, floor], [x, x, x])``."""
     names5 = ("predicate", "true_operand", "true_computation", "false_operand",
               "false_computation")
     names3 = ("branch_index", "branch_computations", "branch_operands")

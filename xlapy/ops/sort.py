@@ -18,16 +18,16 @@ def Sort(operands: Sequence[XlaOp] | XlaOp, comparator: XlaComputation, dimensio
 
     ``ops.Sort([keys, values], lt_f32)`` gives the tuple (sorted keys, values permuted alike).
     """
-    ops = [operands] if isinstance(operands, XlaOp) else list(operands)
-    if not ops:
+    operand_list = [operands] if isinstance(operands, XlaOp) else list(operands)
+    if not operand_list:
         raise InvalidArgumentError("Sort: needs at least one operand")
-    b = check_same_builder("Sort", ops)
+    b = check_same_builder("Sort", operand_list)
     if dimension == -1:
-        keys = ops[0].shape
+        keys = operand_list[0].shape
         if not keys.is_array():
             raise InvalidArgumentError(f"Sort: operand 0 must be an array, got {keys}")
         dimension = keys.rank - 1
-    return b.emit("sort", ops, {
+    return b.emit("sort", operand_list, {
         "dimensions": (dimension,),
         "is_stable": is_stable,
         "to_apply": computation_of(comparator, "Sort"),

@@ -9,6 +9,8 @@ Owns:
   their layouts, as HloCustomCallInstruction prints them.
 - PaddingType (PADDING_INVALID, PADDING_VALID, PADDING_SAME) and PADDING_TYPE:
   ``padding_type=PADDING_SAME``.
+- CUSTOM_CALL_WINDOW: the window kind of xlapy.hlo.attrs.window, also taking the braced
+  text ``"{size=3 pad=1_1}"`` as a Python value (as ops that build custom-calls pass it).
 
 backend_config and frontend attributes are generic instruction fields, not kinds here.
 Imports only the attribute base layer and the shape layer.
@@ -19,6 +21,7 @@ from __future__ import annotations
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs import AttrKind, EnumKind
 from xlapy.hlo.attrs.enums import _Texted
+from xlapy.hlo.attrs.window import WindowKind
 from xlapy.shape import Shape
 from xlapy.shape.text import read_shape
 
@@ -139,6 +142,16 @@ class PaddingType(_Texted):
     PADDING_SAME = "PADDING_SAME"
 
 
+class CustomCallWindowKind(WindowKind):
+    """``window={size=2x2}``; a Python string may keep its braces."""
+
+    def check(self, value, where):
+        if isinstance(value, str) and value.strip().startswith("{") and value.strip().endswith("}"):
+            value = value.strip()[1:-1]
+        return super().check(value, where)
+
+
 OUTPUT_TO_OPERAND_ALIASING = OutputOperandAliasingKind()
+CUSTOM_CALL_WINDOW = CustomCallWindowKind()
 SHAPE_LIST = ShapeListKind()
 PADDING_TYPE = EnumKind(PaddingType, "padding type")
