@@ -16,8 +16,8 @@ for each program ``<name>`` it writes
     ``....lower(*args).compile().as_text()``: the module after XLA:CPU's optimisation
     pipeline (fusions, layout assignment, expanders, scheduling).  It carries XLA's
     ``metadata={...}`` and the ``FileNames``/``FunctionNames``/``FileLocations``/
-    ``StackFrames`` tables; source paths are made relative to the repository root, line
-    numbers point into this script.
+    ``StackFrames`` tables; source paths are made relative to the repository root and only
+    the innermost frame is recorded (a line inside the program's function in this script).
 ``<name>.npz``
     The inputs ``arg0, arg1, ...`` in HLO parameter order (``keep_unused=True`` is always
     passed so that every argument is a parameter, and arguments are flat arrays) and the
@@ -101,6 +101,9 @@ DEFAULT_OUT = REPO_ROOT / "tests" / "fixtures" / "jax"
 
 # Source locations in the post-optimisation text are relative to the repository root.
 jax.config.update("jax_hlo_source_file_canonicalization_regex", "^" + re.escape(str(REPO_ROOT)) + "/")
+# Record only the innermost user frame (the line inside the program's function), not the call
+# chain through this script's driver, so that editing the driver does not touch every fixture.
+jax.config.update("jax_include_full_tracebacks_in_locations", False)
 
 F32 = np.float32
 I32 = np.int32
@@ -320,7 +323,8 @@ def scan_reverse(xs):
     return lax.scan(step, (jnp.ones(2, F32), jnp.full(2, -jnp.inf, F32)), xs, reverse=True)
 
 
-@program("lax.cond on a bool input (true) and on its negation: conditional with a pred operand",
+@program("lax.cond on a bool input (true) and on its negation (jax converts the pred to s32 and emits an "
+         "index-form conditional with two branch_computations)",
          lambda r: (arr(True, np.bool_), normal(r, 4)))
 def cond(p, x):
     def t(x):
