@@ -176,6 +176,19 @@ def test_custom_call_builders():
     assert conv.instruction.name == "cudnn-conv"
 
 
+def test_custom_call_typed_window_and_labels():
+    got = infer("custom-call", "f32[8]", custom_call_target="DynamicReduceWindowSamePadding",
+                window="{size=3 pad=1_1}", dim_labels="b0f_0io->b0f", result="f32[8]")
+    assert got == parse_shape("f32[8]")
+    from xlapy.opdefs import get_opdef
+    attrs = get_opdef("custom-call").check_attrs({"custom_call_target": "t",
+                                                  "window": "size=2x2 stride=2x2",
+                                                  "precision_config": ["high", "default"]})
+    assert attrs["window"].to_text() == "size=2x2 stride=2x2"
+    with pytest.raises(ParseError, match="window"):
+        get_opdef("custom-call").check_attrs({"custom_call_target": "t", "window": "{size=}"})
+
+
 def test_custom_call_builder_errors():
     b = XlaBuilder("cc")
     x = ops.Parameter(b, 0, parse_shape("f32[2]"), "x")
