@@ -4,7 +4,9 @@ Messages follow xla/service/shape_inference.cc, prefixed with the opcode by OpCa
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+
+import ml_dtypes
 
 from xlapy.opdefs.registry import OpCall
 from xlapy.shape import PrimitiveType, Shape, dtypes
@@ -34,16 +36,19 @@ def expect_arrays(call: OpCall) -> None:
 
 
 def higher_precision_type(a: PrimitiveType, b: PrimitiveType) -> PrimitiveType:
-    """primitive_util::HigherPrecisionType: by (exponent bits, significand bits) for floats."""
+    """primitive_util::HigherPrecisionType: compares (is complex, overflow exponent,
+    significand width, bit width, is signed integer) of the (component) types, in that
+    order: c64 over f64, bf16 over f16, s32 over u32, u32 over s16."""
     if a == b:
         return a
 
     def props(t):
-        if dtypes.is_floating(t):
-            return (dtypes.exponent_bits(t), dtypes.significand_bits(t))
-        if dtypes.is_integral(t) or t == P.PRED:
-            return (0, dtypes.bit_width(t) - (1 if dtypes.is_signed_integral(t) else 0))
-        return (0, dtypes.bit_width(t))
+        c = dtypes.complex_component_type(t) if dtypes.is_complex(t) else t
+        floating = dtypes.is_floating(c)
+        return (dtypes.is_complex(t),
+                int(ml_dtypes.finfo(dtypes.to_dtype(c)).maxexp) if floating else -1,
+                dtypes.significand_bits(c) if floating else -1,
+                dtypes.bit_width(c), dtypes.is_signed_integral(c))
 
     return b if props(a) < props(b) else a
 
