@@ -11,7 +11,8 @@ from xlapy.hlo.ir import Computation, Instruction
 from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import module_to_string
 from xlapy.opdefs import ShapeError, get_opdef
-from xlapy.shape import PrimitiveType as P, parse_shape
+from xlapy.shape import PrimitiveType as P
+from xlapy.shape import parse_shape
 
 
 def shape(s):
