@@ -635,7 +635,7 @@ def linalg_cholesky(a):
 
 
 @program("lax.linalg.triangular_solve: lower, left side; and upper, right side, transpose_a "
-         "(triangular-solve op)", lambda r: (np.tril(normal(r, 4, 4)) + 4 * np.eye(4, dtype=F32), normal(r, 4, 3),
+         "(a lapack_strsm_ffi custom call on CPU)", lambda r: (np.tril(normal(r, 4, 4)) + 4 * np.eye(4, dtype=F32), normal(r, 4, 3),
                                            normal(r, 2, 4)))
 def linalg_triangular_solve(a, b, c):
     return (lax.linalg.triangular_solve(a, b, left_side=True, lower=True),
