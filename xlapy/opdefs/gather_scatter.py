@@ -1,8 +1,8 @@
 """Gather and scatter: their attribute schemas and shape rules.
 
 Shape rules follow ShapeInference::InferGatherShape (with ValidateGatherDimensionNumbers) and
-InferScatterShape (with ValidateScatterDimensionNumbers and VerifyReducerShape); the messages
-are XLA's. The dimension numbers are multi-key attributes (xlapy.hlo.attrs.gather_scatter).
+InferScatterShape (with ValidateScatterDimensionNumbers, and VerifyReducerShape, shared with
+the reduction family); the messages are XLA's. The dimension numbers are multi-key attributes (xlapy.hlo.attrs.gather_scatter).
 Imports shape, hlo.attrs and the registry; never the builder or the parser.
 """
 
@@ -13,8 +13,9 @@ from typing import Sequence
 from xlapy.hlo.attrs import AttrSpec, BoolKind, ComputationKind, IntListKind
 from xlapy.hlo.attrs.gather_scatter import GATHER_DIMENSION_NUMBERS, SCATTER_DIMENSION_NUMBERS
 from xlapy.opdefs.common import expect_array
+from xlapy.opdefs.reduction import verify_reducer_shape
 from xlapy.opdefs.registry import CALLS_COMPUTATIONS, OpCall, op
-from xlapy.shape import PrimitiveType, Shape, dtypes
+from xlapy.shape import Shape, dtypes
 from xlapy.shape.shape import UNBOUNDED_SIZE
 
 
@@ -186,48 +187,6 @@ def _gather(call: OpCall) -> Shape:
 
 
 # -- scatter --------------------------------------------------------------------------------
-
-
-def verify_reducer_shape(call: OpCall, reducer, init_shapes: Sequence[Shape],
-                         input_types: Sequence[PrimitiveType], inputs: int) -> None:
-    """XLA's VerifyReducerShape: ``reducer`` (a ProgramShape) takes 2N scalars (N
-    accumulators, then N inputs) and returns a scalar (N == 1) or a tuple of N scalars."""
-    params = reducer.parameters
-    if len(params) != inputs * 2:
-        call.fail(f"Reduction function must take {inputs * 2} parameters, but takes "
-                  f"{len(params)} parameter(s).")
-    acc = reducer.result
-    if acc.is_array():
-        if inputs != 1:
-            call.fail(f"Reduction function must produce a tuple with {inputs} elements, but "
-                      f"produces a scalar")
-        acc_shapes = [acc]
-    elif acc.is_tuple():
-        if len(acc.tuple_shapes) != inputs:
-            call.fail(f"Reduction function must produce a tuple with {inputs} elements, but "
-                      f"has {len(acc.tuple_shapes)} elements")
-        acc_shapes = list(acc.tuple_shapes)
-    else:
-        call.fail(f"Reduction function must produce a scalar or tuple of scalars, but has "
-                  f"shape: {acc}")
-    for s in acc_shapes:
-        if not s.is_array() or s.dimensions:
-            call.fail(f"Reduction function must return a scalar or tuple of scalars but "
-                      f"returns shape: {acc}")
-    for i in range(inputs):
-        if not acc_shapes[i].compatible(params[i]):
-            call.fail(f"Reduction function's {i}-th parameter shape differs from the result "
-                      f"shape: {params[i]} vs {acc_shapes[i]}")
-        if not acc_shapes[i].compatible_ignoring_fp_precision(init_shapes[i]):
-            call.fail(f"Reduction function's accumulator shape at index {i} differs from the "
-                      f"init_value shape: {acc_shapes[i]} vs {init_shapes[i]}")
-        element = Shape.scalar(input_types[i])
-        if not element.compatible_ignoring_fp_precision(params[inputs + i]):
-            call.fail(f"Reduction function's {inputs + i}-th parameter shape differs from the "
-                      f"input type element type: {params[inputs + i]} vs {element}")
-        if not acc_shapes[i].compatible_ignoring_fp_precision(params[inputs + i]):
-            call.fail(f"Reduction function's {inputs + i}-th parameter shape must match the "
-                      f"result shape, but got {params[inputs + i]} vs {acc_shapes[i]}.")
 
 
 def _validate_scatter_dimension_numbers(call: OpCall, operand: Shape,
