@@ -470,25 +470,17 @@ class Module:
         raise InvalidArgumentError(f"module {self.name} has no computation %{name}")
 
     def post_order_computations(self) -> list[Computation]:
-        """Callees before callers, in the order XLA prints them
-        (HloModule::MakeComputationPostOrder with dfs_postorder=true)."""
-        called: set[int] = set()
-        for c in self.computations:
-            for instr in c.instructions:
-                called.update(id(x) for x in instr.called_computations())
+        """Callees before callers: the module's computations in their stored order (text
+        order for a parsed module, creation order for a built one), each preceded by any
+        computation it calls that has not come yet (its embedded computations, in XLA's
+        MakeEmbeddedComputationsList order). A parsed module prints back in its own order."""
         added: set[int] = set()
         order: list[Computation] = []
         for c in self.computations:
-            if id(c) in called:
-                continue
             for e in c.embedded_computations():
                 if id(e) not in added:
                     added.add(id(e))
                     order.append(e)
-            if id(c) not in added:
-                added.add(id(c))
-                order.append(c)
-        for c in self.computations:  # only reachable through a cycle: keep them anyway
             if id(c) not in added:
                 added.add(id(c))
                 order.append(c)

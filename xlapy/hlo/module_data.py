@@ -274,7 +274,12 @@ class ComputationLayout:
     result: Shape
 
     def to_text(self) -> str:
-        return "{(" + ", ".join(str(p) for p in self.parameters) + ")->" + str(self.result) + "}"
+        parts = []
+        for i, p in enumerate(self.parameters):
+            if i:
+                parts.append(f", /*index={i}*/" if i % 5 == 0 else ", ")
+            parts.append(str(p))
+        return "{(" + "".join(parts) + ")->" + str(self.result) + "}"
 
     @staticmethod
     def read(sc: Scanner) -> "ComputationLayout":
@@ -328,19 +333,22 @@ class StackFrameIndex:
     @staticmethod
     def read(sc: Scanner) -> "StackFrameIndex":
         index = StackFrameIndex()
+        location_keys = ("file_name_id", "function_name_id", "line", "end_line", "column",
+                         "end_column")
+        frame_keys = ("file_location_id", "parent_frame_id")
+
+        def entry(keys, what):
+            values = read_sub_attributes(sc, {k: _read_int for k in keys}, what)
+            missing = [k for k in keys if k not in values]
+            if missing:
+                sc.error(f"{what} is missing {', '.join(missing)}")
+            return tuple(values[k] for k in keys)
+
         sections = {
             "FileNames": lambda: index.file_names.append(read_string(sc)),
             "FunctionNames": lambda: index.function_names.append(read_string(sc)),
-            "FileLocations": lambda: index.file_locations.append(tuple(
-                read_sub_attributes(sc, {k: _read_int for k in (
-                    "file_name_id", "function_name_id", "line", "end_line", "column",
-                    "end_column")}, "a file location").get(k, 0) for k in (
-                    "file_name_id", "function_name_id", "line", "end_line", "column",
-                    "end_column"))),
-            "StackFrames": lambda: index.stack_frames.append(tuple(
-                read_sub_attributes(sc, {"file_location_id": _read_int,
-                                         "parent_frame_id": _read_int}, "a stack frame").get(k, 0)
-                for k in ("file_location_id", "parent_frame_id"))),
+            "FileLocations": lambda: index.file_locations.append(entry(location_keys, "a file location")),
+            "StackFrames": lambda: index.stack_frames.append(entry(frame_keys, "a stack frame")),
         }
         while sc.peek_ident() in sections:
             section = sc.read_ident()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from xlapy.hlo.attrs import PRINT_PERCENT
 from xlapy.hlo.attrs.numbers import c_escape
 from xlapy.hlo.ir import Computation, Instruction, Module
 from xlapy.hlo.module_data import (
@@ -158,9 +159,17 @@ def _name(name: str, opts: HloPrintOptions) -> str:
 def instruction_to_string(instr: Instruction, options: HloPrintOptions | None = None,
                           **overrides) -> str:
     """One instruction line (without indentation and ``ROOT``)."""
+    opts = _options(options, overrides)
+    token = PRINT_PERCENT.set(opts.print_percent)
+    try:
+        return _instruction_text(instr, opts)
+    finally:
+        PRINT_PERCENT.reset(token)
+
+
+def _instruction_text(instr: Instruction, opts: HloPrintOptions) -> str:
     from xlapy.opdefs import get_opdef
 
-    opts = _options(options, overrides)
     opdef = get_opdef(instr.opcode)
     head = _name(instr.name, opts) + " = "
     if opts.print_result_shape:

@@ -41,7 +41,9 @@ def _fail(instr: Instruction, message: str):
     raise VerifierError(f"{message}\n{_context(instr)}")
 
 
-ELEMENTWISE_SAME_SHAPE_EXEMPT = frozenset({"clamp", "select"})
+# Elementwise ops whose operands may differ in shape from the result: clamp and select
+# take scalar bounds / predicates; bitcast-convert between widths adds or drops a dimension.
+ELEMENTWISE_SAME_SHAPE_EXEMPT = frozenset({"clamp", "select", "bitcast-convert"})
 
 
 def verify_instruction(instr: Instruction) -> None:

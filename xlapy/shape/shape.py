@@ -331,7 +331,13 @@ class Shape:
     def to_string(self, print_layout: bool = True) -> str:
         """XLA's HumanStringWithLayout (or HumanString with ``print_layout=False``)."""
         if self.is_tuple():
-            return "(" + ", ".join(s.to_string(print_layout) for s in self.tuple_shapes) + ")"
+            # As XLA's PrintTupleShapes: an /*index=i*/ comment before every 5th element.
+            parts = []
+            for i, s in enumerate(self.tuple_shapes):
+                if i:
+                    parts.append(f", /*index={i}*/" if i % 5 == 0 else ", ")
+                parts.append(s.to_string(print_layout))
+            return "(" + "".join(parts) + ")"
         name = dtypes.type_name(self.element_type)
         if not self.is_array():
             return name + "[]"

@@ -12,6 +12,7 @@ such a kind lists them in ``keys`` and implements ``items``/``read_key``/``assem
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -263,6 +264,15 @@ class ShapeKind(AttrKind):
         return read_shape(sc)
 
 
+#: Whether computation references print with the '%' sigil; the printer sets it for the
+#: duration of one print (HloPrintOptions.print_percent).
+PRINT_PERCENT: contextvars.ContextVar[bool] = contextvars.ContextVar("print_percent", default=True)
+
+
+def computation_ref_text(comp) -> str:
+    return ("%" if PRINT_PERCENT.get() else "") + comp.name
+
+
 class ComputationKind(AttrKind):
     """A reference to a computation of the module: ``to_apply=%add``."""
 
@@ -274,7 +284,7 @@ class ComputationKind(AttrKind):
         return value
 
     def to_text(self, value) -> str:
-        return "%" + value.name
+        return computation_ref_text(value)
 
     def read(self, sc, ctx):
         return ctx.read_computation_ref(sc)
@@ -292,7 +302,7 @@ class ComputationListKind(AttrKind):
         return items
 
     def to_text(self, value) -> str:
-        return "{" + ", ".join("%" + c.name for c in value) + "}"
+        return "{" + ", ".join(computation_ref_text(c) for c in value) + "}"
 
     def read(self, sc, ctx):
         sc.expect("{", "to start a list of computations")
