@@ -1,12 +1,23 @@
 """xlapy: XLA in Python.
 
-Public entry points of the foundation layer::
+Shapes and layouts::
 
     import xlapy
     s = xlapy.parse_shape("f32[3,5]{1,0:T(2,2)}")
     xlapy.linear_index(s, (2, 3))      # 17
     xlapy.physical_size(s)             # 24 elements, tile padding included
     xlapy.byte_size(s)                 # 96
+
+HLO text and the builder::
+
+    m = xlapy.parse_hlo_module(text)   # any module XLA prints
+    xlapy.verify_module(m)
+    print(m.to_string(print_operand_shape=True))
+
+    from xlapy import ops
+    b = xlapy.XlaBuilder("f")
+    x = ops.Parameter(b, 0, xlapy.parse_shape("f32[3]"), "x")
+    comp = b.build(ops.Add(x, x))
 """
 
 from xlapy.errors import InvalidArgumentError, ParseError, XlaError
@@ -29,6 +40,13 @@ from xlapy.shape import (
     to_physical,
 )
 from xlapy.shape.literal import Literal, parse_literal, parse_literal_with_shape
+from xlapy.hlo.ir import Computation, Instruction, Module
+from xlapy.hlo.parser import parse_hlo_module
+from xlapy.hlo.printer import HloPrintOptions
+from xlapy.hlo.verifier import VerifierError, verify_module
+from xlapy.opdefs import ShapeError
+from xlapy.builder import XlaBuilder, XlaComputation, XlaOp
+from xlapy import ops
 
 __version__ = "0.1.0"
 
@@ -38,4 +56,6 @@ __all__ = [
     "from_physical", "linear_index", "multi_index", "parse_layout", "parse_shape",
     "physical_size", "to_physical",
     "Literal", "parse_literal", "parse_literal_with_shape",
+    "Computation", "HloPrintOptions", "Instruction", "Module", "ShapeError", "VerifierError",
+    "XlaBuilder", "XlaComputation", "XlaOp", "ops", "parse_hlo_module", "verify_module",
 ]

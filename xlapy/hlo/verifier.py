@@ -28,11 +28,11 @@ def _context(instr: Instruction) -> str:
             text = instruction_to_string(i, print_metadata=False)
         except XlaError:
             text = f"%{i.name} = {i.shape} {i.opcode}(...)"
-        return f"  {mark} {text}"
+        return f"  {mark}{text}"
 
-    rows = [line(o, "operand:") for o in instr.operands]
-    rows.append(line(instr, "  >>>  "))
-    rows += [line(u, "user:   ") for u in instr.users[:3]]
+    rows = [line(o, "operand: ") for o in instr.operands]
+    rows.append(line(instr, "    >>> "))
+    rows += [line(u, "user:    ") for u in instr.users[:3]]
     where = f" in computation %{instr.parent.name}" if instr.parent is not None else ""
     return f"instruction %{instr.name}{where}:\n" + "\n".join(rows)
 

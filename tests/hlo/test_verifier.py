@@ -1,0 +1,111 @@
+"""The verifier: each check, with messages that show the failing instruction in context."""
+
+import pytest
+
+from xlapy.hlo.ir import Instruction
+from xlapy.hlo.parser import parse_hlo_module
+from xlapy.hlo.verifier import VerifierError, verify_module
+from xlapy.shape import parse_shape
+
+TEXT = """HloModule m
+
+add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  z = f32[] constant(0)
+  r = f32[] reduce(x, z), dimensions={0}, to_apply=add_f32
+  ROOT n = f32[] negate(r)
+}
+"""
+
+
+def test_valid_module_verifies():
+    verify_module(parse_hlo_module(TEXT))
+
+
+def test_wrong_shape_shows_the_instruction_with_operands_and_users():
+    m = parse_hlo_module(TEXT)
+    r = m.entry.instruction("r")
+    r.shape = parse_shape("f32[2]")
+    with pytest.raises(VerifierError) as info:
+        verify_module(m)
+    text = str(info.value)
+    assert "reduce: shape f32[2]{0} is not compatible with the shape its operands give, f32[]" in text
+    assert "instruction %r in computation %main" in text
+    assert "    >>> %r = f32[2]{0} reduce(%x, %z), dimensions={0}, to_apply=%add_f32" in text
+    assert "operand: %x = f32[4]{0} parameter(0)" in text
+    assert "user:    %n = f32[] negate(%r)" in text
+
+
+def test_reducer_signature_is_checked():
+    m = parse_hlo_module(TEXT)
+    comp = m.computation("add_f32")
+    comp.root.shape = parse_shape("f32[1]")  # reducer now returns f32[1]
+    with pytest.raises(VerifierError, match="add"):
+        verify_module(m)
+
+
+def test_implicit_broadcast_is_rejected():
+    text = TEXT.replace("ROOT n = f32[] negate(r)", "ROOT n = f32[4] add(x, r)")
+    with pytest.raises(VerifierError, match=r"Implicit broadcast is not allowed in HLO\. Found "
+                                            r"different shapes for instruction add: operand f32\[\]"):
+        verify_module(parse_hlo_module(text))
+
+
+def test_duplicate_names_across_computations():
+    text = TEXT.replace("  x = f32[4] parameter(0)\n", "  x = f32[4] parameter(0)\n  a = f32[4] negate(x)\n")
+    with pytest.raises(VerifierError, match=r"instruction name %a is not unique: it is also used in computation %add_f32"):
+        verify_module(parse_hlo_module(text))
+
+
+def test_parameter_numbers_must_be_dense():
+    text = TEXT.replace("b = f32[] parameter(1)", "b = f32[] parameter(2)")
+    with pytest.raises(VerifierError, match=r"parameter numbers must be 0\.\.1 with no repeats, got \[0, 2\]"):
+        verify_module(parse_hlo_module(text))
+
+
+def test_entry_computation_layout_must_match():
+    text = TEXT.replace("HloModule m", "HloModule m, entry_computation_layout={(f32[5]{0})->f32[]}")
+    with pytest.raises(VerifierError, match=r"Shape of entry computation parameter 0: f32\[4\]\{0\} is not "
+                                            r"compatible with entry_computation_layout f32\[5\]\{0\}"):
+        verify_module(parse_hlo_module(text))
+    text = TEXT.replace("HloModule m", "HloModule m, entry_computation_layout={(f32[4]{0})->s32[]}")
+    with pytest.raises(VerifierError, match="Shape of entry computation root"):
+        verify_module(parse_hlo_module(text))
+
+
+SEND_RECV = """HloModule m
+
+ENTRY main {
+  t = token[] after-all()
+  d = f32[2] parameter(0)
+  s = (f32[2], u32[], token[]) send(d, t), channel_id=1
+  sd = token[] send-done(s), channel_id=1
+  r = (f32[2], u32[], token[]) recv(t), channel_id=1
+  rd = (f32[2], token[]) recv-done(r), channel_id=1
+  ROOT g = f32[2] get-tuple-element(rd), index=0
+}
+"""
+
+
+def test_send_recv_pair_by_channel():
+    verify_module(parse_hlo_module(SEND_RECV))
+    bad = SEND_RECV.replace("sd = token[] send-done(s), channel_id=1", "sd = token[] send-done(s), channel_id=2")
+    with pytest.raises(VerifierError, match="send-done has channel_id=2 but its send has channel_id=1"):
+        verify_module(parse_hlo_module(bad))
+    extra = SEND_RECV.replace("  ROOT g", "  snd2 = (f32[2], u32[], token[]) send(d, t), channel_id=1\n"
+                                          "  sd2 = token[] send-done(snd2), channel_id=1\n  ROOT g")
+    with pytest.raises(VerifierError, match=r"channel 1 has 2 send\(s\) but 1 recv\(s\)"):
+        verify_module(parse_hlo_module(extra))
+
+
+def test_root_must_belong_to_the_computation():
+    m = parse_hlo_module(TEXT)
+    m.entry.root = Instruction("negate", parse_shape("f32[]"))
+    with pytest.raises(VerifierError, match="computation %main has no root of its own"):
+        verify_module(m)
