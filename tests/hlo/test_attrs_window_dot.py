@@ -149,8 +149,8 @@ def test_dim_labels_fields():
 @pytest.mark.parametrize("text,message", [
     ("00_01->10", "expects unique lhs dimension numbers, but sees 00"),
     ("b0f_0ii->b0f", "expects unique rhs dimension numbers, but sees 0ii"),
-    ("012_0123->210", "input, kernel, and output must have same number of spatial dimensions, "
-                      "but got 3, 4, 3, respectively."),
+    ("012_0123->210", ("input, kernel, and output must have same number of spatial dimensions, "
+                      "but got 3, 4, 3, respectively.")),
     ("013_0123->210", r"expects \[0-2bf\?\] in lhs dimension numbers"),
     ("9?????????_io->bf", r"expects \[0-0bf\?\] in lhs dimension numbers"),
     ("b0f_1io->b0f", r"expects \[0-0io\?\] in rhs dimension numbers"),

@@ -86,8 +86,8 @@ def test_preferred_element_type_for_floats():
 
 @pytest.mark.parametrize("lhs,rhs,dnums,message", [
     ("f32[64]", "f32[32]", DD([0], [0]),
-     r"Cannot infer shape for dot operation: f32\[64\]\{0\} <dot> f32\[32\]\{0\}. Contracting "
-     r"dimension sizes are not compatible."),
+     (r"Cannot infer shape for dot operation: f32\[64\]\{0\} <dot> f32\[32\]\{0\}. Contracting "
+     r"dimension sizes are not compatible.")),
     ("f32[32,64]", "f32[32]", MATMUL, "Contracting dimension sizes are not compatible."),
     ("f32[64]", "f32[32,64]", DD([0], [0]), "Contracting dimension sizes are not compatible."),
     ("f32[32,64]", "f32[32,64]", MATMUL, "Contracting dimension sizes are not compatible."),
@@ -97,9 +97,9 @@ def test_preferred_element_type_for_floats():
     ("f32[2,11,3]", "f32[2,3,14]", DD([2], [1], [0], []),
      "Must the same number of batch dimensions for lhs and rhs."),
     ("f32[2,11,3]", "f32[2,3,14]", DD([3], [0], [0], [1]),
-     r"A dimension number is out of range in Dot: lhs_contracting_dimensions: 3 "
+     (r"A dimension number is out of range in Dot: lhs_contracting_dimensions: 3 "
      r"rhs_contracting_dimensions: 0 lhs_batch_dimensions: 0 rhs_batch_dimensions: 1. "
-     r"f32\[2,11,3\]\{2,1,0\} f32\[2,3,14\]\{2,1,0\}"),
+     r"f32\[2,11,3\]\{2,1,0\} f32\[2,3,14\]\{2,1,0\}")),
     ("f32[2,11,3]", "f32[2,3,14]", DD([0], [0], [0], [1]), "A dimension number is not unique in Dot"),
     ("f32[2,3]", "f32[3]", DD([-1], [0]), "A dimension number is out of range"),
     ("(f32[2])", "f32[2]", DD([0], [0]), r"Expected array argument for lhs of dot, but got \(f32\[2\]\{0\}\)."),

@@ -97,8 +97,8 @@ def test_unbounded_reduce():
      r"must take 4 parameters, but takes 6 parameter\(s\)"),
     # ErrorMultiOutputBadReducerInput2
     (["f32[5,3]", "s32[5,3]", "f32[]", "s32[]"], [0, 1], ["s32[]", "s32[]", "f32[]", "s32[]"],
-     "(f32[], s32[])", r"Reduction function's 0-th parameter shape differs from the result "
-                       r"shape: s32\[\] vs f32\[\]"),
+     "(f32[], s32[])", (r"Reduction function's 0-th parameter shape differs from the result "
+                       r"shape: s32\[\] vs f32\[\]")),
     # ErrorMultiOutputBadReducerOutput1
     (["f32[5,3]", "s32[5,3]", "f32[]", "s32[]"], [0, 1], ["f32[]", "s32[]"] * 2, "f32[]",
      "must produce a tuple with 2 elements, but produces a scalar"),

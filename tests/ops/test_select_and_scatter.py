@@ -42,22 +42,22 @@ def test_proper_shapes():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(source="f32[4,6]"), r"Source shape does not match the shape of window-reduced operand: "
-                              r"source\(f32\[4,6\]\{1,0\}\), window-reduced operand\(f32\[4,8\]\{1,0\}\)."),
-    (dict(select=comp(["f32[]"], "pred[]")),
+    ({"source": "f32[4,6]"}, (r"Source shape does not match the shape of window-reduced operand: "
+                              r"source\(f32\[4,6\]\{1,0\}\), window-reduced operand\(f32\[4,8\]\{1,0\}\).")),
+    ({"select": comp(["f32[]"], "pred[]")},
      r"Select function must take 2 parameters, but takes 1 parameter\(s\)."),
-    (dict(select=comp(["f32[]", "f32[]"], "f32[]")), "Select function must have rank-0 PRED result."),
-    (dict(select=comp(["s32[]", "f32[]"], "pred[]")),
-     r"Select function's first parameter shape currently must match the operand element shape, "
-     r"but got s32\[\] vs f32\[\]."),
-    (dict(select=comp(["f32[]", "u32[]"], "pred[]")),
+    ({"select": comp(["f32[]", "f32[]"], "f32[]")}, "Select function must have rank-0 PRED result."),
+    ({"select": comp(["s32[]", "f32[]"], "pred[]")},
+     (r"Select function's first parameter shape currently must match the operand element shape, "
+     r"but got s32\[\] vs f32\[\].")),
+    ({"select": comp(["f32[]", "u32[]"], "pred[]")},
      "Select function's second parameter shape currently must match"),
-    (dict(scatter=comp(["f32[]", "f32[]", "f32[]"], "f32[]")),
+    ({"scatter": comp(["f32[]", "f32[]", "f32[]"], "f32[]")},
      "Reduction function must take 2 parameters"),
-    (dict(init="s32[]"), r"Reduction function's accumulator shape at index 0 differs from the init_value shape: "
-                         r"f32\[\] vs s32\[\]"),
-    (dict(window="size=2 stride=2"), "Window has dimension 1 but base shape has dimension 2."),
-    (dict(operand="(f32[8,16])"), "Expected array argument for operand of select-and-scatter"),
+    ({"init": "s32[]"}, (r"Reduction function's accumulator shape at index 0 differs from the init_value shape: "
+                         r"f32\[\] vs s32\[\]")),
+    ({"window": "size=2 stride=2"}, "Window has dimension 1 but base shape has dimension 2."),
+    ({"operand": "(f32[8,16])"}, "Expected array argument for operand of select-and-scatter"),
 ])
 def test_errors(kwargs, message):
     with pytest.raises(ShapeError, match="select-and-scatter: " + message):
