@@ -34,7 +34,13 @@ _NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 _OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
 _ATTR_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 _SHAPE_START = re.compile(r"\(|([a-z][a-z0-9]*)\[")
-_KEYWORDS = frozenset({"true", "false", "inf", "nan", "ENTRY", "ROOT", "HloModule"})
+# Words XLA's lexer reserves (hlo_lexer.cc), and type names other than tuple: without a
+# '%' sigil they cannot name an instruction or computation.
+_KEYWORDS = frozenset({
+    "true", "false", "inf", "nan", "HloModule", "ENTRY", "ROOT", "FileLocations", "FileNames",
+    "FunctionNames", "StackFrames", "maximal", "replicated", "manual",
+    "last_tile_dim_replicate", "shard_as", "shard_like", "unknown", "unreduced",
+})
 
 #: Per-instruction keys every opcode accepts (printed after the opcode's own attributes).
 GENERIC_KEYS = ("sharding", "frontend_attributes", "control-predecessors", "statistics",
@@ -72,7 +78,8 @@ class _Parser:
             self.error(f"expected {what}, found {sc.describe_next()}")
         name = m.group(1)
         # Without a '%' sigil, keywords and type names are not names (XLA's lexer).
-        if not m.group(0).startswith("%") and (name in _KEYWORDS or dtypes.is_type_name(name)):
+        reserved = name in _KEYWORDS or (dtypes.is_type_name(name) and name != "tuple")
+        if not m.group(0).startswith("%") and reserved:
             self.error(f"expected {what}, found the keyword or type name '{name}'")
         sc.pos = m.end()
         return name
