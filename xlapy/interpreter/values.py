@@ -1,0 +1,95 @@
+"""Run-time values of the interpreter and their conversion from and to user data.
+
+A value is a NumPy array (0-d for scalars) of the element type's dtype, a tuple of values,
+or TOKEN. Owns: ``to_value`` (check and convert an argument against a parameter shape),
+``literal_to_value``, ``value_to_literal``, ``runtime_shape``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xlapy.errors import InvalidArgumentError
+from xlapy.shape import Shape, dtypes
+from xlapy.shape.literal import Literal
+
+
+class _Token:
+    """The value of a token (after-all, infeed/outfeed/send/recv ordering)."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "TOKEN"
+
+
+TOKEN = _Token()
+
+
+def to_value(arg, shape: Shape, what: str):
+    """Check ``arg`` against ``shape`` and convert it: arrays to the element dtype (NumPy
+    casting rules), Literals to their arrays, tuples element by element."""
+    if isinstance(arg, Literal):
+        arg = literal_to_value(arg)
+    if shape.is_tuple():
+        if not isinstance(arg, (tuple, list)) or len(arg) != len(shape.tuple_shapes):
+            raise InvalidArgumentError(
+                f"{what}: expected a tuple of {len(shape.tuple_shapes)} values for {shape}, "
+                f"got {type(arg).__name__}")
+        return tuple(to_value(a, s, f"{what}[{i}]") for i, (a, s) in enumerate(zip(arg, shape.tuple_shapes)))
+    if shape.is_token():
+        return TOKEN
+    if not shape.is_array():
+        raise InvalidArgumentError(f"{what}: cannot pass a value for {shape}")
+    dtype = dtypes.to_dtype(shape.element_type)
+    try:
+        array = np.asarray(arg)
+        if array.dtype != dtype:
+            array = array.astype(dtype)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise InvalidArgumentError(f"{what}: cannot convert the argument to {shape}: {e}") from None
+    check_dims(array.shape, shape, what)
+    return array
+
+
+def check_dims(dims: tuple[int, ...], shape: Shape, what: str) -> None:
+    ok = len(dims) == len(shape.dimensions)
+    if ok:
+        for d, bound, dyn in zip(dims, shape.dimensions, shape.dynamic_dimensions):
+            if (d != bound and not dyn) or (dyn and bound >= 0 and d > bound):
+                ok = False
+    if not ok:
+        raise InvalidArgumentError(
+            f"{what}: expected an array of shape {shape}, got dimensions {list(dims)}")
+
+
+def literal_to_value(lit: Literal):
+    if lit.shape.is_tuple():
+        return tuple(literal_to_value(e) for e in lit.elements)
+    if lit.shape.is_token():
+        return TOKEN
+    return lit.array
+
+
+def value_to_literal(value, shape: Shape) -> Literal:
+    if shape.is_tuple():
+        return Literal.tuple([value_to_literal(v, s) for v, s in zip(value, shape.tuple_shapes)])
+    if shape.is_token():
+        return Literal.token()
+    dims = tuple(value.shape)
+    if dims != tuple(shape.dimensions):
+        dyn = tuple(d != b for d, b in zip(dims, shape.dimensions))
+        shape = Shape.array(shape.element_type, dims, layout=shape.layout,
+                            dynamic_dimensions=tuple(a or b for a, b in zip(dyn, shape.dynamic_dimensions)))
+    return Literal.from_array(value, shape)
+
+
+def flatten(value) -> list:
+    """Leaves of a (nested) tuple value, depth first."""
+    if isinstance(value, tuple):
+        return [leaf for v in value for leaf in flatten(v)]
+    return [value]
