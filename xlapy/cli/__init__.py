@@ -21,10 +21,11 @@ from xlapy.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, CommandErro
 from xlapy.errors import XlaError
 
 #: Subcommand modules, in the order ``xlapy --help`` lists them.
-COMMAND_MODULES = ("xlapy.cli.layout_cmd",)
+COMMAND_MODULES = ("xlapy.cli.run_cmd", "xlapy.cli.layout_cmd")
 
 _EPILOG = """\
 examples:
+  xlapy run examples/mlp.hlo                  # run an HLO module on the interpreter
   xlapy layout "f32[3,5]{1,0:T(2,2)}"        # explain a tiled layout
   echo "bf16[8,128]{1,0:T(8,128)(2,1)}" | xlapy layout -
   xlapy layout --help                         # options and examples of one command
@@ -38,8 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="xlapy",
-        description="xlapy: XLA in Python. Commands to inspect shapes and layouts "
-        "(more commands arrive with the interpreter and compiler).",
+        description="xlapy: XLA in Python. Run HLO modules on the reference interpreter "
+        "and inspect shapes and layouts.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
