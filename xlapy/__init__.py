@@ -15,9 +15,14 @@ HLO text and the builder::
     print(m.to_string(print_operand_shape=True))
 
     from xlapy import ops
+from xlapy.interpreter import EvalOptions, EvaluationError, evaluate
     b = xlapy.XlaBuilder("f")
     x = ops.Parameter(b, 0, xlapy.parse_shape("f32[3]"), "x")
     comp = b.build(ops.Add(x, x))
+
+The reference interpreter::
+
+    xlapy.evaluate(comp, np.ones(3, np.float32))   # array([2., 2., 2.], dtype=float32)
 """
 
 from xlapy.errors import InvalidArgumentError, ParseError, XlaError
@@ -47,6 +52,7 @@ from xlapy.hlo.verifier import VerifierError, verify_module
 from xlapy.opdefs import ShapeError
 from xlapy.builder import XlaBuilder, XlaComputation, XlaOp
 from xlapy import ops
+from xlapy.interpreter import EvalOptions, EvaluationError, evaluate
 
 __version__ = "0.1.0"
 
@@ -58,4 +64,5 @@ __all__ = [
     "Literal", "parse_literal", "parse_literal_with_shape",
     "Computation", "HloPrintOptions", "Instruction", "Module", "ShapeError", "VerifierError",
     "XlaBuilder", "XlaComputation", "XlaOp", "ops", "parse_hlo_module", "verify_module",
+    "EvalOptions", "EvaluationError", "evaluate",
 ]
