@@ -1,0 +1,399 @@
+"""Kernels of the reductions: reduce, reduce-window, select-and-scatter, and map.
+
+Called computations (reducers, select/scatter functions, map functions) are evaluated on
+whole arrays: a computation made of elementwise ops on scalar parameters computes the same
+thing element by element when its parameters are given equally shaped arrays, so one
+``ctx.call`` combines many pairs at once (``apply_computation``). A computation that is not
+elementwise on its parameters (it contains a reduce, a while loop, a broadcast, ...) or whose
+vectorised result has the wrong shape is run element by element instead.
+
+Semantics (XLA's HLO semantics, as its reference evaluator and XLA:CPU implement them):
+- reduce: the reducer combines accumulators (its first N parameters) with inputs (its last N);
+  reduced elements are combined in a pairwise tree that keeps their row-major order (the
+  left operand of each combination is the earlier part), then the init value is combined
+  once on the left: ``f(init, tree)``; a size-0 reduced dimension gives the init value.
+  XLA:CPU may apply a non-identity init value more than once (its vectorised loops start
+  several accumulators at init); the page requires init to be an identity, and xlapy
+  applies it exactly once, as XLA's evaluator does.
+- reduce-window: windows over the base dilated by ``lhs_dilate`` and padded; positions that
+  fall in padding or dilation holes are skipped (not combined), as XLA's evaluator and
+  XLA:CPU do (checked through jax: a sum window with init 100 over two padding elements and
+  one element 1 gives 101); a window without any element gives the init value.
+- select-and-scatter: per window the select function (selected, current) -> keep selected
+  is applied in window (row-major) order to the elements inside the base (padding skipped);
+  the scatter function is called as scatter(current output value, source value), the
+  page's parameter order, in source row-major order for elements selected several times.
+- map: the computation applied elementwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xlapy.errors import InvalidArgumentError
+from xlapy.hlo.attrs.window import Window, dilated_bound, strided_bound
+from xlapy.interpreter.evaluator import EvaluationError
+from xlapy.interpreter.registry import kernel
+from xlapy.opdefs import get_opdef
+from xlapy.opdefs.registry import ELEMENTWISE
+from xlapy.shape import dtypes
+
+# -- evaluating a scalar computation on arrays -------------------------------------------------
+
+# Opcodes a vectorisable computation may contain besides the elementwise ones.
+_STRUCTURAL = {"parameter", "constant", "tuple", "get-tuple-element", "call"}
+
+_vectorisable_cache: dict[int, tuple[object, bool]] = {}
+
+
+def _scalar_shaped(shape) -> bool:
+    if shape.is_tuple():
+        return all(_scalar_shaped(s) for s in shape.tuple_shapes)
+    return shape.is_array() and shape.rank == 0
+
+
+def is_vectorisable(comp) -> bool:
+    """True when ``comp`` only has scalar-shaped elementwise instructions (and calls of such
+    computations), so it computes elementwise when its parameters are arrays."""
+    cached = _vectorisable_cache.get(id(comp))
+    if cached is not None and cached[0] is comp:
+        return cached[1]
+    ok = True
+    for instr in comp.instructions:
+        if not _scalar_shaped(instr.shape):
+            ok = False
+        elif instr.opcode == "call":
+            ok = all(is_vectorisable(c) for c in instr.called_computations())
+        elif instr.opcode in _STRUCTURAL:
+            ok = True
+        else:
+            try:
+                ok = get_opdef(instr.opcode).has(ELEMENTWISE)
+            except InvalidArgumentError:  # no definition: run it element by element
+                ok = False
+            if ok and instr.opcode == "bitcast-convert":  # a width change changes the shape
+                ok = (dtypes.bit_width(instr.shape.element_type)
+                      == dtypes.bit_width(instr.operands[0].shape.element_type))
+        if not ok:
+            break
+    _vectorisable_cache[id(comp)] = (comp, ok)
+    return ok
+
+
+def _result_dtypes(comp) -> list[np.dtype]:
+    shape = comp.root.shape
+    shapes = shape.tuple_shapes if shape.is_tuple() else (shape,)
+    return [dtypes.to_dtype(s.element_type) for s in shapes]
+
+
+def _leaves(value, n: int, what: str) -> list:
+    if isinstance(value, tuple):
+        if len(value) != n:
+            raise EvaluationError(f"{what}: the computation returned {len(value)} values, "
+                                  f"expected {n}")
+        return list(value)
+    if n != 1:
+        raise EvaluationError(f"{what}: the computation returned one value, expected {n}")
+    return [value]
+
+
+def _fit(leaf, shape: tuple[int, ...], dtype: np.dtype):
+    """The leaf as an array of ``shape`` and ``dtype``, or None if it cannot be one."""
+    if not isinstance(leaf, np.ndarray) or leaf.dtype != dtype:
+        return None
+    if leaf.shape == shape:
+        return leaf
+    if leaf.ndim == 0:
+        return np.broadcast_to(leaf, shape).copy()
+    return None
+
+
+def apply_computation(ctx, comp, args: list, shape: tuple[int, ...], what: str) -> list:
+    """Evaluate ``comp`` elementwise over arrays ``args`` (each of ``shape`` or 0-d) and
+    return its result leaves (a list: one per tuple element, or one), each of ``shape``."""
+    dts = _result_dtypes(comp)
+    n = len(dts)
+    args = [np.asarray(a) for a in args]
+    if is_vectorisable(comp):
+        full = [a if a.shape == shape else np.broadcast_to(a, shape).copy() for a in args]
+        with np.errstate(all="ignore"):
+            result = ctx.call(comp, full)
+        leaves = _leaves(result, n, what)
+        fitted = [_fit(leaf, shape, dt) for leaf, dt in zip(leaves, dts)]
+        if all(f is not None for f in fitted):
+            return fitted
+    return _apply_elementwise_loop(ctx, comp, args, shape, dts, what)
+
+
+def _apply_elementwise_loop(ctx, comp, args, shape, dts, what) -> list:
+    """The computation called once per element (computations that are not elementwise)."""
+    n = len(dts)
+    outs = [np.empty(shape, dt) for dt in dts]
+    flat_args = [np.broadcast_to(a, shape).reshape(-1) if a.shape == shape or a.ndim == 0
+                 else None for a in args]
+    if any(a is None for a in flat_args):
+        raise EvaluationError(f"{what}: argument shapes {[a.shape for a in args]} do not "
+                              f"match {shape}")
+    flat_outs = [o.reshape(-1) for o in outs]
+    for i in range(int(np.prod(shape, dtype=np.int64))):
+        scalars = [a[i:i + 1].reshape(()) for a in flat_args]
+        leaves = _leaves(ctx.call(comp, scalars), n, what)
+        for o, leaf in zip(flat_outs, leaves):
+            o[i] = np.asarray(leaf).reshape(())
+    return outs
+
+
+# -- reduce -------------------------------------------------------------------------------------
+
+
+def _input_dtypes(comp, n: int) -> list[np.dtype]:
+    params = comp.program_shape().parameters
+    return [dtypes.to_dtype(p.element_type) for p in params[n:2 * n]]
+
+
+def tree_reduce(ctx, comp, leaves: list, mask, what: str):
+    """Combine the last axis of each array in ``leaves`` pairwise, keeping element order.
+    ``mask`` (same shape, or None for all present) marks the elements that exist; absent
+    ones are skipped. Returns (leaves without the last axis, presence or None)."""
+    while leaves[0].shape[-1] > 1:
+        k = leaves[0].shape[-1]
+        half = k // 2
+        left = [x[..., 0:2 * half:2] for x in leaves]
+        right = [x[..., 1:2 * half:2] for x in leaves]
+        combined = apply_computation(ctx, comp, left + right, left[0].shape, what)
+        if mask is not None:
+            ml, mr = mask[..., 0:2 * half:2], mask[..., 1:2 * half:2]
+            both = ml & mr
+            combined = [np.where(both, c, np.where(ml, a, b))
+                        for c, a, b in zip(combined, left, right)]
+            new_mask = ml | mr
+        if k % 2:
+            combined = [np.concatenate([c, x[..., -1:]], axis=-1)
+                        for c, x in zip(combined, leaves)]
+            if mask is not None:
+                new_mask = np.concatenate([new_mask, mask[..., -1:]], axis=-1)
+        leaves = combined
+        if mask is not None:
+            mask = new_mask
+    out_shape = leaves[0].shape[:-1]
+    if leaves[0].shape[-1] == 0:
+        return None, None
+    return ([x.reshape(out_shape) for x in leaves],
+            None if mask is None else mask.reshape(out_shape))
+
+
+def _finish(ctx, comp, inits: list, reduced, present, out_shape, result_dtypes, what) -> list:
+    """``f(init, reduced)`` where something was reduced, else the init value."""
+    init_full = [np.broadcast_to(np.asarray(i).astype(dt), out_shape)
+                 for i, dt in zip(inits, result_dtypes)]
+    if reduced is None:
+        return [x.copy() for x in init_full]
+    out = apply_computation(ctx, comp, list(inits) + reduced, out_shape, what)
+    if present is not None:
+        out = [np.where(present, o, i) for o, i in zip(out, init_full)]
+    return [np.asarray(o).astype(dt, copy=False) for o, dt in zip(out, result_dtypes)]
+
+
+def _pack(values: list, instr):
+    return tuple(values) if instr.shape.is_tuple() else values[0]
+
+
+@kernel("reduce")
+def reduce_kernel(ctx, instr, args):
+    n = len(args) // 2
+    inputs, inits = args[:n], args[n:]
+    comp = instr.attrs["to_apply"]
+    dims = list(instr.attrs["dimensions"])
+    what = f"reduce %{instr.name}"
+    rank = inputs[0].ndim
+    keep = [d for d in range(rank) if d not in dims]
+    base = inputs[0].shape
+    out_shape = tuple(base[d] for d in keep)
+    k = int(np.prod([base[d] for d in dims], dtype=np.int64))
+    result_dtypes = _result_dtypes(comp)
+    in_dtypes = _input_dtypes(comp, n)
+    leaves = []
+    for x, dt in zip(inputs, in_dtypes):
+        if x.shape != base:
+            raise EvaluationError(f"{what}: the inputs have different dimensions "
+                                  f"{[a.shape for a in inputs]}")
+        moved = np.transpose(x, keep + dims).reshape(out_shape + (k,))
+        leaves.append(moved if moved.dtype == dt else moved.astype(dt))
+    reduced, present = tree_reduce(ctx, comp, leaves, None, what)
+    return _pack(_finish(ctx, comp, inits, reduced, present, out_shape, result_dtypes, what),
+                 instr)
+
+
+# -- windows ------------------------------------------------------------------------------------
+
+
+def dilate_and_pad(x: np.ndarray, axes, window: Window, fill, *, with_mask: bool):
+    """The base of a window: ``x`` with ``base_dilation - 1`` holes between neighbours and
+    ``padding_low/high`` elements added (negative padding removes elements) along ``axes``
+    (one per window dimension). Holes and padding hold ``fill``. Returns (array, mask of
+    the positions that hold an element of x, or None when with_mask is false)."""
+    shape = list(x.shape)
+    dst, src = [slice(None)] * x.ndim, [slice(None)] * x.ndim
+    for axis, wd in zip(axes, window.dimensions):
+        n, bd, lo = x.shape[axis], wd.base_dilation, wd.padding_low
+        size = max(lo + dilated_bound(n, bd) + wd.padding_high, 0)
+        shape[axis] = size
+        # element k lands at lo + k * bd; keep the k with 0 <= lo + k * bd < size
+        k0 = 0 if lo >= 0 else (-lo + bd - 1) // bd
+        k1 = min(n, (size - 1 - lo) // bd + 1) if size > 0 else 0
+        if k1 <= k0:
+            src[axis] = slice(0, 0)
+            dst[axis] = slice(0, 0)
+        else:
+            src[axis] = slice(k0, k1)
+            start = lo + k0 * bd
+            dst[axis] = slice(start, start + (k1 - k0 - 1) * bd + 1, bd)
+    out = np.full(shape, fill, dtype=x.dtype)
+    out[tuple(dst)] = x[tuple(src)]
+    mask = None
+    if with_mask:
+        mask = np.zeros(shape, dtype=bool)
+        mask[tuple(dst)] = True
+    return out, mask
+
+
+def window_output_dims(padded_shape, axes, window: Window) -> list[int]:
+    return [strided_bound(padded_shape[a], dilated_bound(wd.size, wd.window_dilation), wd.stride)
+            for a, wd in zip(axes, window.dimensions)]
+
+
+def windows(x: np.ndarray, window: Window) -> np.ndarray:
+    """All windows of an already dilated and padded array: shape (outputs..., K) with the K
+    window elements in row-major window order."""
+    rank = x.ndim
+    outs = window_output_dims(x.shape, range(rank), window)
+    sizes = [wd.size for wd in window.dimensions]
+    k = int(np.prod(sizes, dtype=np.int64))
+    if 0 in outs or k == 0:
+        return np.empty(tuple(outs) + (k,), dtype=x.dtype)
+    st = x.strides
+    view = np.lib.stride_tricks.as_strided(
+        x, shape=tuple(outs) + tuple(sizes),
+        strides=tuple(s * wd.stride for s, wd in zip(st, window.dimensions))
+        + tuple(s * wd.window_dilation for s, wd in zip(st, window.dimensions)),
+        writeable=False)
+    return view.reshape(tuple(outs) + (k,))
+
+
+def _check_window(window: Window, rank: int, what: str) -> None:
+    if len(window.dimensions) != rank:
+        raise EvaluationError(f"{what}: the window has {len(window.dimensions)} dimensions, "
+                              f"the operand {rank}")
+
+
+def _needs_mask(x: np.ndarray, window: Window) -> bool:
+    return any(wd.padding_low > 0 or wd.padding_high > 0 or (wd.base_dilation > 1 and n > 1)
+               for wd, n in zip(window.dimensions, x.shape))
+
+
+@kernel("reduce-window")
+def reduce_window_kernel(ctx, instr, args):
+    n = len(args) // 2
+    inputs, inits = args[:n], args[n:]
+    comp = instr.attrs["to_apply"]
+    window = instr.attrs["window"]
+    what = f"reduce-window %{instr.name}"
+    rank = inputs[0].ndim
+    _check_window(window, rank, what)
+    result_dtypes = _result_dtypes(comp)
+    in_dtypes = _input_dtypes(comp, n)
+    masked = _needs_mask(inputs[0], window)
+    leaves, mask = [], None
+    for x, init, dt in zip(inputs, inits, in_dtypes):
+        x = x if x.dtype == dt else x.astype(dt)
+        padded, m = dilate_and_pad(x, range(rank), window, np.asarray(init).astype(dt),
+                                   with_mask=masked and mask is None)
+        if m is not None:
+            mask = windows(m, window)
+        leaves.append(windows(padded, window))
+    out_shape = leaves[0].shape[:-1]
+    if leaves[0].shape[-1] == 0 or 0 in out_shape:
+        reduced, present = None, None
+    else:
+        reduced, present = tree_reduce(ctx, comp, leaves, mask, what)
+    return _pack(_finish(ctx, comp, inits, reduced, present, out_shape, result_dtypes, what),
+                 instr)
+
+
+# -- select-and-scatter -------------------------------------------------------------------------
+
+
+@kernel("select-and-scatter")
+def select_and_scatter_kernel(ctx, instr, args):
+    operand, source, init = args
+    window = instr.attrs["window"]
+    select, scatter = instr.attrs["select"], instr.attrs["scatter"]
+    what = f"select-and-scatter %{instr.name}"
+    rank = operand.ndim
+    _check_window(window, rank, what)
+    out_dtype = dtypes.to_dtype(instr.shape.element_type)
+    positions = np.arange(operand.size, dtype=np.int64).reshape(operand.shape)
+    padded, mask = dilate_and_pad(operand, range(rank), window, np.zeros((), operand.dtype),
+                                  with_mask=True)
+    padded_pos, _ = dilate_and_pad(positions, range(rank), window, -1, with_mask=False)
+    values, present, where = windows(padded, window), windows(mask, window), windows(padded_pos,
+                                                                                    window)
+    out_shape = values.shape[:-1]
+    if tuple(source.shape) != out_shape:
+        raise EvaluationError(f"{what}: source has dimensions {list(source.shape)}, the "
+                              f"windows of the operand {list(out_shape)}")
+    result = np.full(operand.size, np.asarray(init), dtype=out_dtype)
+    k = values.shape[-1]
+    if k and source.size:
+        selected = values[..., 0].copy()
+        index = where[..., 0].copy()
+        have = present[..., 0].copy()
+        for j in range(1, k):
+            current, p = values[..., j], present[..., j]
+            (keep,) = apply_computation(ctx, select, [selected, current], out_shape,
+                                        f"{what} (select)")
+            take = p & (~have | ~keep.astype(bool))
+            selected = np.where(take, current, selected)
+            index = np.where(take, where[..., j], index)
+            have |= p
+        targets = index[have]  # row-major source order
+        updates = source[have].astype(out_dtype, copy=False)
+        _scatter_in_order(ctx, scatter, result, targets, updates, f"{what} (scatter)")
+    return result.reshape(operand.shape)
+
+
+def _scatter_in_order(ctx, comp, result, targets, updates, what) -> None:
+    """result[t] = comp(result[t], u) for each (t, u) in order; repeated targets are applied
+    in rounds, each round a vectorised call over distinct targets."""
+    if targets.size == 0:
+        return
+    order = np.argsort(targets, kind="stable")
+    sorted_t = targets[order]
+    starts = np.r_[0, np.flatnonzero(sorted_t[1:] != sorted_t[:-1]) + 1]
+    group_start = np.repeat(starts, np.diff(np.r_[starts, sorted_t.size]))
+    rank = np.empty_like(order)
+    rank[order] = np.arange(sorted_t.size) - group_start
+    for r in range(int(rank.max()) + 1):
+        sel = rank == r
+        t, u = targets[sel], updates[sel]
+        (new,) = apply_computation(ctx, comp, [result[t], u], t.shape, what)
+        result[t] = new
+
+
+# -- map ----------------------------------------------------------------------------------------
+
+
+@kernel("map")
+def map_kernel(ctx, instr, args):
+    comp = instr.attrs["to_apply"]
+    shape = tuple(args[0].shape) if args else tuple(instr.shape.dimensions)
+    for a in args:
+        if tuple(a.shape) != shape:
+            raise EvaluationError(f"map %{instr.name}: operands have different dimensions "
+                                  f"{[list(x.shape) for x in args]}")
+    (out,) = apply_computation(ctx, comp, list(args), shape, f"map %{instr.name}")
+    return out
+
+
+__all__ = ["apply_computation", "dilate_and_pad", "is_vectorisable", "tree_reduce",
+           "window_output_dims", "windows"]
