@@ -151,10 +151,45 @@ def _input_dtypes(comp, n: int) -> list[np.dtype]:
     return [dtypes.to_dtype(p.element_type) for p in params[n:2 * n]]
 
 
-def tree_reduce(ctx, comp, leaves: list, mask, what: str):
-    """Combine the last axis of each array in ``leaves`` pairwise, keeping element order.
-    ``mask`` (same shape, or None for all present) marks the elements that exist; absent
-    ones are skipped. Returns (leaves without the last axis, presence or None)."""
+#: Reductions of up to this many elements per output are a left fold in row-major order;
+#: longer ones a pairwise tree (log2 of the length vectorised calls).
+FOLD_LIMIT = 64
+
+
+def reduce_last_axis(ctx, comp, inits: list, leaves: list, mask, result_dtypes, what: str) -> list:
+    """Reduce the last axis of each array in ``leaves`` (the N inputs, shape (..., K)) with
+    the reducer ``comp`` and the N ``inits``. ``mask`` (shape (..., K), or None when every
+    element exists) marks the elements that exist; the others (window padding, dilation
+    holes) are skipped. Returns the N results of shape (...)."""
+    out_shape = leaves[0].shape[:-1]
+    k = leaves[0].shape[-1]
+    init_full = [np.broadcast_to(np.asarray(i).astype(dt), out_shape)
+                 for i, dt in zip(inits, result_dtypes)]
+    if k == 0 or 0 in out_shape:
+        return [np.array(x) for x in init_full]
+    if k <= FOLD_LIMIT:
+        # f(...f(f(init, x0), x1)..., x_{K-1}): the evaluator's (and XLA:CPU's) order
+        acc = [np.array(x) for x in init_full]
+        for j in range(k):
+            step = apply_computation(ctx, comp, acc + [x[..., j] for x in leaves], out_shape,
+                                     what)
+            if mask is None:
+                acc = step
+            else:
+                p = mask[..., j]
+                acc = [np.where(p, new, old) for new, old in zip(step, acc)]
+        return [a.astype(dt, copy=False) for a, dt in zip(acc, result_dtypes)]
+    reduced, present = _tree(ctx, comp, leaves, mask, what)
+    out = apply_computation(ctx, comp, [np.asarray(i) for i in inits] + reduced, out_shape, what)
+    if present is not None:
+        out = [np.where(present, o, i) for o, i in zip(out, init_full)]
+    return [o.astype(dt, copy=False) for o, dt in zip(out, result_dtypes)]
+
+
+def _tree(ctx, comp, leaves: list, mask, what: str):
+    """Combine the last axis pairwise, keeping element order (the left operand of each
+    combination is the earlier part); absent elements (mask false) are skipped. Returns
+    (leaves without the last axis, presence or None)."""
     while leaves[0].shape[-1] > 1:
         k = leaves[0].shape[-1]
         half = k // 2
@@ -176,22 +211,8 @@ def tree_reduce(ctx, comp, leaves: list, mask, what: str):
         if mask is not None:
             mask = new_mask
     out_shape = leaves[0].shape[:-1]
-    if leaves[0].shape[-1] == 0:
-        return None, None
     return ([x.reshape(out_shape) for x in leaves],
             None if mask is None else mask.reshape(out_shape))
-
-
-def _finish(ctx, comp, inits: list, reduced, present, out_shape, result_dtypes, what) -> list:
-    """``f(init, reduced)`` where something was reduced, else the init value."""
-    init_full = [np.broadcast_to(np.asarray(i).astype(dt), out_shape)
-                 for i, dt in zip(inits, result_dtypes)]
-    if reduced is None:
-        return [x.copy() for x in init_full]
-    out = apply_computation(ctx, comp, list(inits) + reduced, out_shape, what)
-    if present is not None:
-        out = [np.where(present, o, i) for o, i in zip(out, init_full)]
-    return [np.asarray(o).astype(dt, copy=False) for o, dt in zip(out, result_dtypes)]
 
 
 def _pack(values: list, instr):
@@ -219,9 +240,7 @@ def reduce_kernel(ctx, instr, args):
                                   f"{[a.shape for a in inputs]}")
         moved = np.transpose(x, keep + dims).reshape(out_shape + (k,))
         leaves.append(moved if moved.dtype == dt else moved.astype(dt))
-    reduced, present = tree_reduce(ctx, comp, leaves, None, what)
-    return _pack(_finish(ctx, comp, inits, reduced, present, out_shape, result_dtypes, what),
-                 instr)
+    return _pack(reduce_last_axis(ctx, comp, inits, leaves, None, result_dtypes, what), instr)
 
 
 # -- windows ------------------------------------------------------------------------------------
@@ -263,21 +282,28 @@ def window_output_dims(padded_shape, axes, window: Window) -> list[int]:
 
 
 def windows(x: np.ndarray, window: Window) -> np.ndarray:
-    """All windows of an already dilated and padded array: shape (outputs..., K) with the K
-    window elements in row-major window order."""
-    rank = x.ndim
-    outs = window_output_dims(x.shape, range(rank), window)
+    """All windows of an already dilated and padded array, as a read-only view of shape
+    (outputs..., window sizes...)."""
+    outs = window_output_dims(x.shape, range(x.ndim), window)
     sizes = [wd.size for wd in window.dimensions]
-    k = int(np.prod(sizes, dtype=np.int64))
-    if 0 in outs or k == 0:
-        return np.empty(tuple(outs) + (k,), dtype=x.dtype)
+    if 0 in outs or 0 in sizes:
+        return np.empty(tuple(outs) + tuple(sizes), dtype=x.dtype)
     st = x.strides
-    view = np.lib.stride_tricks.as_strided(
+    return np.lib.stride_tricks.as_strided(
         x, shape=tuple(outs) + tuple(sizes),
         strides=tuple(s * wd.stride for s, wd in zip(st, window.dimensions))
         + tuple(s * wd.window_dilation for s, wd in zip(st, window.dimensions)),
         writeable=False)
-    return view.reshape(tuple(outs) + (k,))
+
+
+def flat_windows(view: np.ndarray, rank: int) -> np.ndarray:
+    """A window view (outputs..., sizes...) as an array (outputs..., K), K elements in
+    row-major window order."""
+    return view.reshape(view.shape[:rank] + (int(np.prod(view.shape[rank:], dtype=np.int64)),))
+
+
+#: reduce-window materialises the windows of at most this many elements at a time.
+CHUNK_ELEMENTS = 1 << 22
 
 
 def _check_window(window: Window, rank: int, what: str) -> None:
@@ -303,21 +329,32 @@ def reduce_window_kernel(ctx, instr, args):
     result_dtypes = _result_dtypes(comp)
     in_dtypes = _input_dtypes(comp, n)
     masked = _needs_mask(inputs[0], window)
-    leaves, mask = [], None
+    views, mask = [], None
     for x, init, dt in zip(inputs, inits, in_dtypes):
         x = x if x.dtype == dt else x.astype(dt)
         padded, m = dilate_and_pad(x, range(rank), window, np.asarray(init).astype(dt),
                                    with_mask=masked and mask is None)
         if m is not None:
             mask = windows(m, window)
-        leaves.append(windows(padded, window))
-    out_shape = leaves[0].shape[:-1]
-    if leaves[0].shape[-1] == 0 or 0 in out_shape:
-        reduced, present = None, None
-    else:
-        reduced, present = tree_reduce(ctx, comp, leaves, mask, what)
-    return _pack(_finish(ctx, comp, inits, reduced, present, out_shape, result_dtypes, what),
-                 instr)
+        views.append(windows(padded, window))
+    if rank == 0:  # a rank-0 operand: one window of one element
+        leaves = [v.reshape(1) for v in views]
+        return _pack(reduce_last_axis(ctx, comp, inits, leaves, None, result_dtypes, what),
+                     instr)
+    out_shape = views[0].shape[:rank]
+    k = int(np.prod(views[0].shape[rank:], dtype=np.int64))
+    # materialise the windows of a few leading output rows at a time
+    row = max(1, k * int(np.prod(out_shape[1:], dtype=np.int64)))
+    chunk = max(1, CHUNK_ELEMENTS // row)
+    parts = []
+    for start in range(0, max(out_shape[0], 1), chunk):
+        sl = slice(start, start + chunk)
+        leaves = [flat_windows(v[sl], rank) for v in views]
+        m = None if mask is None else flat_windows(mask[sl], rank)
+        parts.append(reduce_last_axis(ctx, comp, inits, leaves, m, result_dtypes, what))
+    results = [np.concatenate([p[i] for p in parts], axis=0) if len(parts) > 1 else parts[0][i]
+               for i in range(n)]
+    return _pack(results, instr)
 
 
 # -- select-and-scatter -------------------------------------------------------------------------
@@ -336,8 +373,9 @@ def select_and_scatter_kernel(ctx, instr, args):
     padded, mask = dilate_and_pad(operand, range(rank), window, np.zeros((), operand.dtype),
                                   with_mask=True)
     padded_pos, _ = dilate_and_pad(positions, range(rank), window, -1, with_mask=False)
-    values, present, where = windows(padded, window), windows(mask, window), windows(padded_pos,
-                                                                                    window)
+    values = flat_windows(windows(padded, window), rank)
+    present = flat_windows(windows(mask, window), rank)
+    where = flat_windows(windows(padded_pos, window), rank)
     out_shape = values.shape[:-1]
     if tuple(source.shape) != out_shape:
         raise EvaluationError(f"{what}: source has dimensions {list(source.shape)}, the "
@@ -395,5 +433,5 @@ def map_kernel(ctx, instr, args):
     return out
 
 
-__all__ = ["apply_computation", "dilate_and_pad", "is_vectorisable", "tree_reduce",
-           "window_output_dims", "windows"]
+__all__ = ["apply_computation", "dilate_and_pad", "flat_windows", "is_vectorisable",
+           "reduce_last_axis", "window_output_dims", "windows"]
