@@ -17,7 +17,7 @@ from typing import Any
 
 from xlapy.errors import InvalidArgumentError, ParseError, XlaError
 from xlapy.hlo.attrs.numbers import read_balanced, read_string
-from xlapy.hlo.ir import Computation, Instruction, Module
+from xlapy.hlo.ir import Computation, Instruction, Module, NameUniquer
 from xlapy.hlo.module_data import (
     ComputationLayout,
     OpMetadata,
@@ -26,7 +26,9 @@ from xlapy.hlo.module_data import (
     read_buffer_donors,
     read_frontend_attributes,
 )
-from xlapy.hlo.opcodes import OPCODE_NAMES
+from xlapy.hlo.async_chain import async_wrapped_computation, chain_start_of_value
+from xlapy.hlo.async_chain import split_async_sugar, sugared_opcode
+from xlapy.hlo.opcodes import ASYNC_OPCODES, OPCODE_NAMES
 from xlapy.shape import dtypes
 from xlapy.shape.text import Scanner, read_shape
 
@@ -65,6 +67,8 @@ class _Parser:
         self.computations: dict[str, Computation] = {}
         self.scope: dict[str, Instruction] = {}
         self.result_shape = None  # for literal kinds: the declared shape of a constant
+        self.names = NameUniquer()  # every instruction name of the text, for ".anon" names
+        self.wrapped_computations: list[Computation] = []  # made for async sugar
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -134,6 +138,7 @@ class _Parser:
             if last is None:
                 self.error("expected a computation (e.g. 'ENTRY main { ... }'), found end of input")
             module.entry = entry or last
+            self._rename_wrapped_computations()
             if header_name is None:
                 module.name = f"module_{module.entry.name}"
             module.config.update(config)
@@ -183,7 +188,14 @@ class _Parser:
             else:
                 config[key] = (self._bool(),)
         elif key in ("origin_recovery_table", "debug_attributes"):
+            start = sc.pos
             raw[key] = read_balanced(sc)
+            if key == "debug_attributes":  # kept as text; its log modes are checked
+                for m in re.finditer(r"log_mode\s*=\s*([A-Za-z0-9_.\-]*)", raw[key]):
+                    if m.group(1) not in ("default", "fusion_debugger"):
+                        self.error(f"Invalid debug_log_mode value: {m.group(1)} (expected "
+                                   "default or fusion_debugger)",
+                                   sc.text.index(raw[key], start) + m.start(1))
         else:
             self.error(
                 f"unknown module attribute '{key}' (allowed: is_scheduled, replica_count, "
@@ -291,16 +303,27 @@ class _Parser:
         if not m:
             self.error(f"expected an opcode, found {sc.describe_next()}")
         opcode = m.group(0)
+        wrapped = None  # the wrapped opcode of async sugar: custom-call-start(...)
         if opcode not in OPCODE_NAMES:
-            self.error(f"unknown opcode '{opcode}'", op_pos)
+            try:
+                sugar = split_async_sugar(opcode)
+            except ValueError as e:
+                self.error(str(e), op_pos)
+            if sugar is None:
+                self.error(f"unknown opcode '{opcode}'", op_pos)
+            opcode, wrapped = sugar
         sc.pos = m.end()
         from xlapy.opdefs import get_opdef
 
         opdef = get_opdef(opcode)
+        wrapped_def = get_opdef(wrapped) if wrapped is not None else None
+        if wrapped_def is not None and any(s.in_parens for s in wrapped_def.attrs):
+            self.error(f"unknown opcode '{m.group(0)}' ({wrapped} has no async-wrapped form)",
+                       op_pos)
         in_parens = [s for s in opdef.attrs if s.in_parens]
         values: dict[str, Any] = {}
         operands: list[Instruction] = []
-        sc.expect("(", f"after opcode '{opcode}'")
+        sc.expect("(", f"after opcode '{m.group(0)}'")
         if in_parens:
             self.result_shape = shape
             for i, spec in enumerate(in_parens):
@@ -312,43 +335,184 @@ class _Parser:
             sc.expect(")", f"to end the operands of {opcode}")
         else:
             operands = self.operands(comp)
+        # Which schema each attribute key belongs to: the opcode's own; for sugar, the
+        # wrapped op's keys go to it (custom-call-start's output_to_operand_aliasing is the
+        # custom-call's, as in XLA) and the async op keeps its thread and aliasing.
+        if wrapped_def is None:
+            tables = [(opdef, None)]
+        else:
+            own = {"async_execution_thread", "output_to_operand_aliasing"}
+            if opcode == "async-done":
+                own.discard("output_to_operand_aliasing")
+            tables = [(opdef, own)]
+            if opcode == "async-start":
+                tables.insert(0, (wrapped_def, None))
+        parts, data = self._attributes(comp, m.group(0), tables, allow_attributes)
+        values.update(self._assemble(opdef, parts[-1], start))
+        if opcode in ASYNC_OPCODES:
+            self._check_async(opcode, wrapped, shape, operands, values, start, op_pos)
+        if wrapped is not None and opcode == "async-start":
+            wrapped_values = self._assemble(wrapped_def, parts[0], start)
+            values["calls"] = self._async_wrapped(wrapped, wrapped_values, shape,
+                                                  values.get("async_execution_thread"), start)
+        if (opcode == "broadcast" and "dimensions" not in values and len(operands) == 1
+                and operands[0].shape.is_scalar()):
+            values["dimensions"] = ()  # optional for a scalar operand, as in XLA's parser
+        return self._add(comp, opcode, operands, values, shape, name, data, start)
+
+    def _attributes(self, comp: Computation, label: str, tables, allow_attributes: bool):
+        """Read ``, key=value`` attributes. ``tables``: (opdef, allowed spec names or None)
+        in priority order; returns the parts read per table and the generic data."""
+        sc = self.sc
         data: dict[str, Any] = {}
-        parts: dict[str, dict] = {}
+        parts: list[dict[str, dict]] = [{} for _ in tables]
         seen: set[str] = set()
         while allow_attributes and sc.peek() == "," and self._next_is_attribute():
             sc.eat(",")
             key_pos = sc.pos
             key = self._read_key()
             if key in seen:
-                self.error(f"duplicate attribute '{key}' for {opcode}", key_pos)
+                self.error(f"duplicate attribute '{key}' for {label}", key_pos)
             seen.add(key)
             sc.expect("=", f"after attribute '{key}'")
-            spec = opdef.attr_by_key.get(key)
-            if spec is not None and not spec.in_parens:
-                parts.setdefault(spec.name, {})[key] = spec.kind.read_key(key, sc, self)
-            elif key in GENERIC_KEYS:
-                self._generic_attr(key, data, comp)
+            for i, (table, allowed) in enumerate(tables):
+                spec = table.attr_by_key.get(key)
+                if (spec is not None and not spec.in_parens
+                        and (allowed is None or spec.name in allowed)):
+                    parts[i].setdefault(spec.name, {})[key] = spec.kind.read_key(key, sc, self)
+                    break
             else:
-                allowed = [k for s in opdef.attrs if not s.in_parens for k in s.keys]
-                self.error(f"unknown attribute '{key}' for {opcode} (allowed: "
-                           f"{', '.join(allowed + list(GENERIC_KEYS))})", key_pos)
+                if key in GENERIC_KEYS:
+                    self._generic_attr(key, data, comp)
+                    continue
+                keys = [k for table, allowed in tables for s in table.attrs
+                        if not s.in_parens and (allowed is None or s.name in allowed)
+                        for k in s.keys]
+                self.error(f"unknown attribute '{key}' for {label} (allowed: "
+                           f"{', '.join(dict.fromkeys(keys + list(GENERIC_KEYS)))})", key_pos)
+        return parts, data
+
+    def _assemble(self, opdef, parts: dict[str, dict], start: int) -> dict[str, Any]:
+        values = {}
         for spec_name, got in parts.items():
             spec = opdef.attr_by_name[spec_name]
             try:
-                values[spec_name] = spec.kind.assemble(spec_name, got, f"{opcode}: attribute '{spec_name}'")
+                values[spec_name] = spec.kind.assemble(
+                    spec_name, got, f"{opdef.opcode}: attribute '{spec_name}'")
             except XlaError as e:
                 self.error(str(e), start)
-        control = data.pop("control-predecessors", ())
+        return values
+
+    def _add(self, comp: Computation, opcode: str, operands, values, shape, name: str,
+             data: dict, start: int) -> Instruction:
         from xlapy.opdefs import make_instruction
 
+        control = data.pop("control-predecessors", ())
         try:
             instr = make_instruction(opcode, operands, values, shape=shape, name=name or opcode, **data)
         except XlaError as e:
             self.error(str(e), start)
-        comp.add_instruction(instr, uniquify=not name)
+        # Nested (anonymous) instructions are named "<opcode>.anon", unique among the
+        # names seen so far in the text (XLA's parser-wide NameUniquer).
+        if name:
+            self.names.get_unique_name(name)
+        else:
+            instr.name = self.names.get_unique_name(f"{opcode}.anon")
+        comp.add_instruction(instr, uniquify=False)
         for pred in control:
             pred.add_control_dependency_to(instr)
+        if instr.sharding is not None and instr.shape.is_tuple():
+            instr.sharding = _normalize_tuple_sharding(instr.sharding, instr.shape)
+        if opcode in ASYNC_OPCODES:
+            _copy_to_wrapped(instr, data)
         return instr
+
+    # -- async ops -------------------------------------------------------------------------
+
+    def _check_async(self, opcode: str, wrapped: str | None, shape, operands, values,
+                     start: int, op_pos: int) -> None:
+        """XLA's parser checks of async-start/update/done (plain or sugared)."""
+        if shape is None and wrapped is not None:
+            self.error(f"Async op {opcode} must have an explicit shape (the sugared form "
+                       f"{sugared_opcode(opcode, wrapped)} builds its computation from it).",
+                       op_pos)
+        if shape is not None and opcode != "async-done" and not (
+                shape.is_tuple() and len(shape.tuple_shapes) >= 2
+                and shape.tuple_shapes[0].is_tuple()):
+            self.error("AsyncStart and AsyncUpdate expect the shape to be in the form of "
+                       "((operand0_shape, operand1_shape, ...), output_shape, ...), found "
+                       f"{shape}.", start)
+        if opcode == "async-start":
+            return
+        if not operands:
+            self.error("No operand found for AsyncUpdate and AsyncDone", op_pos)
+        if operands[0].opcode == "async-done":
+            self.error("AsyncUpdate and AsyncDone cannot have AsyncDone as operand.", op_pos)
+        chain_start = chain_start_of_value(operands[0])
+        if chain_start is None:
+            return
+        comp = chain_start.attrs.get("calls")
+        if wrapped is not None and comp is not None and comp.root.opcode != wrapped:
+            self.error(f"Expect async wrapped opcode to be {comp.root.opcode}, but got {wrapped}",
+                       op_pos)
+        thread = values.get("async_execution_thread")
+        start_thread = chain_start.attrs.get("async_execution_thread") or "main"
+        if thread is not None and thread != start_thread:
+            self.error(f"Expect async_execution_thread to be {start_thread}, but got {thread}",
+                       start)
+        given = values.get("calls")
+        if given is not None and comp is not None and given is not comp:
+            self.error(f"Expect async_wrapped_computation to be {comp.name}, but got "
+                       f"{given.name}", start)
+        if comp is not None:
+            values["calls"] = comp  # inherited from the async-start, as XLA does
+
+    def _async_wrapped(self, wrapped: str, values: dict, shape, thread, start: int) -> Computation:
+        """The computation ``<op>-start`` sugar stands for: parameters for the bound operand
+        shapes and the op as root, with the async-start's result shape (XLA's
+        CreateAsyncWrappedComputation)."""
+        from xlapy.opdefs import make_instruction
+
+        operand_shapes = list(shape.tuple_shapes[0].tuple_shapes)
+        called = values.get("to_apply") if wrapped == "call" else (
+            values.get("calls") if wrapped == "fusion" else None)
+        if called is not None:  # call-start / fusion-start: the callee's parameters
+            params = called.program_shape().parameters
+            operand_shapes += params[len(operand_shapes):]
+        comp = Computation(self._unique_computation_name("async_wrapped"))
+        params = []
+        try:
+            for i, s in enumerate(operand_shapes):
+                param = make_instruction("parameter", [], {"parameter_number": i}, shape=s,
+                                         name=self.names.get_unique_name("async_param"))
+                comp.add_instruction(param, uniquify=False)
+                params.append(param)
+            root = make_instruction(wrapped, params, values, shape=shape.tuple_shapes[1],
+                                    name=self.names.get_unique_name("async_op"))
+        except XlaError as e:
+            self.error(f"{sugared_opcode('async-start', wrapped)}: {e}", start)
+        comp.add_instruction(root, uniquify=False)
+        comp.root = root
+        if thread is not None and thread != "main":
+            _set_thread(comp, thread)
+        self.module_.add_computation(comp, uniquify=False)
+        self.wrapped_computations.append(comp)
+        return comp
+
+    def _rename_wrapped_computations(self) -> None:
+        """A computation the text defines after async sugar made one of the same name keeps
+        its name; the sugar's gets a fresh one."""
+        for comp in self.wrapped_computations:
+            if comp.name in self.computations:
+                comp.name = self._unique_computation_name("async_wrapped")
+
+    def _unique_computation_name(self, base: str) -> str:
+        taken = {c.name for c in self.module_.computations} | set(self.computations)
+        name, n = base, 0
+        while name in taken:
+            n += 1
+            name = f"{base}.{n}"
+        return name
 
     def _next_is_attribute(self) -> bool:
         """After ``,`` comes ``key=``: an attribute (not the next operand or computation)."""
@@ -438,3 +602,41 @@ class _Parser:
         # nested anonymous instruction: [shape] opcode(operands)
         sc.pos = start
         return self.instruction_rhs(comp, "", start, allow_attributes=False)
+
+
+def _set_thread(comp: Computation, thread: str) -> None:
+    """The computation and everything it calls run on ``thread`` (XLA's SetThreadName)."""
+    comp.execution_thread = thread
+    for instr in comp.instructions:
+        for called in instr.called_computations():
+            _set_thread(called, thread)
+
+
+def _normalize_tuple_sharding(text: str, shape) -> str:
+    """A single sharding on a tuple-shaped instruction applies to every leaf; XLA's parser
+    stores (and prints) it as a tuple sharding (HloSharding::NormalizeTupleSharding)."""
+    if re.match(r"\{\s*[{}]", text):  # already a tuple sharding: {{...}, ...} or {}
+        return text
+    leaves = max(len(shape.leaves()), 1)  # an empty tuple still has one entry
+    out = "{" + text
+    for i in range(1, leaves):
+        out += (f", /*index={i}*/" if i % 5 == 0 else ", ") + text
+    return out + "}"
+
+
+def _copy_to_wrapped(instr: Instruction, data: dict) -> None:
+    """XLA's parser gives an async op's metadata, backend_config, frontend attributes,
+    statistics and origin to the instruction it wraps as well."""
+    comp = async_wrapped_computation(instr)
+    if comp is None or comp.root is None:
+        return
+    root = comp.root
+    if "metadata" in data:
+        root.metadata = data["metadata"]
+    if "backend_config" in data:
+        root.backend_config = data["backend_config"]
+    if "frontend_attributes" in data:
+        root.frontend_attributes = dict(data["frontend_attributes"])
+    for key in ("statistics", "origin"):
+        if key in data.get("extras", {}):
+            root.extras[key] = data["extras"][key]

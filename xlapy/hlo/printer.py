@@ -11,6 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from xlapy.hlo.attrs import PRINT_PERCENT
+from xlapy.hlo.async_chain import (
+    async_wrapped_computation,
+    can_expand_into_single_instruction,
+    is_async_computation,
+    sugared_opcode,
+)
 from xlapy.hlo.attrs.numbers import c_escape
 from xlapy.hlo.ir import Computation, Instruction, Module
 from xlapy.hlo.module_data import (
@@ -41,6 +47,7 @@ class HloPrintOptions:
     print_frontend_attributes: bool = True
     syntax_sugar_async_ops: bool = True
     print_ids: bool = True
+    compact_gte: bool = False  # operands name%tuple#i; get-tuple-elements not printed
 
     @staticmethod
     def default() -> "HloPrintOptions":
@@ -100,14 +107,21 @@ def module_to_string(module: Module, options: HloPrintOptions | None = None, **o
         out.append(f", num_partitions={module.num_partitions}")
     if cfg.get("frontend_attributes"):
         out.append(", frontend_attributes=" + frontend_attributes_to_text(cfg["frontend_attributes"]))
-    for key, raw in module.extras.get("raw_header", {}).items():
-        out.append(f", {key}={raw}")
+    raw_header = module.extras.get("raw_header", {})
+    # Kept as text; XLA prints the recovery table's closing brace on its own line
+    # followed by a newline, and debug_attributes on a line of their own.
+    if "origin_recovery_table" in raw_header:
+        out.append(f", origin_recovery_table={raw_header['origin_recovery_table']}\n")
+    if "debug_attributes" in raw_header:
+        out.append(f",\ndebug_attributes={raw_header['debug_attributes']}")
     frames = module.extras.get("stack_frames")
     if frames is not None and not frames.is_empty() and opts.print_metadata:
         out.append(frames.to_text())
     out.append("\n\n")
     scheduled = bool(cfg.get("is_scheduled"))
     for comp in module.post_order_computations():
+        # With the sugar on, an async computation of one instruction is printed inside
+        # its async-start (HloModule::PrintComputations).
         if opts.syntax_sugar_async_ops and is_sugared_async_computation(comp):
             continue
         out.append(computation_to_string(comp, opts, entry=comp is module.entry,
@@ -118,12 +132,7 @@ def module_to_string(module: Module, options: HloPrintOptions | None = None, **o
 
 def is_sugared_async_computation(comp: Computation) -> bool:
     """An async computation that its async-start prints as ``op-start(...)`` sugar."""
-    return bool(getattr(comp, "is_async_computation", False)) and can_expand_async(comp)
-
-
-def can_expand_async(comp: Computation) -> bool:
-    non_params = [i for i in comp.instructions if i.opcode != "parameter"]
-    return len(non_params) == 1 and comp.root is non_params[0]
+    return is_async_computation(comp) and can_expand_into_single_instruction(comp)
 
 
 def computation_to_string(comp: Computation, options: HloPrintOptions | None = None, *,
@@ -141,6 +150,8 @@ def computation_to_string(comp: Computation, options: HloPrintOptions | None = N
     out.append("{\n")
     order = comp.instructions if in_schedule_order else comp.post_order()
     for instr in order:
+        if opts.compact_gte and instr.opcode == "get-tuple-element" and instr is not comp.root:
+            continue
         out.append("  ")
         if instr is comp.root:
             out.append("ROOT ")
@@ -174,7 +185,8 @@ def _instruction_text(instr: Instruction, opts: HloPrintOptions) -> str:
     head = _name(instr.name, opts) + " = "
     if opts.print_result_shape:
         head += instr.shape.to_string(opts.include_layout_in_shapes) + " "
-    opcode = instr.opcode
+    opcode = async_sugar_opcode(instr) if opts.syntax_sugar_async_ops else None
+    opcode = opcode or instr.opcode
     in_parens = [s for s in opdef.attrs if s.in_parens]
     if in_parens:
         inside = ", ".join(_in_parens_text(instr, s, opts) for s in in_parens)
@@ -207,7 +219,7 @@ def _operands_text(instr: Instruction, opts: HloPrintOptions) -> str:
         if opts.print_operand_shape:
             text = op.shape.to_string(opts.include_layout_in_shapes)
         if opts.print_operand_names:
-            text = (text + " " if text else "") + _name(op.name, opts)
+            text = (text + " " if text else "") + _operand_name(op, opts)
         pieces.append(text)
     if not pieces:
         return ""
@@ -221,28 +233,30 @@ def _operands_text(instr: Instruction, opts: HloPrintOptions) -> str:
     return out
 
 
+def _operand_name(op: Instruction, opts: HloPrintOptions) -> str:
+    if not opts.compact_gte or op.opcode != "get-tuple-element":
+        return _name(op.name, opts)
+    index = []
+    while op.opcode == "get-tuple-element":  # XLA's LatestNonGteAncestorAndIndex
+        index.append(op.attrs["index"])
+        op = op.operands[0]
+    return _name(op.name, opts) + "".join(f"#{i}" for i in reversed(index))
+
+
 def attribute_texts(instr: Instruction, opts: HloPrintOptions) -> list[str]:
     """``key=value`` texts after the operands, in XLA's order: the opcode's attributes
-    (defaults omitted), sharding, frontend attributes, control predecessors, statistics."""
-    from xlapy.opdefs import get_opdef
+    (defaults omitted), sharding, frontend attributes, control predecessors, statistics,
+    result accuracy, origin."""
+    out = _extra_attribute_texts(instr, opts)
+    if "origin" in instr.extras:
+        out.append(f"origin={instr.extras['origin']}")
+    return out
 
-    opdef = get_opdef(instr.opcode)
-    out = []
-    if opts.print_extra_attributes:
-        for spec in opdef.attrs:
-            if spec.in_parens:
-                continue
-            value = instr.attrs.get(spec.name)
-            # Kinds with ``always_printed`` (replica_groups=, has_dynamic_root=) appear
-            # even at their default value, as XLA prints them.
-            if value is None or (not spec.required and _equal(value, spec.default)
-                                 and not getattr(spec.kind, "always_printed", False)):
-                continue
-            omit = getattr(spec, "omit", None)
-            if omit is not None and omit(value, instr):
-                continue
-            for key, text in spec.kind.items(spec.name, value):
-                out.append(f"{key}={text}")
+
+def _extra_attribute_texts(instr: Instruction, opts: HloPrintOptions) -> list[str]:
+    """XLA's HloInstruction::PrintExtraAttributes: everything but origin, metadata and
+    backend_config."""
+    out = _schema_texts(instr, opts) if opts.print_extra_attributes else []
     extras = instr.extras
     if instr.sharding is not None:
         out.append(f"sharding={instr.sharding}")
@@ -254,9 +268,41 @@ def attribute_texts(instr: Instruction, opts: HloPrintOptions) -> list[str]:
     for key in ("statistics", "result_accuracy"):
         if key in extras:
             out.append(f"{key}={extras[key]}")
-    if "origin" in extras:
-        out.append(f"origin={extras['origin']}")
     return out
+
+
+def _schema_texts(instr: Instruction, opts: HloPrintOptions) -> list[str]:
+    from xlapy.opdefs import get_opdef
+
+    opdef = get_opdef(instr.opcode)
+    skip: set[str] = set()
+    wrapped_texts: list[str] = []
+    if instr.opcode in ("async-update", "async-done"):
+        # The thread and computation are the chain's, printed on its async-start only.
+        skip = {"calls", "async_execution_thread"}
+    elif instr.opcode == "async-start" and async_sugar_opcode(instr) and opts.syntax_sugar_async_ops:
+        # Sugar: the wrapped op's attributes stand in for calls= (after the thread).
+        skip = {"calls"}
+        nested = replace(opts, print_frontend_attributes=not instr.frontend_attributes)
+        wrapped_texts = _extra_attribute_texts(instr.attrs["calls"].root, nested)
+    out = []
+    for spec in opdef.attrs:
+        if spec.in_parens or spec.name in skip:
+            continue
+        if spec.name == "output_to_operand_aliasing":
+            out.extend(wrapped_texts)
+            wrapped_texts = []
+        value = instr.attrs.get(spec.name)
+        # Kinds with ``always_printed`` (replica_groups=, has_dynamic_root=) appear
+        # even at their default value, as XLA prints them.
+        if value is None or (not spec.required and _equal(value, spec.default)
+                             and not getattr(spec.kind, "always_printed", False)):
+            continue
+        if spec.omit is not None and spec.omit(value, instr):
+            continue
+        for key, text in spec.kind.items(spec.name, value):
+            out.append(f"{key}={text}")
+    return out + wrapped_texts
 
 
 def _equal(a, b) -> bool:
@@ -267,17 +313,11 @@ def _equal(a, b) -> bool:
 
 
 def async_sugar_opcode(instr: Instruction) -> str | None:
-    """``all-gather-start``-style spelling of an async-start/update/done whose wrapped
-    computation is a single instruction (HloPrintOptions::syntax_sugar_async_ops)."""
+    """``custom-call-start``-style spelling of an async-start/update/done whose wrapped
+    computation is a single instruction (HloPrintOptions::syntax_sugar_async_ops), or None."""
     if instr.opcode not in ("async-start", "async-update", "async-done"):
         return None
-    comp = instr.attrs.get("calls") if "calls" in instr.attrs else None
-    if comp is None:
-        start = instr
-        while start.opcode != "async-start" and start.operands:
-            start = start.operands[0]
-        comp = start.attrs.get("calls") if "calls" in start.attrs else None
-    if comp is None or not can_expand_async(comp):
+    comp = async_wrapped_computation(instr)
+    if comp is None or comp.root is None or not can_expand_into_single_instruction(comp):
         return None
-    suffix = {"async-start": "-start", "async-update": "-update", "async-done": "-done"}[instr.opcode]
-    return comp.root.opcode + suffix
+    return sugared_opcode(instr.opcode, comp.root.opcode)

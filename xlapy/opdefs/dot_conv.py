@@ -13,6 +13,7 @@ from __future__ import annotations
 from xlapy.hlo.attrs import AttrSpec, IntKind
 from xlapy.hlo.attrs.dot import (
     DOT_DIMENSION_NUMBERS,
+    OPERAND_PRECISION,
     PRECISION_CONFIG,
     RAGGED_DOT_DIMENSION_NUMBERS,
     DotDimensionNumbers,
@@ -152,7 +153,7 @@ def _dot(call: OpCall) -> Shape:
     AttrSpec("ragged_dot_dimension_numbers", RAGGED_DOT_DIMENSION_NUMBERS,
              default=RaggedDotDimensionNumbers(),
              doc="dot dimension numbers plus lhs_ragged_dims and rhs_group_dims"),
-    AttrSpec("precision_config", PRECISION_CONFIG, default=PrecisionConfig(),
+    AttrSpec("precision_config", OPERAND_PRECISION, default=PrecisionConfig(),
              doc="lhs and rhs precisions"),
 ])
 def _ragged_dot(call: OpCall) -> Shape:

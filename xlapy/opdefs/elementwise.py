@@ -237,7 +237,9 @@ def default_comparison_type(t: PrimitiveType) -> ComparisonType:
 @op("compare", traits=[ELEMENTWISE, BINARY, COMPARISON], attrs=[
     AttrSpec("direction", COMPARISON_DIRECTION),
     AttrSpec("type", COMPARISON_TYPE, default=None,
-             doc="FLOAT, TOTALORDER, SIGNED or UNSIGNED; omitted: the element type's default"),
+             doc="FLOAT, TOTALORDER, SIGNED or UNSIGNED; omitted: the element type's default",
+             omit=lambda value, instr: instr.operands and value == default_comparison_type(
+                 instr.operands[0].shape.element_type)),
 ])
 def _compare(call: OpCall) -> Shape:
     """Elementwise comparison giving PRED; ``type`` must suit the element type."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from xlapy.hlo.attrs import AttrSpec, BoolKind, ComputationListKind, IntKind, StringKind
+from xlapy.hlo.attrs import AttrSpec, BoolKind, BoolListKind, ComputationListKind, IntKind, StringKind
 from xlapy.hlo.attrs.custom_call import CUSTOM_CALL_WINDOW, OUTPUT_TO_OPERAND_ALIASING
 from xlapy.hlo.attrs.custom_call import PADDING_TYPE, SHAPE_LIST
 from xlapy.hlo.attrs.custom_call import PaddingType, shape_index_text as _index_text
@@ -23,7 +23,7 @@ from xlapy.hlo.attrs.enums import (
     CustomCallApiVersion,
     CustomCallSchedule,
 )
-from xlapy.hlo.attrs.dot import PRECISION_CONFIG, PrecisionConfig
+from xlapy.hlo.attrs.dot import OPERAND_PRECISION, PrecisionConfig
 from xlapy.hlo.attrs.literal import CONSTANT_LITERAL, SHAPED_LITERAL
 from xlapy.hlo.attrs.window import DIM_LABELS
 from xlapy.opdefs.common import require_result
@@ -33,10 +33,20 @@ from xlapy.shape import PrimitiveType, Shape
 P = PrimitiveType
 
 
-@op("parameter", attrs=[AttrSpec("parameter_number", IntKind(minimum=0), in_parens=True)])
+@op("parameter", attrs=[
+    AttrSpec("parameter_number", IntKind(minimum=0), in_parens=True),
+    AttrSpec("parameter_replication", BoolListKind(), default=None,
+             doc="per leaf buffer: whether it is replicated across replicas"),
+])
 def _parameter(call: OpCall) -> Shape:
-    """Input number ``parameter_number`` of the computation; its shape is the declared one."""
-    return require_result(call, "a parameter's shape is its declared shape")
+    """Input number ``parameter_number`` of the computation; its shape is the declared one.
+    ``parameter_replication`` has one flag per leaf buffer of that shape."""
+    shape = require_result(call, "a parameter's shape is its declared shape")
+    replication = call.parameter_replication
+    if replication is not None and len(replication) != len(shape.leaves()):
+        call.fail(f"parameter has {len(shape.leaves())} leaf buffers, but "
+                  f"parameter_replication has {len(replication)} elements.")
+    return shape
 
 
 @op("constant", attrs=[AttrSpec("literal", CONSTANT_LITERAL, in_parens=True,
@@ -103,7 +113,7 @@ def check_output_operand_aliasing(call: OpCall, aliasing, operands: Sequence[Sha
              doc="convolution dimension numbers: dim_labels=b01f_01io->b01f"),
     AttrSpec("feature_group_count", IntKind(minimum=1), default=1),
     AttrSpec("batch_group_count", IntKind(minimum=1), default=1),
-    AttrSpec("precision_config", PRECISION_CONFIG, default=PrecisionConfig(),
+    AttrSpec("precision_config", OPERAND_PRECISION, default=PrecisionConfig(),
              doc="operand_precision={high,default} (and algorithm=), as XLA prints them"),
     AttrSpec("padding_type", PADDING_TYPE, default=PaddingType.PADDING_INVALID),
     AttrSpec("custom_call_target", StringKind()),

@@ -79,6 +79,9 @@ class AttrSpec:
     default: Any = REQUIRED
     doc: str = ""
     in_parens: bool = False  # printed inside the operand parentheses: constant(1), parameter(0)
+    # ``omit(value, instruction) -> bool``: the printer leaves the attribute out when true,
+    # for defaults that depend on the instruction (compare's type for its element type).
+    omit: Any = None
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -212,6 +215,36 @@ def read_int_list(sc: Scanner, open_: str = "{", close: str = "}") -> tuple[int,
         if sc.eat(close):
             return tuple(out)
         sc.expect(",", f"or '{close}' in a list of integers")
+
+
+class BoolListKind(AttrKind):
+    """``{true,false}`` (XLA prints no spaces): parameter_replication. A tuple of bools."""
+
+    name = "boolean list"
+
+    def check(self, value, where):
+        try:
+            items = tuple(value)
+        except TypeError as e:
+            raise InvalidArgumentError(f"{where} must be a list of booleans, got {value!r}") from e
+        for v in items:
+            if not isinstance(v, bool):
+                raise InvalidArgumentError(f"{where} must be a list of booleans, got {value!r}")
+        return items
+
+    def to_text(self, value) -> str:
+        return "{" + ",".join("true" if v else "false" for v in value) + "}"
+
+    def read(self, sc, ctx):
+        sc.expect("{", "to start a list of booleans")
+        out = []
+        if sc.eat("}"):
+            return ()
+        while True:
+            out.append(BoolKind().read(sc, ctx))
+            if sc.eat("}"):
+                return tuple(out)
+            sc.expect(",", "or '}' in a list of booleans")
 
 
 class EnumKind(AttrKind):

@@ -324,7 +324,11 @@ class PrecisionConfigKind(AttrKind):
     omitted when default. Accepts a PrecisionConfig or a list of precisions."""
 
     name = "precision config"
-    keys = ("operand_precision", "algorithm")
+
+    def __init__(self, with_algorithm: bool = True):
+        # ragged-dot and custom-call read only operand_precision= (XLA's parser has no
+        # algorithm= for them).
+        self.keys = ("operand_precision", "algorithm") if with_algorithm else ("operand_precision",)
 
     def check(self, value, where):
         if isinstance(value, PrecisionConfig):
@@ -348,9 +352,11 @@ class PrecisionConfigKind(AttrKind):
 
 
 PRECISION_CONFIG = PrecisionConfigKind()
+#: operand_precision= only: ragged-dot, custom-call.
+OPERAND_PRECISION = PrecisionConfigKind(with_algorithm=False)
 
 __all__ = [
-    "DOT_DIMENSION_NUMBERS", "PRECISION_CONFIG", "RAGGED_DOT_DIMENSION_NUMBERS", "Algorithm",
+    "DOT_DIMENSION_NUMBERS", "OPERAND_PRECISION", "PRECISION_CONFIG", "RAGGED_DOT_DIMENSION_NUMBERS", "Algorithm",
     "DotDimensionNumbers", "DotDimensionNumbersKind", "Precision", "PrecisionConfig",
     "PrecisionConfigKind", "RaggedDotDimensionNumbers", "RaggedDotDimensionNumbersKind",
 ]
