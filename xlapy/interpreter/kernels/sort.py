@@ -243,18 +243,24 @@ def sort(ctx, instr, args):
 # -- topk -----------------------------------------------------------------------------------
 
 
+_NO_NEGATIVE_ZERO = ("f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz")
+
+
 def total_order_key(x: np.ndarray) -> np.ndarray:
-    """int64 keys ordered as XLA's TOTALORDER comparison orders ``x``: floats by their bits
-    (negative ones reversed, so -NaN < -inf < -0 < +0 < inf < NaN), integers by value."""
+    """int64 keys ordered as XLA's TOTALORDER comparison orders ``x`` (xla/util.h
+    ToSignMagnitude): floats by sign and the bits of their absolute value, negative ones
+    reversed, so -NaN < -inf < -0 < +0 < inf < NaN; in the fnuz types (no -0) negative
+    magnitudes close the gap and the NaN (sign bit set) is the smallest; f8e8m0fnu (no sign)
+    by its bits; integers by value."""
     et = dtypes.from_dtype(x.dtype)
     if dtypes.is_floating(et):
-        bits = dtypes.bit_width(et)
         container = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize]
-        raw = x.view(container).astype(np.uint64) & np.uint64((1 << bits) - 1 if bits < 64
-                                                               else 2**64 - 1)
-        sign = np.uint64(1 << (bits - 1))
-        magnitude = (raw & (sign - np.uint64(1))).astype(np.int64)
-        negative = (raw & sign) != 0
+        if dtypes.type_name(et) == "f8e8m0fnu":
+            return x.view(container).astype(np.int64)
+        magnitude = np.abs(x).view(container).astype(np.int64)
+        negative = np.signbit(x)
+        if dtypes.type_name(et) in _NO_NEGATIVE_ZERO:
+            magnitude = np.where(negative, magnitude - 1, magnitude)
         return np.where(negative, -magnitude - 1, magnitude)
     if dtypes.is_pred(et) or dtypes.is_integral(et):
         if x.dtype == np.uint64:
