@@ -247,7 +247,8 @@ def _get(ctx, instr, q: queue.Queue, what: str):
         waited = "forever" if timeout is None else f"{timeout:g} s"
         raise EvaluationError(f"{instr.opcode}: nothing arrived on {what} within {waited} "
                               f"(instruction %{instr.name} expects "
-                              f"{instr.shape.tuple_shapes[0]})") from None
+                              f"{instr.shape.tuple_shapes[0].to_string(print_layout=False)})"
+                              ) from None
 
 
 def _convert(instr, value, shape, what: str):

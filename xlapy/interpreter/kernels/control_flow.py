@@ -172,3 +172,44 @@ def _async_done(ctx, instr, args):
                 f"(instruction %{instr.name})")
         result = ctx.call(comp, list(bound[:comp.num_parameters]))
     return result
+
+
+# -- scan ---------------------------------------------------------------------------------------
+
+
+@kernel("scan")
+def _scan(ctx, instr, args):
+    """scan(inputs..., inits...): to_apply(input slices..., carries...) -> (output
+    slices..., new carries...) stepped along the scan dimension (from its end with
+    is_reverse=true); the result is (outputs stacked along that dimension..., final
+    carries...), or the one array when there is only one."""
+    comp = instr.attrs["to_apply"]
+    carries = int(instr.attrs["num_carries"])
+    (dim,) = instr.attrs["dimensions"]
+    inputs, state = list(args[:len(args) - carries]), list(args[len(args) - carries:])
+    results = list(instr.shape.tuple_shapes) if instr.shape.is_tuple() else [instr.shape]
+    num_outputs = len(results) - carries
+    if inputs:
+        length = np.asarray(inputs[0]).shape[dim]
+    else:
+        length = int(results[0].dimensions[dim])
+    steps = range(length - 1, -1, -1) if instr.attrs.get("is_reverse") else range(length)
+    slices: list[list] = [[None] * length for _ in range(num_outputs)]
+    for i in steps:
+        step_args = [np.take(np.asarray(x), i, axis=dim) for x in inputs] + state
+        out = ctx.call(comp, step_args)
+        out = list(out) if isinstance(out, tuple) else [out]
+        if len(out) != num_outputs + carries:
+            raise EvaluationError(f"scan: to_apply %{comp.name} returned {len(out)} values, "
+                                  f"expected {num_outputs + carries} (instruction %{instr.name})")
+        for k in range(num_outputs):
+            slices[k][i] = out[k]
+        state = out[num_outputs:]
+    stacked = []
+    for k, shape in enumerate(results[:num_outputs]):
+        if length:
+            stacked.append(np.stack([np.asarray(s) for s in slices[k]], axis=dim))
+        else:
+            stacked.append(zero_value(shape))
+    values = stacked + state
+    return tuple(values) if instr.shape.is_tuple() else values[0]
