@@ -14,13 +14,16 @@ Semantics (XLA's operation semantics page and HloEvaluator):
   context...), contexts zero-filled; async-update appends its new operands to element 0;
   async-done returns element 1. A wrapped computation taking more parameters than
   async-start binds runs when the last operand arrives (async-update) or at async-done.
-Imports the interpreter core only.
+- scan: to_apply stepped along the scan dimension (reversed with is_reverse), carries
+  threaded through, per-step outputs stacked.
+Imports the interpreter core and xlapy.hlo.async_chain (to find an async chain's start).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from xlapy.hlo.async_chain import async_wrapped_computation
 from xlapy.interpreter.evaluator import EvaluationError
 from xlapy.interpreter.registry import kernel
 from xlapy.interpreter.values import TOKEN
@@ -134,17 +137,9 @@ def _async_start(ctx, instr, args):
 
 
 def _wrapped_computation(ctx, instr):
-    """The computation an async-update/async-done continues: its own ``calls`` attribute,
-    or the one of the async-start its chain begins with."""
-    comp = instr.attrs.get("calls")
-    node = instr
-    while comp is None and node.operands:
-        node = node.operands[0]
-        if node.opcode == "async-start":
-            comp = node.attrs.get("calls")
-            break
-        if node.opcode != "async-update":
-            break
+    """The computation an async-update/async-done continues: its own ``calls``, or the one
+    of its chain's async-start (found through the data flow, as XLA does)."""
+    comp = async_wrapped_computation(instr)
     if comp is None:
         raise EvaluationError(f"{instr.opcode}: cannot find the async-start of this chain "
                               f"(instruction %{instr.name})")
