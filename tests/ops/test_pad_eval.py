@@ -4,8 +4,8 @@ golden fixture's configurations, and every element type."""
 
 import numpy as np
 import pytest
-
 from movement_eval_helpers import ALL_TYPES, assert_bits, assert_same, np_dtype, run, sample
+
 from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.hlo.attrs.padding import PaddingConfig

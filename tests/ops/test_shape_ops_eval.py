@@ -4,11 +4,10 @@ page's examples (spec 002: Broadcast, BroadcastInDim, Collapse, Reshape, Rev, Tr
 Tuple, GetTupleElement, GetDimensionSize/SetDimensionSize), XLA's observed behaviour
 (iota wrapping and rounding), and every element type."""
 
-import ml_dtypes
 import numpy as np
 import pytest
-
 from movement_eval_helpers import ALL_TYPES, assert_bits, assert_same, np_dtype, run, sample
+
 from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.interpreter import EvaluationError, evaluate
@@ -453,3 +452,74 @@ ENTRY e {
     assert_same(run(text, x, np.int32(6), np.int32(4)), x[:4])
     with pytest.raises(EvaluationError, match=r"exceeds the operand's runtime size 6"):
         run(text, x, np.int32(6), np.int32(8))
+
+
+def test_set_dimension_size_spec_padding_ignored_by_reduce():
+    # The page's example: v = {1..10}; set_dimension_size(v, 5) keeps the bound f32[10], and
+    # reduce_sum / reduce_product see 1..5 only; with 6 the sum is 1 + ... + 6.
+    text = """HloModule m
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b)
+}
+
+mul {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] multiply(a, b)
+}
+
+ENTRY e {
+  v = f32[10] parameter(0)
+  five = s32[] parameter(1)
+  six = s32[] parameter(2)
+  zero = f32[] parameter(3)
+  one = f32[] parameter(4)
+  padded_v_five = f32[<=10] set-dimension-size(v, five), dimensions={0}
+  padded_v_six = f32[<=10] set-dimension-size(v, six), dimensions={0}
+  sum5 = f32[] reduce(padded_v_five, zero), dimensions={0}, to_apply=add
+  product5 = f32[] reduce(padded_v_five, one), dimensions={0}, to_apply=mul
+  sum6 = f32[] reduce(padded_v_six, zero), dimensions={0}, to_apply=add
+  n = s32[] get-dimension-size(padded_v_six), dimensions={0}
+  ROOT t = (f32[], f32[], f32[], s32[]) tuple(sum5, product5, sum6, n)
+}"""
+    v = np.arange(1, 11, dtype=np.float32)
+    s5, p5, s6, n = run(text, v, np.int32(5), np.int32(6), np.float32(0), np.float32(1))
+    assert_same(s5, np.array(15, np.float32))
+    assert_same(p5, np.array(120, np.float32))
+    assert_same(s6, np.array(21, np.float32))
+    assert_same(n, np.array(6, np.int32))
+
+
+def test_set_dimension_size_builder():
+    def fn(b, v, n):
+        return ops.GetDimensionSize(ops.SetDimensionSize(v, n, 0), 0)
+
+    comp = build(["f32[10]", "s32[]"], fn)
+    assert_same(evaluate(comp, np.zeros(10, np.float32), np.int32(7)), np.array(7, np.int32))
+
+
+def test_dynamic_dimensions_flow_through_shape_ops():
+    # Broadcast, transpose, concatenate, reverse and pad of a dynamic operand use its runtime
+    # size, not the bound.
+    text = """HloModule m
+ENTRY e {
+  x = f32[6] parameter(0)
+  n = s32[] parameter(1)
+  v = f32[] parameter(2)
+  d = f32[<=6] set-dimension-size(x, n), dimensions={0}
+  b = f32[2,<=6] broadcast(d), dimensions={1}
+  t = f32[<=6,2] transpose(b), dimensions={1,0}
+  c = f32[<=12] concatenate(d, d), dimensions={0}
+  r = f32[<=6] reverse(d), dimensions={0}
+  p = f32[<=13] pad(d, v), padding=1_1_1
+  ROOT o = (f32[<=6,2], f32[<=12], f32[<=6], f32[<=13]) tuple(t, c, r, p)
+}"""
+    x = np.arange(6, dtype=np.float32)
+    t, c, r, p = run(text, x, np.int32(3), np.float32(-1))
+    assert_same(t, np.repeat(x[:3, None], 2, axis=1))
+    assert_same(c, np.concatenate([x[:3], x[:3]]))
+    assert_same(r, x[2::-1].copy())
+    assert_same(p, np.array([-1, 0, -1, 1, -1, 2, -1], np.float32))

@@ -5,8 +5,8 @@ to the lower index (XLA:CPU's TopK runtime, expected values pasted from XLA:CPU 
 
 import numpy as np
 import pytest
-
 from movement_eval_helpers import ALL_TYPES, assert_bits, assert_same, run, sample
+
 from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.interpreter import evaluate
@@ -37,7 +37,7 @@ def test_topk_total_order_nan_signed_zero_ties():
 
 
 def test_topk_largest_is_the_default():
-    values, indices = run(topk_text("f32", [12], 3), X)
+    _, indices = run(topk_text("f32", [12], 3), X)
     assert_same(indices, np.array([4, 8, 5], np.int32))
 
 
@@ -80,9 +80,11 @@ def test_topk_extreme_integers():
     x = np.array([np.iinfo(np.int64).min, 0, np.iinfo(np.int64).max, -1], np.int64)
     values, indices = run(topk_text("s64", [4], 4), x)
     assert_same(indices, np.array([2, 1, 3, 0], np.int32))
+    assert_same(values, x[[2, 1, 3, 0]])
     x = np.array([2**64 - 1, 0, 2**63, 1], np.uint64)
     values, indices = run(topk_text("u64", [4], 4), x)
     assert_same(indices, np.array([0, 2, 3, 1], np.int32))
+    assert_same(values, x[[0, 2, 3, 1]])
 
 
 @pytest.mark.parametrize("t", [t for t in ALL_TYPES if t not in ("c64", "c128")])

@@ -58,9 +58,7 @@ def is_vectorisable(comp) -> bool:
         elif opcode in _PASS_THROUGH:
             if opcode == "call":
                 ok = all(is_vectorisable(c) for c in instr.called_computations())
-        elif not get_opdef(opcode).has(ELEMENTWISE) or opcode in ("stochastic-convert",):
-            ok = False
-        elif opcode == "bitcast-convert" and not _scalar_leaves(instr.operands[0].shape):
+        elif not get_opdef(opcode).has(ELEMENTWISE) or opcode in ("stochastic-convert",) or opcode == "bitcast-convert" and not _scalar_leaves(instr.operands[0].shape):
             ok = False
         if not ok:
             break

@@ -20,6 +20,7 @@ Imports numpy, the shape layer and the interpreter registry; never the builder o
 
 from __future__ import annotations
 
+import itertools
 from math import prod
 
 import numpy as np
@@ -105,7 +106,7 @@ def _reshape_sizes(instr, operand_shape: Shape, runtime: tuple[int, ...]) -> tup
     bounds_in = list(operand_shape.dimensions)
     bounds_out = list(out.dimensions)
     factors = common_factors(bounds_in, bounds_out)
-    for (i0, j0), (i1, j1) in zip(factors, factors[1:]):
+    for (i0, j0), (i1, j1) in itertools.pairwise(factors):
         count = prod(runtime[i0:i1])
         dyn = [j for j in range(j0, j1) if out.dynamic_dimensions[j]]
         if not dyn:
@@ -138,7 +139,7 @@ def dynamic_reshape(ctx, instr, args):
     x, *size_values = args
     sizes = tuple(start_index(s) for s in size_values)
     for d, (size, bound) in enumerate(zip(sizes, instr.shape.dimensions)):
-        if size < 0 or (size > bound and bound >= 0):
+        if size < 0 or (size > bound >= 0):
             raise _fail(instr, f"size {size} of result dimension {d} is outside [0, {bound}] "
                                f"for {instr.shape}")
     if prod(sizes) != x.size:
