@@ -198,6 +198,15 @@ def test_collective_broadcast_single_replica():
     assert_same(run(text, x), x)
 
 
+def test_collective_broadcast_outside_every_group_gives_zeros():
+    # XLA (CreateCollectiveBroadcast): "If a replica id is not a in any replica group, the
+    # output on that replica is a tensor consists of 0(s)".
+    text = module("ROOT b = f32[2] collective-broadcast(x), replica_groups={{0},{1},{2}}",
+                  "  x = f32[2] parameter(0)")
+    got = evaluate(parse_hlo_module(text), np.array([9, 8], np.float32), replica_id=3)
+    assert_same(got, np.zeros(2, np.float32))
+
+
 # -- ids ----------------------------------------------------------------------------------------
 
 

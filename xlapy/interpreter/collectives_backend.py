@@ -120,8 +120,10 @@ def _mode(instr) -> Mode:
                                         attrs.get("use_global_device_ids"))
 
 
-def collective_group(ctx, instr) -> CollectiveGroup:
-    """Resolve the instruction's replica groups to the group of the executing device."""
+def collective_group(ctx, instr, allow_outside: bool = False) -> CollectiveGroup | None:
+    """Resolve the instruction's replica groups to the group of the executing device.
+    A device in no group is an error, or None with ``allow_outside`` (collective-broadcast
+    gives such a device zeros)."""
     mode = _mode(instr)
     replicas, partitions = _counts(ctx)
     my_replica, my_partition = ctx.options.replica_id, ctx.options.partition_id
@@ -141,6 +143,8 @@ def collective_group(ctx, instr) -> CollectiveGroup:
             groups = [tuple(range(replicas))]
     group = next((g for g in groups if mine in g), None)
     if group is None:
+        if allow_outside:
+            return None
         raise EvaluationError(
             f"{instr.opcode}: {_ID_KIND[mode][:-1]} {mine} is in no replica group of "
             f"replica_groups={groups_attr.to_text()} (instruction %{instr.name})")

@@ -125,9 +125,15 @@ def _ragged_all_to_all(ctx, instr, args):
 # -- collective-broadcast ---------------------------------------------------------------------------
 
 
+def has_root(instr) -> int:
+    return 1 if instr.attrs.get("has_dynamic_root") else 0
+
+
 @kernel("collective-broadcast")
 def _collective_broadcast(ctx, instr, args):
-    group = collective_group(ctx, instr)
+    group = collective_group(ctx, instr, allow_outside=True)
+    if group is None:  # XLA: a replica in no group gets zeros
+        return _pack(instr, [np.zeros_like(a) for a in args[:len(args) - has_root(instr)]])
     backend = backend_of(ctx)
     if not instr.attrs.get("has_dynamic_root"):
         results = backend.collective_broadcast(ctx, instr, list(args), group, 0)
