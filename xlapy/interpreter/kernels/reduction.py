@@ -289,11 +289,16 @@ def windows(x: np.ndarray, window: Window) -> np.ndarray:
     if 0 in outs or 0 in sizes:
         return np.empty(tuple(outs) + tuple(sizes), dtype=x.dtype)
     st = x.strides
-    return np.lib.stride_tricks.as_strided(
-        x, shape=tuple(outs) + tuple(sizes),
+    # as_strided goes through the array interface, which does not know ml_dtypes types:
+    # stride over their bits as unsigned integers of the same size
+    foreign = x.dtype.type.__module__ != "numpy"
+    base = x.view(np.dtype(f"u{x.dtype.itemsize}")) if foreign else x
+    view = np.lib.stride_tricks.as_strided(
+        base, shape=tuple(outs) + tuple(sizes),
         strides=tuple(s * wd.stride for s, wd in zip(st, window.dimensions))
         + tuple(s * wd.window_dilation for s, wd in zip(st, window.dimensions)),
         writeable=False)
+    return view.view(x.dtype) if foreign else view
 
 
 def flat_windows(view: np.ndarray, rank: int) -> np.ndarray:
