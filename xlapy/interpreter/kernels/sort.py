@@ -204,8 +204,15 @@ def unstable_order(ctx, comp, keys, perm: np.ndarray) -> np.ndarray:
     steps = _less(ctx, comp, keys, perm[:, :-1], perm[:, 1:])
     class_sorted = np.concatenate([np.zeros((rows, 1), np.int64),
                                    np.cumsum(steps, axis=1, dtype=np.int64)], axis=1)
+    # Only rows where equivalent neighbours differ in some operand's bits can tell orders
+    # apart (a plain sort of integers cannot).
+    identical = np.ones(steps.shape, bool)
+    for k in keys:
+        raw = np.take_along_axis(k, perm, axis=1).view(np.uint8).reshape(rows, n, -1)
+        identical &= np.all(raw[:, :-1] == raw[:, 1:], axis=2)
+    visible = np.any(~steps & ~identical, axis=1)
     out = perm.copy()
-    for r in np.nonzero(class_sorted[:, -1] < n - 1)[0]:  # rows with ties
+    for r in np.nonzero(visible)[0]:
         classes = np.empty(n, np.int64)
         classes[perm[r]] = class_sorted[r]
         out[r] = std_sort_order(classes.tolist())
