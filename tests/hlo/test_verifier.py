@@ -59,8 +59,14 @@ def test_implicit_broadcast_is_rejected():
 
 def test_duplicate_names_across_computations():
     text = TEXT.replace("  x = f32[4] parameter(0)\n", "  x = f32[4] parameter(0)\n  a = f32[4] negate(x)\n")
+    module = parse_hlo_module(text)
+    # The parser makes names unique across the module as XLA's does (the later one is
+    # renamed); a duplicate made afterwards is the verifier's to find.
+    renamed = [i for i in module.entry.instructions if i.opcode == "negate"][0]
+    assert renamed.name == "a.1"
+    renamed.name = "a"
     with pytest.raises(VerifierError, match=r"instruction name %a is not unique: it is also used in computation %add_f32"):
-        verify_module(parse_hlo_module(text))
+        verify_module(module)
 
 
 def test_parameter_numbers_must_be_dense():

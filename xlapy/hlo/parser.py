@@ -112,6 +112,8 @@ class _Parser:
             if sc.peek_ident() == "HloModule":
                 sc.read_ident()
                 header_name = self.read_name("a module name")
+                if sc.text.startswith(":", sc.pos):  # "HloModule name:" (XLA lexes name: as a name)
+                    sc.pos += 1
                 seen = set()
                 while sc.eat(","):
                     pos = sc.pos
@@ -138,7 +140,7 @@ class _Parser:
             if last is None:
                 self.error("expected a computation (e.g. 'ENTRY main { ... }'), found end of input")
             module.entry = entry or last
-            self._rename_wrapped_computations()
+            self._uniquify_names(module)
             if header_name is None:
                 module.name = f"module_{module.entry.name}"
             module.config.update(config)
@@ -479,16 +481,16 @@ class _Parser:
         if called is not None:  # call-start / fusion-start: the callee's parameters
             params = called.program_shape().parameters
             operand_shapes += params[len(operand_shapes):]
-        comp = Computation(self._unique_computation_name("async_wrapped"))
+        comp = Computation("async_wrapped")  # made unique with the others at the end
         params = []
         try:
             for i, s in enumerate(operand_shapes):
                 param = make_instruction("parameter", [], {"parameter_number": i}, shape=s,
-                                         name=self.names.get_unique_name("async_param"))
+                                         name="async_param")
                 comp.add_instruction(param, uniquify=False)
                 params.append(param)
             root = make_instruction(wrapped, params, values, shape=shape.tuple_shapes[1],
-                                    name=self.names.get_unique_name("async_op"))
+                                    name="async_op")
         except XlaError as e:
             self.error(f"{sugared_opcode('async-start', wrapped)}: {e}", start)
         comp.add_instruction(root, uniquify=False)
@@ -499,20 +501,16 @@ class _Parser:
         self.wrapped_computations.append(comp)
         return comp
 
-    def _rename_wrapped_computations(self) -> None:
-        """A computation the text defines after async sugar made one of the same name keeps
-        its name; the sugar's gets a fresh one."""
-        for comp in self.wrapped_computations:
-            if comp.name in self.computations:
-                comp.name = self._unique_computation_name("async_wrapped")
-
-    def _unique_computation_name(self, base: str) -> str:
-        taken = {c.name for c in self.module_.computations} | set(self.computations)
-        name, n = base, 0
-        while name in taken:
-            n += 1
-            name = f"{base}.{n}"
-        return name
+    def _uniquify_names(self, module: Module) -> None:
+        """Computation and instruction names become unique across the module, in text order
+        (XLA's HloModule::AddComputationInternal with uniquify_identifiers): a second ``p0``
+        in another computation is renamed ``p0.1``, as XLA's parser does."""
+        computations, instructions = NameUniquer(), NameUniquer()
+        for comp in module.computations:
+            comp.name = computations.get_unique_name(comp.name)
+            for instr in comp.instructions:
+                instr.name = instructions.get_unique_name(instr.name)
+        module.computation_uniquer, module.name_uniquer = computations, instructions
 
     def _next_is_attribute(self) -> bool:
         """After ``,`` comes ``key=``: an attribute (not the next operand or computation)."""

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs import AttrSpec, ComputationKind, ShapeKind, StringKind
+from xlapy.hlo.attrs.enums import COLLECTIVE_OP_GROUP_MODE
 from xlapy.hlo.attrs.collective import (
     SINGLE_DIMENSION,
     SLICE_SIZES,
@@ -207,10 +208,17 @@ def infer_all_reduce_shape(call: OpCall, operands: Sequence[Shape]) -> Shape:
     return _tuple_or_single(operands)
 
 
+def _mode_spec() -> AttrSpec:
+    # XLA's parser reads mode= on all-reduce(-start) and reduce-scatter, then ignores it:
+    # it is never printed.
+    return AttrSpec("mode", COLLECTIVE_OP_GROUP_MODE, default=None,
+                    doc="accepted and ignored, as in XLA", omit=lambda value, instr: True)
+
+
 def _all_reduce_attrs():
     return [channel_id_spec(), replica_groups_spec(), constrain_layout_spec(),
-            use_global_device_ids_spec(), AttrSpec("to_apply", ComputationKind(),
-                                                   doc="the reduction computation")]
+            use_global_device_ids_spec(), _mode_spec(),
+            AttrSpec("to_apply", ComputationKind(), doc="the reduction computation")]
 
 
 def _all_reduce(call: OpCall) -> Shape:
@@ -345,7 +353,7 @@ def infer_reduce_scatter_shape(call: OpCall, operands: Sequence[Shape], scatter_
 
 @op("reduce-scatter", traits=[COLLECTIVE, CALLS_COMPUTATIONS], min_operands=1, attrs=[
     channel_id_spec(), replica_groups_spec(), constrain_layout_spec(),
-    use_global_device_ids_spec(),
+    use_global_device_ids_spec(), _mode_spec(),
     AttrSpec("dimensions", SINGLE_DIMENSION, doc="scatter_dimension"),
     AttrSpec("to_apply", ComputationKind(), doc="the reduction computation"),
 ])

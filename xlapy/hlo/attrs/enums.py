@@ -1,6 +1,6 @@
 """Enumerated attribute values with XLA's text spellings: comparison direction and type,
 FFT type, RNG algorithm and distribution, triangular-solve transpose, operand precision,
-fusion kind, custom-call schedule and API version. Each enum's ``text`` is XLA's word."""
+fusion kind, custom-call schedule and API version, collective op group mode. Each enum's ``text`` is XLA's word."""
 
 from __future__ import annotations
 
@@ -90,6 +90,15 @@ class CustomCallApiVersion(_Texted):
     API_VERSION_TYPED_FFI = "API_VERSION_TYPED_FFI"
 
 
+class CollectiveOpGroupMode(_Texted):
+    """all-reduce/reduce-scatter ``mode=``: parsed and ignored by XLA (never printed)."""
+
+    CROSS_REPLICA = "cross_replica"
+    CROSS_PARTITION = "cross_partition"
+    CROSS_REPLICA_AND_PARTITION = "cross_replica_and_partition"
+    FLATTENED_ID = "flattened_id"
+
+
 COMPARISON_DIRECTION = EnumKind(ComparisonDirection, "comparison direction")
 COMPARISON_TYPE = EnumKind(ComparisonType, "comparison type")
 FFT_TYPE = EnumKind(FftType, "fft type")
@@ -100,3 +109,4 @@ FUSION_KIND = EnumKind(FusionKind, "fusion kind")
 CUSTOM_CALL_SCHEDULE = EnumKind(CustomCallSchedule, "custom call schedule")
 CUSTOM_CALL_API_VERSION = EnumKind(CustomCallApiVersion, "custom call api version")
 PRECISION = EnumKind(Precision, "precision")
+COLLECTIVE_OP_GROUP_MODE = EnumKind(CollectiveOpGroupMode, "collective op group mode")
