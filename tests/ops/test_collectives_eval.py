@@ -182,6 +182,20 @@ def test_collective_permute_to_another_replica_needs_the_runtime():
         run(text, np.zeros(2, np.float32))
 
 
+def test_collective_permute_in_place_form():
+    # (input, output, input offsets, output offsets) with slice_sizes: the 2x2 slice of the
+    # input at (1, 0) lands in the output at (2, 0) on the target (here the caller).
+    text = module("ROOT p = f32[4,2] collective-permute(inp, out, io, oo), "
+                  "source_target_pairs={{0,0}}, slice_sizes={{2,2}}",
+                  "  inp = f32[4,2] parameter(0)\n  out = f32[4,2] parameter(1)\n"
+                  "  z = s32[] constant(0)\n  one = s32[] constant(1)\n"
+                  "  two = s32[] constant(2)\n  io = (s32[], s32[]) tuple(one, z)\n"
+                  "  oo = (s32[], s32[]) tuple(two, z)")
+    inp = np.arange(8, dtype=np.float32).reshape(4, 2)
+    got = run(text, inp, np.full((4, 2), -1, np.float32))
+    assert_same(got, np.array([[-1, -1], [-1, -1], [2, 3], [4, 5]], np.float32))
+
+
 def test_collective_permute_start_done():
     text = module("ROOT d = f32[2] collective-permute-done(s)",
                   "  x = f32[2] parameter(0)\n"
