@@ -247,6 +247,22 @@ def test_ragged_non_contracting_with_batch_group_sizes():
     assert_same(run(text, a, b, g), want)
 
 
+def test_ragged_non_contracting_rank1_group_sizes_apply_to_every_batch():
+    rng = np.random.default_rng(6)
+    a = rng.integers(-3, 4, (2, 5, 3)).astype(np.float32)
+    b = rng.integers(-3, 4, (2, 2, 3, 4)).astype(np.float32)  # [group, batch, k, n]
+    g = np.array([2, 2], np.int32)
+    text = dot_module("f32", "[2,5,3]", "f32", "[2,2,3,4]", "f32[2,5,4]",
+                      ", lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={1}, "
+                      "rhs_contracting_dims={2}, lhs_ragged_dims={1}, rhs_group_dims={0}",
+                      op="ragged-dot", extra_params=GS.format(2))
+    want = np.zeros((2, 5, 4), np.float32)
+    for batch in range(2):
+        want[batch, 0:2] = a[batch, 0:2] @ b[0, batch]
+        want[batch, 2:4] = a[batch, 2:4] @ b[1, batch]  # row 4 is past the groups
+    assert_same(run(text, a, b, g), want)
+
+
 def test_ragged_contracting():
     # one result per group over its slice of the contracting dimension
     rng = np.random.default_rng(4)

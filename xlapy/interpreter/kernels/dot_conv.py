@@ -89,8 +89,6 @@ def convert(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
             if x.dtype.kind not in "iub":  # ml_dtypes integers
                 x = x.astype(np.int64)
             return x.astype(dtype)
-        if dst == "f" and x.dtype == np.float64 and dtype.itemsize < 4:
-            return x.astype(np.float32).astype(dtype)
         if dst == "f" and x.dtype == np.float64 and dtype not in (np.float32, np.float64):
             return x.astype(np.float32).astype(dtype)
         return x.astype(dtype)
@@ -160,16 +158,11 @@ def general_dot(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch
     return _matmul(a, b).reshape(batch_dims + m_dims + n_dims)
 
 
-def _dnums(instr, name="dot_dimension_numbers"):
-    d = instr.attrs[name]
-    return d
-
-
 @kernel("dot")
 def dot_kernel(ctx, instr, args):
     lhs, rhs = args
     result = dtypes.to_dtype(instr.shape.element_type)
-    d = _dnums(instr)
+    d = instr.attrs["dot_dimension_numbers"]
     out = general_dot(to_compute(lhs, result), to_compute(rhs, result),
                       d.lhs_contracting_dimensions, d.rhs_contracting_dimensions,
                       d.lhs_batch_dimensions, d.rhs_batch_dimensions)
@@ -226,8 +219,8 @@ def ragged_dot_kernel(ctx, instr, args):
         handled = gs.sum(axis=-1)  # prefix dims = the batch dims before the ragged one
         pos = lb.index(ragged_dim)
         idx = np.arange(out.shape[pos])
-        keep = idx < handled[..., None]
-        keep = _place(keep, list(range(pos + 1)), out.ndim)
+        keep = idx < handled[..., None]  # a rank-1 group_sizes applies to every batch
+        keep = _place(keep, (list(range(pos)) if prefix_rank else []) + [pos], out.ndim)
         return from_compute(np.where(keep, out, 0), result)
     # ragged non-contracting: each lhs row multiplies the rhs of its group
     (group_dim,) = ragged.rhs_group_dimensions
@@ -245,8 +238,11 @@ def ragged_dot_kernel(ctx, instr, args):
     inside = rows[:, None] < ends[..., None, :]  # prefix + (rows, groups)
     group = np.argmax(inside, axis=-1)
     valid = inside.any(axis=-1)
-    group = _place(group, list(range(row_axis + 1)), len(out_shape))
-    valid = _place(valid, list(range(row_axis + 1)), len(out_shape))
+    # group_sizes' leading dimensions are the result's leading ones (batch, then the lhs
+    # free dimensions before the ragged one); a rank-1 group_sizes applies everywhere
+    axes = (list(range(row_axis)) if prefix_rank else []) + [row_axis]
+    group = _place(group, axes, len(out_shape))
+    valid = _place(valid, axes, len(out_shape))
     stacked = np.stack(per_group, axis=-1)
     picked = np.take_along_axis(stacked, np.broadcast_to(group, out_shape)[..., None], -1)[..., 0]
     return from_compute(np.where(valid, picked, 0), result)
@@ -270,7 +266,7 @@ def _expand_scale(scale: np.ndarray, operand_shape) -> np.ndarray:
 def scaled_dot_kernel(ctx, instr, args):
     lhs, rhs, lhs_scale, rhs_scale = args
     result = dtypes.to_dtype(instr.shape.element_type)
-    d = _dnums(instr)
+    d = instr.attrs["dot_dimension_numbers"]
     with np.errstate(all="ignore"):
         # the evaluator converts every operand and scale to the result type first
         a = to_compute(convert(lhs, result), result) * to_compute(

@@ -260,7 +260,7 @@ def triangular_solve_kernel(ctx, instr, args):
     if not left:  # x op(a) = b  <=>  op(a)^T x^T = b^T
         m, lower = np.swapaxes(m, -1, -2), not lower
         rhs = np.swapaxes(rhs, -1, -2)
-    x = np.zeros(np.broadcast_shapes(rhs.shape, rhs.shape), dtype=np.result_type(m, rhs))
+    x = np.zeros(rhs.shape, dtype=np.result_type(m, rhs))
     order = range(n) if lower else range(n - 1, -1, -1)
     with np.errstate(all="ignore"):
         for i in order:
