@@ -89,9 +89,10 @@ class _Parser:
         return name
 
     def read_computation_ref(self, sc: Scanner) -> Computation:
-        pos = sc.pos
         sc.skip()
         pos = sc.pos
+        if sc.peek() == "{":
+            return self._inline_computation()
         m = sc.peek_re(_NAME)
         if not m:
             self.error(f"expected a computation name, found {sc.describe_next()}")
@@ -227,6 +228,20 @@ class _Parser:
             self.error(f"computation '{name}' is defined twice", name_pos)
         if sc.peek() == "(":
             self._skip_signature()
+        comp = self._instruction_list(name, name_pos)
+        if sc.eat(","):
+            key = self._read_key()
+            if key != "execution_thread":
+                self.error(f"expected execution_thread after a computation, found '{key}'")
+            sc.expect("=")
+            comp.execution_thread = read_string(sc)
+        self.computations[name] = comp
+        self.module_.add_computation(comp, entry=is_entry, uniquify=False)
+        return comp, is_entry
+
+    def _instruction_list(self, name: str, name_pos: int) -> Computation:
+        """``{ instruction... }``: a computation's body, in a scope of its own."""
+        sc = self.sc
         sc.expect("{", f"to start computation '{name}'")
         comp = Computation(name)
         self.scope = {}
@@ -247,15 +262,16 @@ class _Parser:
         if last is None:
             self.error(f"computation '{name}' has no instructions", name_pos)
         comp.root = root or last
-        if sc.eat(","):
-            key = self._read_key()
-            if key != "execution_thread":
-                self.error(f"expected execution_thread after a computation, found '{key}'")
-            sc.expect("=")
-            comp.execution_thread = read_string(sc)
-        self.computations[name] = comp
-        self.module_.add_computation(comp, entry=is_entry, uniquify=False)
-        return comp, is_entry
+        return comp
+
+    def _inline_computation(self) -> Computation:
+        """``to_apply={ ... }``: a computation written where it is used, named ``_`` (made
+        unique with the others at the end), as XLA's ParseHloComputation does."""
+        saved = self.scope
+        comp = self._instruction_list("_", self.sc.pos)
+        self.scope = saved
+        self.module_.add_computation(comp, uniquify=False)
+        return comp
 
     def _skip_signature(self) -> None:
         """``(p0: f32[2], p1: s32[]) -> f32[2]``: checked for syntax; the parameters'
@@ -468,6 +484,48 @@ class _Parser:
                        f"{given.name}", start)
         if comp is not None:
             values["calls"] = comp  # inherited from the async-start, as XLA does
+            if wrapped is not None and any(comp is c for c in self.wrapped_computations):
+                self._late_bind(comp, opcode, shape, start)
+
+    def _late_bind(self, comp: Computation, opcode: str, shape, start: int) -> None:
+        """Sugared -update/-done may bind what the -start left open (XLA's
+        UpdateAsyncWrappedComputation): operands the update's shape adds become new
+        parameters and operands of the wrapped op, and a result shape the op's does not match
+        (the update's {1}, the done's shape) becomes its result."""
+        from xlapy.opdefs import make_instruction
+
+        root = comp.root
+        operands, result = list(root.operands), root.shape
+        if opcode == "async-update" and shape is not None:
+            bound = shape.tuple_shapes[0].tuple_shapes
+            for i in range(len(comp.parameters), len(bound)):
+                param = make_instruction("parameter", [], {"parameter_number": i},
+                                         shape=bound[i], name="async_param")
+                comp.add_instruction(param, uniquify=False)
+                comp.instructions.remove(param)
+                comp.instructions.insert(comp.instructions.index(root), param)
+                operands.append(param)
+        if shape is not None:
+            out = shape.tuple_shapes[1] if opcode == "async-update" else shape
+            bound = not out.is_empty_tuple()  # () leaves the output unbound
+            if bound and (not out.compatible(result) or out.is_tuple() != result.is_tuple()):
+                result = out
+        if operands == root.operands and result is root.shape:
+            return
+        try:
+            new = make_instruction(root.opcode, operands, dict(root.attrs.items()), shape=result,
+                                   name=root.name, metadata=root.metadata,
+                                   frontend_attributes=root.frontend_attributes,
+                                   sharding=root.sharding, backend_config=root.backend_config,
+                                   extras=root.extras)
+        except XlaError as e:
+            self.error(f"{opcode}: binding the wrapped {root.opcode} late: {e}", start)
+        for op in root.operands:
+            if root in op.users:
+                op.users.remove(root)
+        comp.instructions[comp.instructions.index(root)] = new
+        new.parent = comp
+        comp.root = new
 
     def _async_wrapped(self, wrapped: str, values: dict, shape, thread, start: int) -> Computation:
         """The computation ``<op>-start`` sugar stands for: parameters for the bound operand
@@ -478,9 +536,11 @@ class _Parser:
         operand_shapes = list(shape.tuple_shapes[0].tuple_shapes)
         called = values.get("to_apply") if wrapped == "call" else (
             values.get("calls") if wrapped == "fusion" else None)
-        if called is not None:  # call-start / fusion-start: the callee's parameters
+        result = shape.tuple_shapes[1]
+        if called is not None:  # call-start / fusion-start: the callee's parameters and result
             params = called.program_shape().parameters
             operand_shapes += params[len(operand_shapes):]
+            result = None
         comp = Computation("async_wrapped")  # made unique with the others at the end
         params = []
         try:
@@ -489,7 +549,7 @@ class _Parser:
                                          name="async_param")
                 comp.add_instruction(param, uniquify=False)
                 params.append(param)
-            root = make_instruction(wrapped, params, values, shape=shape.tuple_shapes[1],
+            root = make_instruction(wrapped, params, values, shape=result,
                                     name="async_op")
         except XlaError as e:
             self.error(f"{sugared_opcode('async-start', wrapped)}: {e}", start)
