@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from xlapy.hlo.parser import parse_hlo_module
-from xlapy.interpreter import evaluate
+from xlapy.interpreter import EvaluationError, evaluate
 from xlapy.npz import load_npz
 
 from golden import assert_results
@@ -18,9 +18,10 @@ NAMES = sorted(p.name[: -len(".npz")] for p in FIXTURES.glob("*.npz"))
 # Fixtures whose XLA outputs cannot be reproduced value for value, with the reason. Each is
 # still run, and its results are checked for shape and dtype.
 NOT_VALUE_EXACT = {
-    # The stateful rng op draws from XLA:CPU's process-wide generator state; xlapy's rng op
-    # is seeded and reproducible but is not XLA's internal generator.
-    "rng_stateful_uniform": "stateful rng op: XLA's internal generator state",
+    # The pre-optimisation text has the stateful rng op, whose values XLA derives from
+    # internal instruction ids; xlapy's rng op is seeded and reproducible but cannot be that.
+    # (The post text expands it into rng-get-and-update-state + Philox: that stage is exact.)
+    ("rng_stateful_uniform", "pre"): "stateful rng op: XLA's key depends on instruction ids",
 }
 
 
@@ -35,8 +36,14 @@ def _run(name: str, stage: str):
 @pytest.mark.parametrize("stage", ["pre", "post"])
 @pytest.mark.parametrize("name", NAMES)
 def test_golden(name, stage):
+    if "constant({...})" in (FIXTURES / f"{name}.{stage}.hlo").read_text():
+        # XLA's text elides large constants; their values are unknown, and the interpreter
+        # must say so rather than compute with made-up values.
+        with pytest.raises(EvaluationError, match=r"was elided from the text"):
+            _run(name, stage)
+        return
     result, outs = _run(name, stage)
-    if name in NOT_VALUE_EXACT:
+    if (name, stage) in NOT_VALUE_EXACT:
         from xlapy.interpreter.values import flatten
 
         leaves = flatten(result) if isinstance(result, tuple) else [result]

@@ -62,7 +62,10 @@ class EvalContext:
         self.module = module
         self.options = options
         self.rng = np.random.default_rng(options.rng_seed)
-        self.rng_state = 0  # rng-get-and-update-state's counter
+        self.rng_state = 0  # total delta taken by rng-get-and-update-state
+        # rng-get-and-update-state keeps one 128-bit state per instruction (as XLA:CPU's
+        # RngState per op), keyed by the instruction's id.
+        self.rng_states: dict[int, int] = {}
         self._orders: dict[int, tuple[int, list[Instruction]]] = {}
         if options.infeed is None:
             options.infeed = queue.Queue()

@@ -68,6 +68,10 @@ def check_dims(dims: tuple[int, ...], shape: Shape, what: str) -> None:
 
 
 def literal_to_value(lit: Literal):
+    if lit.elided:
+        raise InvalidArgumentError(
+            f"the value of this {lit.shape} constant was elided from the text ({{...}}): it is "
+            "unknown. Print the module with print_large_constants=True to keep constants.")
     if lit.shape.is_tuple():
         return tuple(literal_to_value(e) for e in lit.elements)
     if lit.shape.is_token():

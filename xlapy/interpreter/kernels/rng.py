@@ -236,10 +236,9 @@ RNG_STATE_INITIAL_VALUE = 0x7012395
 
 @kernel("rng-get-and-update-state")
 def _rng_get_and_update_state(ctx, instr, args):
-    states = ctx.__dict__.setdefault("_rng_get_and_update_states", {})
     key = id(instr)
-    state = states.get(key, RNG_STATE_INITIAL_VALUE + int(ctx.options.rng_seed))
-    states[key] = (state + int(instr.attrs["delta"])) % (1 << 128)
+    state = ctx.rng_states.get(key, RNG_STATE_INITIAL_VALUE + int(ctx.options.rng_seed))
+    ctx.rng_states[key] = (state + int(instr.attrs["delta"])) % (1 << 128)
     ctx.rng_state += int(instr.attrs["delta"])
     return np.array([state & 0xFFFFFFFFFFFFFFFF, (state >> 64) & 0xFFFFFFFFFFFFFFFF], U64)
 
