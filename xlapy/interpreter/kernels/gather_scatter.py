@@ -10,11 +10,13 @@ in that order, so a "set" combiner keeps the last one (XLA:CPU does the same).
 
 Vectorised: gather is one fancy-index; scatter gives each update element its target and its
 rank among the updates of that target, then applies the combiner round by round (round r
-takes every target's r-th update: distinct targets, one array call). Combiners recognised as
-``set`` (the root forwards parameter 1), or add/multiply on NumPy's own numeric types
-(``np.add.at``: sequential, hence exact) or an associative-commutative op (and, or, xor,
-maximum, minimum; add/multiply on integers) reduce duplicates faster (a pairwise tree for
-the last group).
+takes every target's r-th update: distinct targets, one array call), which is exact for any
+computation. Recognised combiners go faster: ``set`` (the root is parameter 1: the last
+update of each target), ``keep`` (parameter 0), add/multiply on NumPy's own numeric types
+(``np.add.at``: sequential in application order, hence exact), and ops whose grouping cannot
+change the result (and, or, xor, maximum, minimum; add/multiply on other integer types):
+each target's updates are combined pairwise in log2(duplicates) array calls, then once with
+the operand. The combiner itself always decides the values (the elementwise kernels run it).
 
 Imports numpy, the shape layer, the opdefs traits and the interpreter core.
 """
