@@ -74,9 +74,14 @@ def apply_scalar_computation(ctx, comp, args, shape) -> list[np.ndarray]:
     Computations that are not elementwise (a reduce, a while...) run element by element."""
     shape = tuple(shape)
     if is_vectorisable(comp):
-        out = ctx.call(comp, list(args))
-        leaves = list(out) if isinstance(out, tuple) else [out]
-        return [dense(np.broadcast_to(np.asarray(v), shape)) for v in leaves]
+        try:
+            out = ctx.call(comp, list(args))
+            leaves = list(out) if isinstance(out, tuple) else [out]
+            return [dense(np.broadcast_to(np.asarray(v), shape)) for v in leaves]
+        except (EvaluationError, ValueError):
+            # Some kernel did not take whole arrays for scalars: go element by element
+            # (which raises the error again if it was not about the arrays).
+            pass
     flat = [np.broadcast_to(np.asarray(a), shape).reshape(-1) for a in args]
     count = int(np.prod(shape, dtype=np.int64))
     results: list[list] = []
