@@ -52,7 +52,7 @@ def save_npz(path_or_file, arrays: Mapping[str, np.ndarray]) -> None:
         arr = np.asarray(arr)
         if _is_ml_dtype(arr.dtype):
             bits = np.uint16 if arr.dtype.itemsize == 2 else np.uint8
-            entries[key] = np.ascontiguousarray(arr).view(bits)
+            entries[key] = np.asarray(arr, order="C").view(bits)  # keeps 0-d arrays 0-d
             entries[_PREFIX + key] = np.array(arr.dtype.name)
         else:
             entries[key] = arr

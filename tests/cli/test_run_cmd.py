@@ -107,3 +107,11 @@ def test_missing_and_extra_npz_keys(tmp_path, capsys):
     save_npz(tmp_path / "in.npz", {"arg0": np.zeros(3, np.float32)})
     assert main(["run", str(module), "--inputs", str(tmp_path / "in.npz")]) == 2
     assert "missing arg1 for parameter 1 %y (bf16[2]{0})" in capsys.readouterr().err
+
+
+def test_npz_keeps_scalars_of_ml_dtypes(tmp_path):
+    import ml_dtypes
+
+    save_npz(tmp_path / "s.npz", {"a": np.array(1.5, ml_dtypes.bfloat16)})
+    a = load_npz(tmp_path / "s.npz")["a"]
+    assert a.shape == () and a.dtype == ml_dtypes.bfloat16 and float(a) == 1.5
