@@ -17,6 +17,7 @@ from typing import Any
 
 from xlapy.errors import InvalidArgumentError, ParseError, XlaError
 from xlapy.hlo.attrs.numbers import read_balanced, read_string
+from xlapy.hlo.attrs.result_accuracy import RESULT_ACCURACY_OPCODES, read_result_accuracy
 from xlapy.hlo.ir import Computation, Instruction, Module, NameUniquer
 from xlapy.hlo.module_data import (
     ComputationLayout,
@@ -226,9 +227,14 @@ class _Parser:
         name = self.read_name("a computation name")
         if name in self.computations:
             self.error(f"computation '{name}' is defined twice", name_pos)
+        signature = None
         if sc.peek() == "(":
-            self._skip_signature()
+            signature = self._skip_signature()
         comp = self._instruction_list(name, name_pos)
+        if signature is not None and not signature[0].compatible(comp.root.shape):
+            self.error(f"Shape of computation {name}, {signature[0].to_string(False)}, is not "
+                       f"compatible with that of its root instruction {comp.root.name}, "
+                       f"{comp.root.shape.to_string(False)}", signature[1])
         if sc.eat(","):
             key = self._read_key()
             if key != "execution_thread":
@@ -273,9 +279,10 @@ class _Parser:
         self.module_.add_computation(comp, uniquify=False)
         return comp
 
-    def _skip_signature(self) -> None:
+    def _skip_signature(self):
         """``(p0: f32[2], p1: s32[]) -> f32[2]``: checked for syntax; the parameters'
-        instructions carry the real shapes."""
+        instructions carry the real shapes. Returns the result shape and its position (XLA
+        checks it against the root's)."""
         sc = self.sc
         sc.expect("(")
         if not sc.eat(")"):
@@ -287,7 +294,9 @@ class _Parser:
                     break
                 sc.expect(",", "or ')' in the computation signature")
         sc.expect("->", "after the parameters of the computation signature")
-        read_shape(sc, fill_missing_layouts=self.fill)
+        sc.skip()
+        pos = sc.pos
+        return read_shape(sc, fill_missing_layouts=self.fill), pos
 
     # -- instructions ----------------------------------------------------------------------
 
@@ -385,6 +394,9 @@ class _Parser:
         data: dict[str, Any] = {}
         parts: list[dict[str, dict]] = [{} for _ in tables]
         seen: set[str] = set()
+        # result_accuracy= belongs to the transcendental unary ops only (as in XLA).
+        generic = [k for k in GENERIC_KEYS
+                   if k != "result_accuracy" or tables[-1][0].opcode in RESULT_ACCURACY_OPCODES]
         while allow_attributes and sc.peek() == "," and self._next_is_attribute():
             sc.eat(",")
             key_pos = sc.pos
@@ -400,14 +412,14 @@ class _Parser:
                     parts[i].setdefault(spec.name, {})[key] = spec.kind.read_key(key, sc, self)
                     break
             else:
-                if key in GENERIC_KEYS:
+                if key in generic:
                     self._generic_attr(key, data, comp)
                     continue
                 keys = [k for table, allowed in tables for s in table.attrs
                         if not s.in_parens and (allowed is None or s.name in allowed)
                         for k in s.keys]
                 self.error(f"unknown attribute '{key}' for {label} (allowed: "
-                           f"{', '.join(dict.fromkeys(keys + list(GENERIC_KEYS)))})", key_pos)
+                           f"{', '.join(dict.fromkeys(keys + generic))})", key_pos)
         return parts, data
 
     def _assemble(self, opdef, parts: dict[str, dict], start: int) -> dict[str, Any]:
@@ -426,6 +438,11 @@ class _Parser:
         from xlapy.opdefs import make_instruction
 
         control = data.pop("control-predecessors", ())
+        if opcode == "parameter":
+            number = values.get("parameter_number")
+            if any(p.opcode == "parameter" and p.parameter_number == number
+                   for p in comp.instructions):
+                self.error(f"Duplicate parameter number {number}", start)
         try:
             instr = make_instruction(opcode, operands, values, shape=shape, name=name or opcode, **data)
         except XlaError as e:
@@ -601,7 +618,11 @@ class _Parser:
                         break
                     sc.expect(",", "or '}' in control-predecessors")
             data["control-predecessors"] = preds
-        else:  # statistics, result_accuracy, origin: carried through as text
+        elif key == "result_accuracy":
+            text = read_result_accuracy(sc)
+            if text is not None:  # mode=default is XLA's default: not printed
+                data.setdefault("extras", {})[key] = text
+        else:  # statistics, origin: carried through as text
             data.setdefault("extras", {})[key] = read_balanced(sc)
 
     def operands(self, comp: Computation) -> list[Instruction]:
@@ -654,8 +675,9 @@ class _Parser:
                         self.scope[key] = gte
                     instr, name = gte, key
                 if shape is not None and not shape.compatible(instr.shape):
-                    self.error(f"operand shape {shape} does not match the shape {instr.shape} of "
-                               f"instruction {name}", start)
+                    self.error(f"The declared operand shape {shape} is not compatible with the "
+                               f"shape of the operand instruction {instr.shape}. (operand {name})",
+                               start)
                 return instr
         # nested anonymous instruction: [shape] opcode(operands)
         sc.pos = start

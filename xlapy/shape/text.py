@@ -14,7 +14,7 @@ from xlapy.shape import dtypes
 from xlapy.shape.layout import COMBINE_DIMENSION, Layout, SplitConfig, Tile
 from xlapy.shape.shape import UNBOUNDED_SIZE, Shape
 
-_WS = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)+", re.S)
+_WS = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n\r]*)+", re.S)  # a // comment ends at \n or \r
 _INT = re.compile(r"[-+]?\d+")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
