@@ -25,7 +25,7 @@ __all__ = [
 
 def split(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The (real, imag) component arrays of a complex array."""
-    return np.ascontiguousarray(z.real), np.ascontiguousarray(z.imag)
+    return np.asarray(z.real, order="C"), np.asarray(z.imag, order="C")
 
 
 def join(parts, dtype) -> np.ndarray:

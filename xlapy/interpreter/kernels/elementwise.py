@@ -526,7 +526,7 @@ def bitcast_convert(ctx, instr, args):
 
 
 def _bitcast_bytes(x, out, in_bits, out_bits):
-    x = np.ascontiguousarray(x)
+    x = np.asarray(x, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
     if in_bits == out_bits:
         return x.view(out)
     if in_bits > out_bits:

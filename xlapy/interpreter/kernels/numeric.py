@@ -123,7 +123,7 @@ def wrap_int(x: np.ndarray, dtype) -> np.ndarray:
 
 def to_bits(x: np.ndarray) -> np.ndarray:
     """The elements' encodings as uint64 (sub-byte types: the low ``bit_width`` bits)."""
-    x = np.ascontiguousarray(x)
+    x = np.asarray(x, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
     if x.dtype == _BOOL:
         return x.astype(np.uint64)
     bits = bit_width(x.dtype)
@@ -144,7 +144,7 @@ def from_bits(bits: np.ndarray, dtype) -> np.ndarray:
         return wrap_int(bits, dtype)
     if width < 64:
         bits = bits & np.uint64((1 << width) - 1)
-    return np.ascontiguousarray(bits.astype(_UINT[dtype.itemsize])).view(dtype)
+    return np.asarray(bits.astype(_UINT[dtype.itemsize]), order="C").view(dtype)
 
 
 def total_order_key(x: np.ndarray) -> np.ndarray:
