@@ -16,6 +16,12 @@ import re
 from typing import Any
 
 from xlapy.errors import InvalidArgumentError, ParseError, XlaError
+from xlapy.hlo.async_chain import (
+    async_wrapped_computation,
+    chain_start_of_value,
+    split_async_sugar,
+    sugared_opcode,
+)
 from xlapy.hlo.attrs.numbers import read_balanced, read_string
 from xlapy.hlo.attrs.result_accuracy import RESULT_ACCURACY_OPCODES, read_result_accuracy
 from xlapy.hlo.ir import Computation, Instruction, Module, NameUniquer
@@ -27,8 +33,6 @@ from xlapy.hlo.module_data import (
     read_buffer_donors,
     read_frontend_attributes,
 )
-from xlapy.hlo.async_chain import async_wrapped_computation, chain_start_of_value
-from xlapy.hlo.async_chain import split_async_sugar, sugared_opcode
 from xlapy.hlo.opcodes import ASYNC_OPCODES, OPCODE_NAMES
 from xlapy.shape import dtypes
 from xlapy.shape.text import Scanner, read_shape
@@ -154,7 +158,8 @@ class _Parser:
         except XlaError as e:  # a check below the parser that did not know the position
             raise ParseError(str(e), sc.text, sc.pos, sc.what) from None
         except RecursionError:
-            raise ParseError("maximum nesting depth exceeded", sc.text, sc.pos, sc.what) from None
+            raise ParseError("maximum recursion depth exceeded (nesting too deep)", sc.text, sc.pos,
+                             sc.what) from None
 
     def _read_key(self) -> str:
         m = self.sc.peek_re(_ATTR_KEY)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from xlapy.hlo.attrs import PRINT_PERCENT
 from xlapy.hlo.async_chain import (
     async_wrapped_computation,
     can_expand_into_single_instruction,
     is_async_computation,
     sugared_opcode,
 )
+from xlapy.hlo.attrs import PRINT_PERCENT
 from xlapy.hlo.attrs.numbers import c_escape
 from xlapy.hlo.ir import Computation, Instruction, Module
 from xlapy.hlo.module_data import (
