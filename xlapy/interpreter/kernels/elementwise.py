@@ -454,12 +454,12 @@ def clamp(ctx, instr, args):
             result = np.where(np.isnan(hi), hi, result)
             result = np.where(np.isnan(x), x, result)
             result = np.where(np.isnan(lo), lo, result)
-            return _to_result(np.broadcast_to(result, x.shape), out)
+            return _to_result(result, out)  # lo and hi are x's shape or scalars
         if kind == "int":
             lo, x, hi = (widen_int(v) for v in (lo, x, hi))
-            return wrap_int(np.broadcast_to(np.minimum(np.maximum(x, lo), hi), x.shape), out)
+            return wrap_int(np.minimum(np.maximum(x, lo), hi), out)
         if kind == "pred":
-            return np.broadcast_to(np.logical_and(np.logical_or(x, lo), hi), x.shape).copy()
+            return np.asarray(np.logical_and(np.logical_or(x, lo), hi))
     raise _unsupported(instr, out)
 
 
@@ -646,4 +646,5 @@ def domain(ctx, instr, args):
 
 @kernel("constant")
 def constant(ctx, instr, args):
-    return literal_to_value(instr.attrs["literal"])
+    """The literal's value (a writable copy: a Literal's array is read-only)."""
+    return _copy_value(literal_to_value(instr.attrs["literal"]))
