@@ -280,7 +280,8 @@ def _schema_texts(instr: Instruction, opts: HloPrintOptions) -> list[str]:
     if instr.opcode in ("async-update", "async-done"):
         # The thread and computation are the chain's, printed on its async-start only.
         skip = {"calls", "async_execution_thread"}
-    elif instr.opcode == "async-start" and async_sugar_opcode(instr) and opts.syntax_sugar_async_ops:
+    elif (instr.opcode == "async-start" and opts.syntax_sugar_async_ops
+          and async_sugar_opcode(instr)):
         # Sugar: the wrapped op's attributes stand in for calls= (after the thread).
         skip = {"calls"}
         nested = replace(opts, print_frontend_attributes=not instr.frontend_attributes)

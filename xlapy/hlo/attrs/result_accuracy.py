@@ -36,7 +36,8 @@ def _name(sc: Scanner, what: str) -> str:
 def _number(sc: Scanner, key: str) -> float:
     m = sc.peek_re(_NUMBER)
     if not m:
-        sc.error(f"expects a number for result_accuracy tolerance {key}, found {sc.describe_next()}")
+        sc.error(f"expects a number for result_accuracy tolerance {key}, "
+                 f"found {sc.describe_next()}")
     sc.pos = m.end()
     return float(m.group(0))
 
@@ -64,7 +65,8 @@ def read_result_accuracy(sc: Scanner) -> str | None:
                 key_pos = sc.pos
                 key = _name(sc, "atol=, rtol= or ulps=")
                 if key not in values:
-                    sc.error(f"invalid attribute name: {key} (expected atol, rtol or ulps)", key_pos)
+                    sc.error(f"invalid attribute name: {key} (expected atol, rtol or ulps)",
+                             key_pos)
                 number = _number(sc, key)
                 values[key] = int(number) if key == "ulps" else number
                 if sc.eat("}"):
