@@ -3,11 +3,14 @@
 Owns: ``parse_hlo_module(text)`` (with or without the ``HloModule`` header), the module
 header attributes, the stack-frame tables, computations (with or without signatures,
 ``ENTRY``, optional ``%`` sigils), instructions (operands with or without shapes, nested
-anonymous operands, ``name#i`` get-tuple-element sugar, omitted result shapes inferred by
-the op's shape rule, given ones checked against it) and the generic per-instruction data
-(sharding, frontend_attributes, metadata, backend_config, control-predecessors...). Each
-attribute value is read by its kind (xlapy.hlo.attrs). Every failure is a ParseError with
-line, column and a caret; nothing else escapes.
+anonymous operands named ``<opcode>.anon``, ``name#i`` get-tuple-element sugar, omitted
+result shapes inferred by the op's shape rule, given ones checked against it), inline
+computations (``to_apply={...}``), the async sugar ``<op>-start/-update/-done`` (building the
+wrapped computation, binding late operands and outputs, as XLA's parser does) and the
+generic per-instruction data (sharding, frontend_attributes, metadata, backend_config,
+control-predecessors, result_accuracy...). Names end up unique across the module, as XLA's
+module makes them. Each attribute value is read by its kind (xlapy.hlo.attrs). Every
+failure is a ParseError with line, column and a caret; nothing else escapes.
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """The HLO text printer, byte for byte as XLA prints.
 
 Owns: HloPrintOptions (XLA's option names; ``default()`` and ``short_parsable()``),
-module/computation/instruction printing. Attribute text comes from each opcode's schema
-(AttrSpec kinds own their syntax); this module only orders and joins. Imports shape, hlo and
-the op registry (for schemas), never the parser.
+module/computation/instruction printing, including the async sugar (an async op whose
+computation is one instruction prints as ``<op>-start(...)`` with the op's attributes, and
+the computation is not printed; ``syntax_sugar_async_ops=False`` prints ``async-start``,
+``calls=`` and the computation). Attribute text comes from each opcode's schema (AttrSpec
+kinds own their syntax); this module only orders and joins. Imports shape, hlo and the op
+registry (for schemas), never the parser.
 """
 
 from __future__ import annotations
