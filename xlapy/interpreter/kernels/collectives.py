@@ -12,7 +12,10 @@ naming other replicas is an error pointing at the runtime).
 Channels: ``send`` puts its data on ``ctx.options.channels[channel_id]`` (a queue.Queue,
 created on first use) and ``recv-done`` takes it from there, blocking up to
 ``ctx.options.timeout`` seconds; ``recv``'s own tuple holds a zero-filled buffer (XLA's
-buffer is only valid after recv-done). Host transfers (is_host_transfer=true) call
+buffer is only valid after recv-done). A runtime that pairs channels per sender and receiver
+device (xlapy.runtime.channels.DeviceChannels) gives ``channels`` a ``queue_for(ctx, instr)``
+method: it returns the queue of this device's end of the channel, or None when the
+instruction has no peer on this device (send then drops its data, recv-done gives zeros). Host transfers (is_host_transfer=true) call
 ``ctx.options.host_send(channel_id, value)`` / ``ctx.options.host_recv(channel_id, shape)``
 when given, else use the same channel queues. ``infeed`` reads one value from
 ``ctx.options.infeed`` (blocking with the timeout; an empty-tuple data shape reads
@@ -240,9 +243,14 @@ def _partition_id(ctx, instr, args):
 # -- send / recv ----------------------------------------------------------------------------------------
 
 
-def channel_queue(ctx, channel_id) -> queue.Queue:
-    """The queue of a channel (created on first use; shared by send and recv)."""
-    return ctx.options.channels.setdefault(channel_id, queue.Queue())
+def channel_queue(ctx, channel_id, instr=None) -> queue.Queue | None:
+    """The queue of a channel (created on first use; shared by send and recv), or the one
+    ``ctx.options.channels.queue_for(ctx, instr)`` picks when the runtime provides it
+    (None: no peer for this device)."""
+    channels = ctx.options.channels
+    if instr is not None and hasattr(channels, "queue_for"):
+        return channels.queue_for(ctx, instr)
+    return channels.setdefault(channel_id, queue.Queue())
 
 
 def _get(ctx, instr, q: queue.Queue, what: str):
@@ -272,7 +280,9 @@ def _send(ctx, instr, args):
     if instr.attrs["is_host_transfer"] and host_send is not None:
         host_send(channel_id, data)
     else:
-        channel_queue(ctx, channel_id).put(data)
+        q = channel_queue(ctx, channel_id, instr)
+        if q is not None:
+            q.put(data)
     return (data, np.zeros((), np.uint32), TOKEN)
 
 
@@ -296,7 +306,10 @@ def _recv_done(ctx, instr, args):
         value = host_recv(channel_id, shape)
         what = f"host_recv for channel {channel_id}"
     else:
-        value = _get(ctx, instr, channel_queue(ctx, channel_id), what)
+        q = channel_queue(ctx, channel_id, instr)
+        if q is None:  # no sender pairs with this device (source-target pairs)
+            return (zero_value(shape), TOKEN)
+        value = _get(ctx, instr, q, what)
     return (_convert(instr, value, shape, what), TOKEN)
 
 
