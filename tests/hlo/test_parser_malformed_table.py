@@ -409,7 +409,7 @@ ENTRY c1 {
 /* unterminated
   ROOT const1 = f32[1]{0} constant({12345})
 }""",
-         3, 1, r"expected an instruction name, found '/'"),
+         3, 1, r"expected an instruction name, found an unterminated /\* comment"),
     # XLA: 'expects only one ENTRY'
     Case("MultipleEntries", r"""HloModule multiple_entries:
 ENTRY c1 {

@@ -60,6 +60,8 @@ class Scanner:
         self.skip()
         if self.pos >= len(self.text):
             return "end of input"
+        if self.text.startswith("/*", self.pos):  # skip() stops only at an unterminated one
+            return "an unterminated /* comment"
         m = re.compile(r"[A-Za-z0-9_.\-]+|.").match(self.text, self.pos)
         return repr(m.group(0))
 
