@@ -66,3 +66,8 @@ __all__ = [
     "XlaBuilder", "XlaComputation", "XlaOp", "ops", "parse_hlo_module", "verify_module",
     "EvalOptions", "EvaluationError", "evaluate",
 ]
+
+# The runtime (xlapy/runtime): clients, executables, replicas, custom-call targets.
+from xlapy.runtime import Client, register_custom_call, register_custom_call_library
+
+__all__ += ["Client", "register_custom_call", "register_custom_call_library"]

@@ -1,0 +1,668 @@
+"""The in-process runtime: Client, Device, Buffer, Executable (PJRT's shape, in Python).
+
+    client = xlapy.Client()                          # backend="interpreter"
+    exe = client.compile(module, replicas=2)         # Module, XlaComputation or HLO text
+    outs = exe.execute([[x0], [x1]])                 # one argument list per device
+    y = client.compile(other)(x)                     # one device: call it directly
+
+Devices: an interpreter device is free, so a Client makes as many as an executable needs.
+Replica r, partition p runs on device ``p * replicas + r`` (XLA's default assignment);
+``execute`` takes and returns one entry per device in logical order ``r * partitions + p``
+(PJRT's addressable-device order); see xlapy/runtime/placement.py.
+
+Every device of an execution runs in its own thread (one device: the calling thread) with
+its own EvalOptions: replica_id, partition_id, the counts, one ThreadedCollectives shared by
+the execution, the Client's channels and feeds, the Client's timeout. When a device fails,
+the others are released with an error and ``execute`` raises the first real error
+(ExecutionError naming the device).
+
+Buffers stay on their device between calls: a Buffer holds its array (read-only), execute
+passes it to the program without copying, and ``return_buffers=True`` gives results as
+Buffers for the next call. Donation follows the module's ``input_output_alias``: a Buffer
+passed for an aliased parameter is donated: the aliased output is written into the same
+device memory (the result Buffer shares the donated Buffer's storage, pointer included) and
+the donated Buffer is deleted; using it again raises InvalidArgumentError (PJRT's rule).
+
+Backends: ``Client(backend=name)`` looks ``name`` up in BACKENDS; a backend's
+``compile(module)`` returns a DeviceProgram whose ``run(args, options)`` evaluates one
+device's program with its EvalOptions. The interpreter is the only one today; a compiled
+CPU backend registers itself with ``register_backend``.
+Imports the interpreter, the HLO layer and the runtime's own modules.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from xlapy.errors import InvalidArgumentError
+from xlapy.hlo.ir import Module
+from xlapy.interpreter.evaluator import EvalContext, EvalOptions, EvaluationError
+from xlapy.interpreter.registry import get_kernel
+from xlapy.interpreter.values import TOKEN, to_value
+from xlapy.runtime.channels import ChannelTable, DeviceChannels, WaitableQueue, host_transfer_hooks
+from xlapy.runtime.placement import check_collectives, default_device_assignment, logical_ids
+from xlapy.runtime.threaded_collectives import (
+    ExecutionState,
+    RendezvousAbortedError,
+    ThreadedCollectives,
+    device_label,
+)
+from xlapy.shape import Shape, dtypes, parse_shape
+
+DEFAULT_TIMEOUT = 60.0
+
+
+class ExecutionError(EvaluationError):
+    """A device of a multi-device execution failed. ``device``: its (replica, partition);
+    ``errors``: every device's exception, by (replica, partition)."""
+
+    def __init__(self, message: str, device=None, errors=None):
+        super().__init__(message)
+        self.device = device
+        self.errors = dict(errors or {})
+
+
+# -- backends -----------------------------------------------------------------------------------
+
+
+class DeviceProgram:
+    """One device's compiled program: ``run(args, options)`` returns the result value (a
+    NumPy array, a tuple of values, or TOKEN) for argument values already checked against
+    the entry parameters."""
+
+    def run(self, args: list, options: EvalOptions):
+        raise NotImplementedError
+
+
+class Backend:
+    """What a Client compiles with: ``compile(module) -> DeviceProgram``."""
+
+    name = "abstract"
+
+    def compile(self, module: Module) -> DeviceProgram:
+        raise NotImplementedError
+
+
+class InterpreterProgram(DeviceProgram):
+    def __init__(self, module: Module):
+        self.module = module
+
+    def run(self, args, options):
+        return EvalContext(self.module, options).call(self.module.entry, list(args))
+
+
+class InterpreterBackend(Backend):
+    """The reference interpreter (xlapy.interpreter): nothing to compile."""
+
+    name = "interpreter"
+
+    def compile(self, module):
+        # Load every kernel now: the registry loads them lazily on first lookup, which is
+        # not safe to do from several device threads at once.
+        get_kernel("parameter")
+        return InterpreterProgram(module)
+
+
+BACKENDS: dict[str, Callable[[], Backend]] = {"interpreter": InterpreterBackend}
+
+
+def register_backend(name: str, factory: Callable[[], Backend]) -> None:
+    """Make ``Client(backend=name)`` use ``factory()``."""
+    BACKENDS[name] = factory
+
+
+# -- devices and buffers --------------------------------------------------------------------------
+
+
+class Device:
+    """One device of a Client (``id``: its number, as in XLA's device assignment)."""
+
+    platform = "interpreter"
+
+    def __init__(self, client: Client, device_id: int):
+        self.client = client
+        self.id = device_id
+
+    def __repr__(self) -> str:
+        return f"Device(id={self.id}, platform={self.client.platform!r})"
+
+
+class _Storage:
+    """Device memory: the array a Buffer handle points to (read-only while shared)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+def _owned_copy(array) -> np.ndarray:
+    return _frozen(np.array(array, copy=True, order="C"))
+
+
+class Buffer:
+    """An array on a device. ``to_numpy()`` copies it to the host; passing it to
+    ``Executable.execute`` does not copy. A donated or deleted Buffer cannot be used."""
+
+    def __init__(self, client: Client, device: Device, shape: Shape, storage: _Storage):
+        self.client = client
+        self.device = device
+        self.shape = shape
+        self._storage: _Storage | None = storage
+        self._deleted_why = ""
+
+    # PJRT-style accessors
+    @property
+    def dtype(self) -> np.dtype:
+        return dtypes.to_dtype(self.shape.element_type)
+
+    @property
+    def dimensions(self) -> tuple[int, ...]:
+        return tuple(self._live("dimensions").array.shape)
+
+    def is_deleted(self) -> bool:
+        return self._storage is None
+
+    def delete(self) -> None:
+        """Release the device memory; later uses raise."""
+        self._mark_deleted("deleted")
+
+    def _mark_deleted(self, why: str) -> None:
+        self._storage = None
+        self._deleted_why = why
+
+    def _live(self, what: str) -> _Storage:
+        if self._storage is None:
+            raise InvalidArgumentError(f"Buffer.{what}: the {self.shape} buffer on device "
+                                       f"{self.device.id} was {self._deleted_why}; it can no "
+                                       f"longer be used")
+        return self._storage
+
+    def to_numpy(self) -> np.ndarray:
+        """A host copy of the data."""
+        return np.array(self._live("to_numpy").array, copy=True)
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.to_numpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def unsafe_buffer_pointer(self) -> int:
+        """The address of the data (for checking that donation reused the memory)."""
+        return int(self._live("unsafe_buffer_pointer").array.ctypes.data)
+
+    def block_until_ready(self) -> Buffer:
+        self._live("block_until_ready")
+        return self
+
+    def copy_to_device(self, device) -> Buffer:
+        """A copy on another device of the same client."""
+        target = self.client.device(device)
+        return Buffer(self.client, target, self.shape,
+                      _Storage(_owned_copy(self._live("copy_to_device").array)))
+
+    def __repr__(self) -> str:
+        state = "deleted" if self._storage is None else "on"
+        return f"Buffer({self.shape} {state} device {self.device.id})"
+
+
+# -- executables ----------------------------------------------------------------------------------
+
+
+def _leaf(value, path: tuple[int, ...]):
+    for i in path:
+        value = value[i]
+    return value
+
+
+def _shape_at(shape: Shape, path: tuple[int, ...]) -> Shape:
+    for i in path:
+        shape = shape.tuple_shapes[i]
+    return shape
+
+
+def _same_array_shape(a: Shape, b: Shape) -> bool:
+    return (a.is_array() and b.is_array() and a.element_type == b.element_type
+            and tuple(a.dimensions) == tuple(b.dimensions))
+
+
+class Executable:
+    """A module compiled for ``replicas`` x ``partitions`` devices.
+
+    ``devices``: the device of each execute entry (logical order r * partitions + p);
+    ``device_assignment[r][p]``: the device id of replica r, partition p."""
+
+    def __init__(self, client: Client, module: Module, program: DeviceProgram,
+                 replicas: int, partitions: int, assignment):
+        self.client = client
+        self.module = module
+        self.program = program
+        self.num_replicas = replicas
+        self.num_partitions = partitions
+        self.device_assignment = assignment
+        self.logical_ids = logical_ids(replicas, partitions)
+        self.devices = [client.device(assignment[r][p]) for r, p in self.logical_ids]
+        self.aliases = tuple(module.config.get("input_output_alias") or ())
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)
+
+    def hlo_text(self) -> str:
+        return self.module.to_string()
+
+    def __repr__(self) -> str:
+        return (f"Executable({self.module.name}, replicas={self.num_replicas}, "
+                f"partitions={self.num_partitions}, backend={self.client.backend.name!r})")
+
+    def __call__(self, *args):
+        """Run on the single device and return its result (arrays)."""
+        if self.num_devices != 1:
+            raise InvalidArgumentError(
+                f"{self.module.name}: runs on {self.num_devices} devices ({self.num_replicas} "
+                f"replicas x {self.num_partitions} partitions); call execute() with one "
+                f"argument list per device")
+        return self.execute([list(args)])[0]
+
+    # -- arguments ----------------------------------------------------------------------------
+
+    def _label(self, index: int) -> str:
+        return device_label(self.logical_ids[index], self.num_partitions)
+
+    def _prepare(self, index: int, args) -> tuple[list, dict]:
+        """Argument values for entry ``index`` and the Buffers given, by (param, path)."""
+        params = self.module.entry.parameters
+        where_device = f"{self._label(index)} (device {self.devices[index].id})"
+        if not isinstance(args, (list, tuple)):
+            raise InvalidArgumentError(f"execute: the arguments of {where_device} must be a "
+                                       f"list, got {type(args).__name__}")
+        if len(args) != len(params):
+            raise InvalidArgumentError(
+                f"execute: {self.module.entry.name} takes {len(params)} arguments "
+                f"({', '.join(str(p.shape) for p in params)}), {where_device} got {len(args)}")
+        buffers: dict[tuple, Buffer] = {}
+
+        def convert(arg, shape: Shape, key: tuple, where: str):
+            if shape.is_tuple() and not isinstance(arg, Buffer):
+                if not isinstance(arg, (tuple, list)) or len(arg) != len(shape.tuple_shapes):
+                    raise InvalidArgumentError(f"{where}: expected a tuple of "
+                                               f"{len(shape.tuple_shapes)} values for {shape}")
+                return tuple(convert(a, s, key + (i,), f"{where}[{i}]")
+                             for i, (a, s) in enumerate(zip(arg, shape.tuple_shapes)))
+            if isinstance(arg, Buffer):
+                storage = arg._live("execute")
+                if arg.device is not self.devices[index]:
+                    raise InvalidArgumentError(
+                        f"{where} is a Buffer on device {arg.device.id}, but {where_device} "
+                        f"runs there; move it with buffer.copy_to_device({self.devices[index].id})")
+                if not _same_array_shape(arg.shape, shape):
+                    raise InvalidArgumentError(f"{where}: the Buffer holds {arg.shape}, the "
+                                               f"parameter is {shape}")
+                buffers[key] = arg
+                return storage.array
+            return to_value(arg, shape, where)
+
+        values = [convert(a, p.shape, (p.parameter_number,),
+                          f"execute: argument {p.parameter_number} of {where_device}")
+                  for a, p in zip(args, params)]
+        return values, buffers
+
+    def _donations(self, index: int, buffers: dict) -> dict[tuple, Buffer]:
+        """Output path -> the Buffer donated to it."""
+        out = {}
+        for alias in self.aliases:
+            key = (alias.parameter_number,) + tuple(alias.parameter_index)
+            if key in buffers:
+                out[tuple(alias.output_index)] = buffers[key]
+        return out
+
+    # -- running ------------------------------------------------------------------------------
+
+    def _options(self, index: int, state: ExecutionState | None, backend, timeout) -> EvalOptions:
+        client = self.client
+        r, p = device = self.logical_ids[index]
+        host_send, host_recv = host_transfer_hooks(client.channels, device, state, timeout,
+                                                   self.num_partitions)
+        return EvalOptions(
+            replica_id=r, partition_id=p, replica_count=self.num_replicas,
+            num_partitions=self.num_partitions,
+            infeed=WaitableQueue(client.channels.infeed(device), state,
+                                 f"infeed of {device_label(device, self.num_partitions)}"),
+            outfeed=client.channels.outfeed(device),
+            channels=DeviceChannels(client.channels, device, state, self.num_partitions),
+            host_send=host_send, host_recv=host_recv, rng_seed=client.rng_seed,
+            collectives=backend, timeout=timeout)
+
+    def _run(self, values: list[list], timeout) -> list:
+        n = self.num_devices
+        state = ExecutionState(self.logical_ids, self.num_partitions)
+        backend = ThreadedCollectives(state)
+        options = [self._options(i, state, backend, timeout) for i in range(n)]
+        results: list[Any] = [None] * n
+        errors: list[tuple[int, BaseException]] = []
+        lock = threading.Lock()
+
+        def work(i: int) -> None:
+            device = self.logical_ids[i]
+            try:
+                results[i] = self.program.run(values[i], options[i])
+            except BaseException as e:  # noqa: BLE001 - reported by execute
+                with lock:
+                    errors.append((i, e))
+                state.finish(device, f"{type(e).__name__}: {e}")
+                state.abort(f"{self._label(i)} failed ({type(e).__name__}: "
+                            f"{_first_line(e)})")
+                return
+            state.finish(device)
+
+        if n == 1:
+            work(0)
+        else:
+            threads = [threading.Thread(target=work, args=(i,), daemon=True,
+                                        name=f"xlapy-{self._label(i)}") for i in range(n)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.1)
+        if errors:
+            raise self._error(errors)
+        return results
+
+    def _error(self, errors: list[tuple[int, BaseException]]) -> BaseException:
+        real = [(i, e) for i, e in errors if not isinstance(e, RendezvousAbortedError)]
+        index, first = (real or errors)[0]
+        if self.num_devices == 1:
+            return first
+        device = self.logical_ids[index]
+        by_device = {self.logical_ids[i]: e for i, e in errors}
+        err = ExecutionError(f"{self._label(index)}: {first}", device, by_device)
+        err.__cause__ = first
+        return err
+
+    def execute(self, args_per_device: Sequence[Sequence], *, return_buffers: bool = False,
+                timeout: float | None | str = "client") -> list:
+        """Run every device; ``args_per_device[i]`` are the arguments of entry i (logical
+        order r * partitions + p): arrays, Buffers on that device, tuples for tuple
+        parameters. Returns one result per device: NumPy arrays (a tuple for a tuple
+        result), or Buffers with ``return_buffers=True``.
+
+        >>> exe.execute([[np.float32([1, 2.5])], [np.float32([3, 5.25])]])
+        """
+        if timeout == "client":
+            timeout = self.client.timeout
+        if not isinstance(args_per_device, (list, tuple)) or len(args_per_device) != self.num_devices:
+            got = len(args_per_device) if isinstance(args_per_device, (list, tuple)) else \
+                type(args_per_device).__name__
+            raise InvalidArgumentError(
+                f"execute: expected one argument list per device ({self.num_devices}: "
+                f"{self.num_replicas} replicas x {self.num_partitions} partitions), got {got}")
+        prepared = [self._prepare(i, a) for i, a in enumerate(args_per_device)]
+        donations = [self._donations(i, bufs) for i, (_, bufs) in enumerate(prepared)]
+        everyone = [b for _, bufs in prepared for b in bufs.values()]
+        for d in donations:
+            for b in d.values():
+                if sum(o is b for o in everyone) > 1:
+                    raise InvalidArgumentError(
+                        "execute: a donated Buffer (input_output_alias parameter) is passed "
+                        "more than once; a donated Buffer must be the only reference")
+        results = self._run([v for v, _ in prepared], timeout)
+        # Arrays that outputs must not share memory with: every input and output so far.
+        taken = [b._storage.array for b in everyone]
+        taken += [a for v, _ in prepared for a in _array_leaves(v)]
+        outputs = [self._wrap(i, result, donations[i], return_buffers, taken)
+                   for i, result in enumerate(results)]
+        for d in donations:
+            for b in d.values():
+                b._mark_deleted(f"donated to an execution of {self.module.name}")
+        return outputs
+
+    def _wrap(self, index: int, result, donations: dict, return_buffers: bool, taken: list):
+        device = self.devices[index]
+        root_shape = self.module.entry.root.shape
+
+        def wrap(value, shape: Shape, path: tuple):
+            if isinstance(value, tuple):
+                return tuple(wrap(v, s, path + (k,))
+                             for k, (v, s) in enumerate(zip(value, shape.tuple_shapes)))
+            if value is TOKEN:
+                return TOKEN
+            array = np.asarray(value)
+            donor = donations.get(path)
+            if donor is not None:
+                storage = donor._storage
+                _write(storage, array)
+                taken.append(storage.array)
+                buf = Buffer(self.client, device, _runtime_shape(shape, storage.array), storage)
+                return buf if return_buffers else buf.to_numpy()
+            if any(np.may_share_memory(array, t) for t in taken):
+                array = np.array(array, copy=True)
+            taken.append(array)
+            if not return_buffers:
+                return array
+            return Buffer(self.client, device, _runtime_shape(shape, array),
+                          _Storage(_frozen(array)))
+
+        return wrap(result, root_shape, ())
+
+
+def _array_leaves(values) -> list[np.ndarray]:
+    out = []
+    for v in values:
+        if isinstance(v, tuple):
+            out.extend(_array_leaves(v))
+        elif isinstance(v, np.ndarray):
+            out.append(v)
+    return out
+
+
+def _write(storage: _Storage, array: np.ndarray) -> None:
+    """Put ``array`` into donated memory (in place when the sizes match)."""
+    target = storage.array
+    if target.shape != array.shape or target.dtype != array.dtype:
+        storage.array = _owned_copy(array)
+        return
+    if array is target:
+        return
+    if np.may_share_memory(array, target):
+        array = np.array(array, copy=True)
+    try:
+        target.flags.writeable = True
+    except ValueError:  # memory we do not own: take a fresh copy
+        storage.array = _owned_copy(array)
+        return
+    np.copyto(target, array)
+    target.flags.writeable = False
+
+
+def _runtime_shape(shape: Shape, array: np.ndarray) -> Shape:
+    if tuple(shape.dimensions) == tuple(array.shape):
+        return shape
+    return Shape.array(shape.element_type, tuple(array.shape), layout=shape.layout)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().split("\n")[0]
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+# -- the client -------------------------------------------------------------------------------------
+
+
+def _module_of(x) -> Module:
+    from xlapy.builder import XlaComputation
+
+    if isinstance(x, XlaComputation):
+        return x.module
+    if isinstance(x, Module):
+        return x
+    if isinstance(x, str):
+        from xlapy.hlo.parser import parse_hlo_module
+
+        return parse_hlo_module(x)
+    raise InvalidArgumentError(
+        f"compile: expected a Module, an XlaComputation or HLO text, got {type(x).__name__}")
+
+
+def _count(value, default: int, what: str) -> int:
+    value = default if value is None else value
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InvalidArgumentError(f"compile: {what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class Client:
+    """Runs HLO on devices of one process. ``timeout``: seconds any device waits in a
+    collective, a channel or a feed before giving up (None: forever); ``rng_seed``: the
+    seed of the ``rng`` op on every device.
+
+    >>> client = Client()
+    >>> client.compile(hlo_text)(np.ones(3, np.float32))
+    """
+
+    def __init__(self, backend: str = "interpreter", *, timeout: float | None = DEFAULT_TIMEOUT,
+                 rng_seed: int = 0, num_devices: int = 1):
+        factory = BACKENDS.get(backend)
+        if factory is None:
+            raise InvalidArgumentError(f"Client: unknown backend {backend!r}; available: "
+                                       f"{', '.join(sorted(BACKENDS))}")
+        self.backend = factory()
+        self.platform = backend
+        self.timeout = timeout
+        self.rng_seed = rng_seed
+        self.channels = ChannelTable()
+        self._devices: list[Device] = []
+        self._lock = threading.Lock()
+        self.device(max(int(num_devices), 1) - 1)
+
+    # -- devices ------------------------------------------------------------------------------
+
+    @property
+    def devices(self) -> list[Device]:
+        with self._lock:
+            return list(self._devices)
+
+    def device_count(self) -> int:
+        return len(self._devices)
+
+    def device(self, device) -> Device:
+        """Device number ``device`` (made on first use), or ``device`` itself."""
+        if isinstance(device, Device):
+            if device.client is not self:
+                raise InvalidArgumentError("the device belongs to another Client")
+            return device
+        if isinstance(device, bool) or not isinstance(device, (int, np.integer)) or device < 0:
+            raise InvalidArgumentError(f"expected a device number >= 0, got {device!r}")
+        with self._lock:
+            while len(self._devices) <= device:
+                self._devices.append(Device(self, len(self._devices)))
+            return self._devices[int(device)]
+
+    # -- buffers --------------------------------------------------------------------------------
+
+    def buffer_from_pyval(self, value, device=0, shape: Shape | str | None = None) -> Buffer:
+        """Copy ``value`` (array-like) to ``device``; ``shape`` converts it to an element
+        type / checks its dimensions."""
+        target = self.device(device)
+        if isinstance(value, Buffer):
+            return value.copy_to_device(target)
+        if shape is not None:
+            shape = parse_shape(shape) if isinstance(shape, str) else shape
+            array = to_value(value, shape, "buffer_from_pyval")
+        else:
+            array = np.asarray(value)
+            try:
+                element_type = dtypes.from_dtype(array.dtype)
+            except (InvalidArgumentError, KeyError, ValueError, TypeError):
+                raise InvalidArgumentError(f"buffer_from_pyval: NumPy dtype {array.dtype} has "
+                                           f"no XLA element type") from None
+            shape = Shape.array(element_type, tuple(array.shape))
+        return Buffer(self, target, shape, _Storage(_owned_copy(array)))
+
+    # -- compiling ----------------------------------------------------------------------------------
+
+    def compile(self, computation, replicas: int | None = None, partitions: int | None = None,
+                *, verify: bool = True, device_assignment=None) -> Executable:
+        """Compile a Module, XlaComputation or HLO text for ``replicas`` x ``partitions``
+        devices (default: the module's replica_count and num_partitions)."""
+        module = _module_of(computation)
+        if module.entry is None:
+            raise InvalidArgumentError(f"compile: module {module.name} has no entry computation")
+        replicas = _count(replicas, module.replica_count, "replicas")
+        partitions = _count(partitions, module.num_partitions, "partitions")
+        if (module.replica_count, module.num_partitions) != (replicas, partitions):
+            module = module.clone(suffix="")
+            module.config["replica_count"] = replicas
+            module.config["num_partitions"] = partitions
+        if verify:
+            from xlapy.hlo.verifier import verify_module
+
+            verify_module(module)
+        check_collectives(module, replicas, partitions)
+        if device_assignment is None:
+            assignment = default_device_assignment(replicas, partitions)
+        else:
+            assignment = tuple(tuple(int(d) for d in row) for row in device_assignment)
+            flat = [d for row in assignment for d in row]
+            if len(assignment) != replicas or any(len(row) != partitions for row in assignment) \
+                    or len(set(flat)) != len(flat) or min(flat) < 0:
+                raise InvalidArgumentError(
+                    f"compile: device_assignment must be {replicas} rows of {partitions} "
+                    f"distinct device numbers, got {device_assignment!r}")
+        program = self.backend.compile(module)
+        return Executable(self, module, program, replicas, partitions, assignment)
+
+    # -- feeds and host transfers -----------------------------------------------------------------
+
+    @staticmethod
+    def _device_key(replica: int, partition: int) -> tuple[int, int]:
+        return (int(replica), int(partition))
+
+    def infeed(self, replica: int, value, *, partition: int = 0) -> None:
+        """Queue ``value`` for the next ``infeed`` of (replica, partition)."""
+        self.channels.infeed(self._device_key(replica, partition)).put(value)
+
+    def outfeed(self, replica: int, *, partition: int = 0, timeout: float | None | str = "client"):
+        """The next value an ``outfeed`` of (replica, partition) wrote, waiting up to
+        ``timeout`` seconds."""
+        return self._take(self.channels.outfeed(self._device_key(replica, partition)), timeout,
+                          f"outfeed of {device_label((replica, partition), 2 if partition else 1)}")
+
+    def send_to_device(self, channel_id: int, value, *, replica: int = 0,
+                       partition: int = 0) -> None:
+        """Give ``value`` to the ``recv ... is_host_transfer=true`` of channel ``channel_id``
+        on (replica, partition)."""
+        self.channels.to_device(int(channel_id), self._device_key(replica, partition)).put(value)
+
+    def receive_from_device(self, channel_id: int, *, replica: int = 0, partition: int = 0,
+                            timeout: float | None | str = "client"):
+        """The next value the ``send ... is_host_transfer=true`` of channel ``channel_id`` on
+        (replica, partition) sent, waiting up to ``timeout`` seconds."""
+        q = self.channels.from_device(int(channel_id), self._device_key(replica, partition))
+        return self._take(q, timeout, f"host channel {channel_id} from "
+                          f"{device_label((replica, partition), 2 if partition else 1)}")
+
+    def _take(self, q: queue.Queue, timeout, what: str):
+        if timeout == "client":
+            timeout = self.timeout
+        try:
+            return q.get(timeout=timeout)
+        except queue.Empty:
+            raise EvaluationError(f"{what}: nothing arrived within {timeout:g} s") from None
+
+    def __repr__(self) -> str:
+        return f"Client(backend={self.platform!r}, devices={len(self._devices)})"
+
+
+
+__all__ = ["BACKENDS", "Backend", "Buffer", "Client", "Device", "DeviceProgram",
+           "Executable", "ExecutionError", "InterpreterBackend", "register_backend"]
