@@ -32,6 +32,8 @@ def register(subparsers) -> None:
             ("cat m.hlo | xlapy run -", "module text from stdin"),
             ("xlapy run ar.hlo --replicas 2 --inputs in.npz",
              "two replicas; in.npz holds arg0.. for all or r0.arg0, r1.arg0.. per replica"),
+            ("mpiexec -n 4 xlapy run ar.hlo --distributed mpi",
+             "four replicas, one per MPI rank"),
         ],
         run=run,
     )
@@ -48,6 +50,9 @@ def register(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                    help="with several devices: how long a device waits in a collective, "
                    "channel or feed before failing (default 60)")
+    p.add_argument("--distributed", choices=["mpi"],
+                   help="mpi: one device per MPI rank; launch with mpiexec -n N "
+                   "(pip install 'xlapy[mpi]'; see xlapy/runtime/mpi_run.py)")
 
 
 def _read_module_text(path: str) -> str:
@@ -108,6 +113,10 @@ def run(args) -> int:
     from xlapy.interpreter.values import flatten, value_to_literal
     from xlapy.npz import save_npz
 
+    if args.distributed == "mpi":  # one device per MPI rank (xlapy/runtime/mpi_run.py)
+        from xlapy.runtime.mpi_run import run_command
+
+        return run_command(args)
     module = parse_hlo_module(_read_module_text(args.module))
     if not args.no_verify:
         verify_module(module)
