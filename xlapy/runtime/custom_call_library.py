@@ -34,7 +34,7 @@ import numpy as np
 
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.enums import CustomCallApiVersion
-from xlapy.interpreter.custom_calls import register_custom_call
+from xlapy.interpreter.custom_calls import is_registered, register_custom_call
 from xlapy.interpreter.evaluator import EvaluationError, UnimplementedError
 from xlapy.shape import Shape, byte_size, from_physical, to_physical
 
@@ -166,6 +166,10 @@ def register_custom_call_library(path, names: Iterable[str] | str, *,
             raise InvalidArgumentError(f"register_custom_call_library: {path} has no symbol "
                                        f"{name!r}") from None
         targets.append(CFunctionTarget(name, _CALL_TYPE(address), full))
+    taken = [t.name for t in targets if is_registered(t.name)]
+    if taken and not replace:  # register all or nothing
+        raise InvalidArgumentError(f"register_custom_call_library: {', '.join(map(repr, taken))} "
+                                   f"already registered; pass replace=True to replace")
     for target in targets:
         register_custom_call(target.name, target, replace=replace, kind="c", source=full)
     return names
