@@ -42,13 +42,11 @@ bf16, f8, int4, pred - travels unchanged):
 - collective-permute: non-blocking send to the target and receive from the source
   (a Sendrecv pair split in two halves, on a duplicated communicator so it never matches
   channel traffic); a device that no pair targets gets zeros (the kernel does that).
-- collective-broadcast: ``Ibcast`` from the root over the group's communicator; when the
-  groups leave some ranks out (they get zeros without reaching the backend) the root sends
-  to each member point to point instead, so the left-out ranks are never waited for.
+- collective-broadcast: ``Ibcast`` from the root over the group's communicator.
 
 Checks (each raised as an EvaluationError naming the instruction, on every rank alike, so
 no rank waits for one that failed): groups naming devices outside the run, a device in two
-groups, a device in no group (except collective-broadcast), groups of different sizes
+groups or in none (the runtime's compile-time check rejects those too), groups of different sizes
 (XLA's verifier allows that only for all-reduce), a dimension that does not split into the
 group size.
 
@@ -85,15 +83,9 @@ from xlapy.interpreter.collectives_backend import (
 )
 from xlapy.interpreter.evaluator import EvaluationError
 
-#: Tags on the point-to-point communicator of collective-permute / partial broadcasts.
-_PERMUTE_TAG = 1
-_BCAST_TAG = 2
-
 #: Opcodes whose replica groups may differ in size (XLA's verifier: all-reduce only).
 _NON_UNIFORM_OK = {"all-reduce", "all-reduce-start"}
 
-#: Opcodes that accept devices in no group (they get zeros without calling the backend).
-_OUTSIDE_OK = {"collective-broadcast"}
 
 
 def import_mpi():
@@ -180,16 +172,15 @@ def exact_mpi_reduction(reducer, dtype) -> tuple[str, np.dtype] | None:
 @dataclass(frozen=True)
 class GroupSet:
     """Every group of one instruction as MPI ranks (in group order), and where this rank
-    is: ``index`` of its group (None when in none) and its ``position`` in it."""
+    is: ``index`` of its group and its ``position`` in it."""
 
     groups: tuple[tuple[int, ...], ...]
-    index: int | None
+    index: int
     position: int
-    complete: bool  # every rank is in a group
 
     @property
-    def mine(self) -> tuple[int, ...] | None:
-        return None if self.index is None else self.groups[self.index]
+    def mine(self) -> tuple[int, ...]:
+        return self.groups[self.index]
 
 
 @dataclass
@@ -200,6 +191,61 @@ class Stats:
     cache_hits: int = 0
     world_uses: int = 0
     group_sets: list = field(default_factory=list)
+
+
+def resolve_group_set(module, instr, size: int, num_partitions: int, rank: int) -> GroupSet:
+    """The groups of ``instr`` as ranks of a ``size``-rank run (device (r, p) = rank
+    r * num_partitions + p), resolved for every device with the interpreter's own rules
+    (``collective_group``), and where ``rank`` is. Raises an EvaluationError naming the
+    instruction - identically on every rank - when the groups do not fit the run: ids
+    outside it, a device in two groups or in none, groups of different sizes (XLA's
+    verifier allows that only for all-reduce). Needs no MPI."""
+    replicas = max(size // num_partitions, module.replica_count if module is not None else 1)
+    partitions = max(num_partitions, module.num_partitions if module is not None else 1)
+    if replicas * partitions != size:
+        raise EvaluationError(
+            f"{instr.opcode}: the module runs {replicas} replica(s) x {partitions} "
+            f"partition(s) but the MPI job has {size} ranks (instruction %{instr.name}); "
+            f"launch mpiexec -n {replicas * partitions}")
+    groups_attr = instr.attrs["replica_groups"]
+    where = f"replica_groups={groups_attr.to_text()} (instruction %{instr.name})"
+    run = f"the run of {replicas} replica(s) x {partitions} partition(s) ({size} MPI ranks)"
+    named = [int(i) for g in groups_attr.expand().groups for i in g]
+    limit = {"replicas": replicas, "partitions": partitions}.get(_id_kind(instr), size)
+    outside = sorted({i for i in named if not 0 <= i < limit})
+    if outside:
+        raise EvaluationError(f"{instr.opcode}: {where} names id(s) {outside} outside {run}")
+    by_rank: list[tuple[int, ...] | None] = []
+    for r in range(size):
+        replica, partition = divmod(r, partitions)
+        fake = SimpleNamespace(module=module, options=SimpleNamespace(
+            replica_id=replica, partition_id=partition, replica_count=replicas,
+            num_partitions=partitions))
+        group = collective_group(fake, instr, allow_outside=True)
+        by_rank.append(None if group is None else
+                       tuple(rep * partitions + part for rep, part in group.devices))
+    groups: list[tuple[int, ...]] = []
+    for ranks in by_rank:
+        if ranks is not None and ranks not in groups:
+            groups.append(ranks)
+    seen: set[int] = set()
+    for g in groups:
+        for r in g:
+            if r in seen or g.count(r) > 1:
+                raise EvaluationError(
+                    f"{instr.opcode}: rank {r} is in more than one replica group of {where}")
+            seen.add(r)
+    missing = [r for r, g in enumerate(by_rank) if g is None]
+    if missing:
+        raise EvaluationError(f"{instr.opcode}: rank(s) {missing} of {run} are in no replica "
+                              f"group of {where}")
+    if len({len(g) for g in groups}) > 1 and instr.opcode not in _NON_UNIFORM_OK:
+        raise EvaluationError(
+            f"{instr.opcode}: replica groups must all have the same size (XLA's verifier: only "
+            f"all-reduce allows uneven groups); {where} has groups of sizes "
+            f"{', '.join(str(len(g)) for g in groups)}")
+    mine = by_rank[rank]
+    return GroupSet(tuple(groups), groups.index(mine), mine.index(rank))
 
 
 class MpiCollectives(CollectivesBackend):
@@ -214,7 +260,7 @@ class MpiCollectives(CollectivesBackend):
     chunked_threshold = 1 << 16
 
     def __init__(self, comm=None, *, num_partitions: int = 1, timeout: float | None = 60.0,
-                 poll_interval: float = 2e-4):
+                 check_matching: bool = True, poll_interval: float = 2e-4):
         mpi = import_mpi()
         self.MPI = mpi
         self.comm = mpi.COMM_WORLD if comm is None else comm
@@ -227,13 +273,14 @@ class MpiCollectives(CollectivesBackend):
         self.num_partitions = num_partitions
         self.replica_count = self.size // num_partitions
         self.poll_interval = poll_interval
-        # Point-to-point traffic of collectives on its own communicator: it can never match a
-        # channel's send/recv, whatever the tags. Idup + a timed wait: a rank that never
-        # starts is an error here rather than a hang.
-        # Channels (send/recv) get a third one (MpiChannels).
-        self.p2p, first = self.comm.Idup()
-        self.channel_comm, second = self.comm.Idup()
-        self.wait_requests([first, second], timeout, lambda: EvaluationError(
+        self.check_matching = check_matching
+        # Own communicators (Idup + a timed wait: a rank that never starts is an error here
+        # rather than a hang): collective-permute's point-to-point traffic, channels
+        # (MpiChannels), and the runner's final gather of the results, so none of them can
+        # ever match another's messages or a collective of the program.
+        dups = [self.comm.Idup() for _ in range(3)]
+        (self.p2p, _), (self.channel_comm, _), (self.results_comm, _) = dups
+        self.wait_requests([r for _, r in dups], timeout, lambda: EvaluationError(
             f"MpiCollectives: rank {self.rank} waited {timeout:g} s for the other ranks to "
             f"start (duplicating the communicator)"))
         self.pending_sends: list = []  # (request, buffer, description) of channel sends
@@ -265,67 +312,7 @@ class MpiCollectives(CollectivesBackend):
         return gs
 
     def _resolve_group_set(self, ctx, instr) -> GroupSet:
-        module = ctx.module
-        replicas = max(self.replica_count, module.replica_count if module is not None else 1)
-        partitions = max(self.num_partitions, module.num_partitions if module is not None else 1)
-        if replicas * partitions != self.size:
-            raise EvaluationError(
-                f"{instr.opcode}: the module runs {replicas} replica(s) x {partitions} "
-                f"partition(s) but the MPI job has {self.size} ranks (instruction "
-                f"%{instr.name}); launch mpiexec -n {replicas * partitions}")
-        groups_attr = instr.attrs["replica_groups"]
-        where = f"replica_groups={groups_attr.to_text()} (instruction %{instr.name})"
-        by_rank: list[tuple[int, ...] | None] = []
-        for rank in range(self.size):
-            replica, partition = divmod(rank, partitions)
-            fake = SimpleNamespace(module=module, options=SimpleNamespace(
-                replica_id=replica, partition_id=partition, replica_count=replicas,
-                num_partitions=partitions))
-            group = collective_group(fake, instr, allow_outside=True)
-            if group is None:
-                by_rank.append(None)
-                continue
-            ranks = tuple(self.device_rank(d) for d in group.devices)
-            bad = [r for r in ranks if not 0 <= r < self.size]
-            if bad or any(p >= partitions or p < 0 for _, p in group.devices):
-                raise EvaluationError(
-                    f"{instr.opcode}: {where} names {group.id_kind} outside the run of "
-                    f"{replicas} replica(s) x {partitions} partition(s) ({self.size} MPI ranks)")
-            by_rank.append(ranks)
-        groups: list[tuple[int, ...]] = []
-        for ranks in by_rank:
-            if ranks is not None and ranks not in groups:
-                groups.append(ranks)
-        named = [i for g in groups_attr.expand().groups for i in g]
-        limit = {"replicas": replicas, "partitions": partitions}.get(
-            _id_kind(instr), replicas * partitions)
-        outside = sorted({int(i) for i in named if not 0 <= int(i) < limit})
-        if outside:
-            raise EvaluationError(
-                f"{instr.opcode}: {where} names id(s) {outside} outside the run of {replicas} "
-                f"replica(s) x {partitions} partition(s) ({self.size} MPI ranks)")
-        seen: dict[int, tuple[int, ...]] = {}
-        for g in groups:
-            for r in g:
-                if r in seen or len(set(g)) != len(g):
-                    raise EvaluationError(
-                        f"{instr.opcode}: rank {r} is in more than one replica group of {where}")
-                seen[r] = g
-        missing = [r for r, g in enumerate(by_rank) if g is None]
-        if missing and instr.opcode not in _OUTSIDE_OK:
-            raise EvaluationError(
-                f"{instr.opcode}: rank(s) {missing} of the {self.size}-rank MPI run are in no "
-                f"replica group of {where}")
-        sizes = sorted({len(g) for g in groups})
-        if len(sizes) > 1 and instr.opcode not in _NON_UNIFORM_OK:
-            raise EvaluationError(
-                f"{instr.opcode}: replica groups must all have the same size (XLA's verifier: "
-                f"only all-reduce allows uneven groups); {where} has groups of sizes "
-                f"{', '.join(str(len(g)) for g in groups)}")
-        mine = by_rank[self.rank]
-        if mine is None:
-            return GroupSet(tuple(groups), None, -1, not missing)
-        return GroupSet(tuple(groups), groups.index(mine), mine.index(self.rank), not missing)
+        return resolve_group_set(ctx.module, instr, self.size, self.num_partitions, self.rank)
 
     def group_comm(self, ctx, instr, gs: GroupSet):
         """The communicator of this rank's group (rank i = member i), made by one
@@ -349,13 +336,28 @@ class MpiCollectives(CollectivesBackend):
         self._comms[key] = comm
         return comm
 
-    def _setup(self, ctx, instr, group: CollectiveGroup):
+    def _enter(self, ctx, instr, group: CollectiveGroup):
+        """(group set, group communicator) of this collective; with ``check_matching``, the
+        members first exchange a hash of the instruction (one small Iallgather), so members
+        that reached different collectives fail with a message instead of exchanging
+        mismatched data (MPI would match any two collectives on one communicator)."""
         gs = self.group_set(ctx, instr)
-        if gs.mine is None or gs.position != group.rank or len(gs.mine) != group.size:
+        if gs.position != group.rank or len(gs.mine) != group.size:
             raise EvaluationError(
                 f"{instr.opcode}: internal error: rank {self.rank} resolved its group as "
                 f"{gs.mine} but the kernel gave {group.devices} (instruction %{instr.name})")
-        return gs
+        comm = self.group_comm(ctx, instr, gs)
+        if self.check_matching and comm.Get_size() > 1:
+            mine = _instr_hash(instr)
+            everyone = np.empty(comm.Get_size(), np.int64)
+            self.wait(ctx, instr, [comm.Iallgather(np.array([mine], np.int64), everyone)],
+                      "the other members to reach this collective")
+            if np.any(everyone != mine):
+                names = self.allgather_objects(ctx, instr, comm, f"{instr.opcode} %{instr.name}")
+                where = ", ".join(f"rank {r} in {name}" for r, name in zip(gs.mine, names))
+                raise EvaluationError(f"{instr.opcode}: the members of the group reached "
+                                      f"different collectives: {where}")
+        return gs, comm
 
     # -- waiting ------------------------------------------------------------------------------
 
@@ -462,8 +464,7 @@ class MpiCollectives(CollectivesBackend):
     # -- the backend interface ------------------------------------------------------------------
 
     def all_reduce(self, ctx, instr, values, group, reducer):
-        self._setup(ctx, instr, group)
-        comm = self.group_comm(ctx, instr, self.group_set(ctx, instr))
+        _, comm = self._enter(ctx, instr, group)
         if _dynamic(instr):
             everyone = self.allgather_objects(ctx, instr, comm, list(values))
             return [self.fold(ctx, instr, reducer, [v[i] for v in everyone])
@@ -471,8 +472,7 @@ class MpiCollectives(CollectivesBackend):
         return [self._allreduce_one(ctx, instr, comm, v, reducer) for v in values]
 
     def all_gather(self, ctx, instr, values, group, dimension):
-        gs = self._setup(ctx, instr, group)
-        comm = self.group_comm(ctx, instr, gs)
+        _, comm = self._enter(ctx, instr, group)
         n = comm.Get_size()
         if _dynamic(instr):
             everyone = self.allgather_objects(ctx, instr, comm, list(values))
@@ -489,8 +489,7 @@ class MpiCollectives(CollectivesBackend):
         return out
 
     def reduce_scatter(self, ctx, instr, values, group, dimension, reducer):
-        gs = self._setup(ctx, instr, group)
-        comm = self.group_comm(ctx, instr, gs)
+        gs, comm = self._enter(ctx, instr, group)
         n = comm.Get_size()
         if _dynamic(instr):
             everyone = self.allgather_objects(ctx, instr, comm, list(values))
@@ -522,8 +521,7 @@ class MpiCollectives(CollectivesBackend):
         return out
 
     def all_to_all(self, ctx, instr, values, group, split_dimension):
-        gs = self._setup(ctx, instr, group)
-        comm = self.group_comm(ctx, instr, gs)
+        gs, comm = self._enter(ctx, instr, group)
         n = comm.Get_size()
         MPI = self.MPI
         if split_dimension is None:  # tuple form: value j goes to member j
@@ -565,8 +563,7 @@ class MpiCollectives(CollectivesBackend):
         return out
 
     def ragged_all_to_all(self, ctx, instr, values, group):
-        gs = self._setup(ctx, instr, group)
-        comm = self.group_comm(ctx, instr, gs)
+        gs, comm = self._enter(ctx, instr, group)
         everyone = self.allgather_objects(ctx, instr, comm, [np.asarray(v) for v in values])
         return ragged_local_update(instr, values, rank=gs.position,
                                    sources=list(enumerate(everyone)))
@@ -586,23 +583,24 @@ class MpiCollectives(CollectivesBackend):
         src_rank = None if source is None else self.device_rank(perm.device_of(source))
         dst_rank = None if target is None else self.device_rank(perm.device_of(target))
         dynamic = _dynamic(instr)
+        tag = _instr_hash(instr) % 30000  # a permute only ever matches the same instruction
         requests, received = [], None
         if dst_rank is not None:
             if dynamic:
                 payload = np.frombuffer(pickle.dumps(arrays), np.uint8)
-                requests.append(self.p2p.Isend([payload, self.MPI.BYTE], dst_rank, _PERMUTE_TAG))
+                requests.append(self.p2p.Isend([payload, self.MPI.BYTE], dst_rank, tag))
             else:
                 for a in arrays:
                     requests.append(self.p2p.Isend([as_bytes(a), self.MPI.BYTE], dst_rank,
-                                                   _PERMUTE_TAG))
+                                                   tag))
         if src_rank is not None and not dynamic:
             received = []
             for a in arrays:
                 buf, b = empty_like_bytes(a.shape, a.dtype)
                 received.append(buf)
-                requests.append(self.p2p.Irecv([b, self.MPI.BYTE], src_rank, _PERMUTE_TAG))
+                requests.append(self.p2p.Irecv([b, self.MPI.BYTE], src_rank, tag))
         if src_rank is not None and dynamic:
-            received = self._recv_object(ctx, instr, src_rank, _PERMUTE_TAG,
+            received = self._recv_object(ctx, instr, src_rank, tag,
                                          f"the value of rank {src_rank}")
         self.wait(ctx, instr, requests,
                   f"the exchange with rank(s) {sorted({r for r in (src_rank, dst_rank) if r is not None})} "
@@ -624,31 +622,12 @@ class MpiCollectives(CollectivesBackend):
         return pickle.loads(buf.tobytes())
 
     def collective_broadcast(self, ctx, instr, values, group, root):
-        gs = self._setup(ctx, instr, group)
-        MPI = self.MPI
-        arrays = [np.ascontiguousarray(v) for v in values]
-        is_root = gs.position == root
-        if not gs.complete:
-            # Some ranks are in no group (they never reach the backend): no collective over
-            # them; the root sends to each member.
-            members = gs.mine
-            if is_root:
-                requests = [self.p2p.Isend([as_bytes(a), MPI.BYTE], r, _BCAST_TAG)
-                            for r in members if r != self.rank for a in arrays]
-                self.wait(ctx, instr, requests, "the members to receive the broadcast")
-                return [a.copy() for a in arrays]
-            out, requests = [], []
-            for a in arrays:
-                buf, b = empty_like_bytes(a.shape, a.dtype)
-                out.append(buf)
-                requests.append(self.p2p.Irecv([b, MPI.BYTE], members[root], _BCAST_TAG))
-            self.wait(ctx, instr, requests, f"the broadcast from rank {members[root]}")
-            return out
-        comm = self.group_comm(ctx, instr, gs)
+        gs, comm = self._enter(ctx, instr, group)
         out = []
-        for a in arrays:
-            buf = a.copy() if is_root else np.empty(a.shape, a.dtype)
-            self.wait(ctx, instr, [comm.Ibcast([buf.reshape(-1).view(np.uint8), MPI.BYTE],
+        for a in values:
+            buf = np.array(a, copy=True, order="C") if gs.position == root else \
+                np.empty(np.shape(a), np.asarray(a).dtype)
+            self.wait(ctx, instr, [comm.Ibcast([buf.reshape(-1).view(np.uint8), self.MPI.BYTE],
                                                root=root)],
                       f"the broadcast from member {root}")
             out.append(buf)
@@ -670,8 +649,8 @@ class MpiCollectives(CollectivesBackend):
             if comm is not self.comm:
                 comm.Free()
         self._comms.clear()
-        self.p2p.Free()
-        self.channel_comm.Free()
+        for comm in (self.p2p, self.channel_comm, self.results_comm):
+            comm.Free()
 
 
 # -- channels ----------------------------------------------------------------------------------------
@@ -776,6 +755,13 @@ def _id_kind(instr) -> str:
     return _ID_KIND[_mode(instr)]
 
 
+def _instr_hash(instr) -> int:
+    """A stable number naming an instruction (the same on every rank)."""
+    import zlib
+
+    return zlib.crc32(f"{instr.opcode} {instr.name}".encode())
+
+
 def _dynamic(instr) -> bool:
     """Whether any operand has a bounded-dynamic dimension (runtime sizes may differ)."""
     for o in instr.operands:
@@ -799,5 +785,14 @@ def _blocks(instr, value: np.ndarray, dimension: int, n: int, stacked: bool = Fa
     return moved.reshape((n, size // n) + moved.shape[1:])
 
 
-__all__ = ["GroupSet", "MpiChannels", "MpiCollectives", "Stats", "as_bytes", "exact_mpi_reduction",
-           "import_mpi", "reducer_opcode"]
+__all__ = [
+    "GroupSet",
+    "MpiChannels",
+    "MpiCollectives",
+    "Stats",
+    "as_bytes",
+    "exact_mpi_reduction",
+    "import_mpi",
+    "reducer_opcode",
+    "resolve_group_set",
+]

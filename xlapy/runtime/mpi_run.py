@@ -158,7 +158,7 @@ def run_distributed(module, *inputs, comm=None, num_partitions: int = 1,
                               collectives=backend, timeout=timeout, **option_values)
         result = evaluate(module, *inputs, options=options)
         backend.finish_sends(timeout)
-        return gather_results(comm, result, root=root, timeout=timeout)
+        return gather_results(backend.results_comm, result, root=root, timeout=timeout)
     except BaseException as e:  # reported and the job aborted
         if not abort_on_error or isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
