@@ -92,8 +92,9 @@ def _arguments_from_npz(module, path: str, arrays: dict | None = None,
         key = f"arg{counter[0]}"
         counter[0] += 1
         if key not in arrays:
+            has = ", ".join(prefix + k for k in sorted(arrays)) or (f"no {prefix}* arrays" if prefix else "no arrays")
             raise CommandError(f"{path}: missing {prefix}{key} for {where} ({shape}); the file "
-                               f"has {', '.join(prefix + k for k in sorted(arrays)) or 'no arrays'}")
+                               f"has {has}")
         return arrays[key]
 
     for p in module.entry.parameters:
