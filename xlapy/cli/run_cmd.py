@@ -92,14 +92,15 @@ def _arguments_from_npz(module, path: str, arrays: dict | None = None,
         key = f"arg{counter[0]}"
         counter[0] += 1
         if key not in arrays:
-            has = ", ".join(prefix + k for k in sorted(arrays)) or (f"no {prefix}* arrays" if prefix else "no arrays")
+            has = ", ".join(prefix + k for k in sorted(arrays)) or \
+                (f"no {prefix}* arrays" if prefix else "no arrays")
             raise CommandError(f"{path}: missing {prefix}{key} for {where} ({shape}); the file "
                                f"has {has}")
         return arrays[key]
 
     for p in module.entry.parameters:
         args.append(take(p.shape, f"parameter {p.parameter_number} %{p.name}"))
-    extra = sorted(set(k for k in arrays if k.startswith("arg")) - {f"arg{i}" for i in range(counter[0])})
+    extra = sorted({k for k in arrays if k.startswith("arg")} - {f"arg{i}" for i in range(counter[0])})
     if extra:
         raise CommandError(f"{path}: {', '.join(prefix + e for e in extra)} match no parameter "
                            f"(the module takes {counter[0]} arrays)")
