@@ -478,8 +478,7 @@ def test_a_rank_stuck_elsewhere_times_out_and_aborts_the_job(tmp_path):
     proc, elapsed = cli_job(tmp_path, 2, text, "--timeout", "2")
     assert proc.returncode != 0
     assert "xlapy: rank 0: " in proc.stderr
-    assert "all-reduce: rank 0 waited 2 s for the other members to reach this collective" \
-        in proc.stderr
+    assert "all-reduce: rank 0 waited 2 s for the other members' contributions" in proc.stderr
     assert elapsed < 30
 
 
@@ -496,6 +495,24 @@ def test_an_error_on_one_rank_aborts_the_others_at_once(tmp_path):
     assert proc.returncode != 0
     assert "xlapy: rank 2: " in proc.stderr and "no_such_target" in proc.stderr
     assert elapsed < 30
+
+
+def test_members_in_different_collectives_fail_instead_of_mixing_data(tmp_path):
+    # Replica 0 runs all-reduce %ra, replica 1 all-reduce %rb (same shape, same groups): MPI
+    # alone would match them; the instruction hash exchanged with the data tells them apart.
+    other = BRANCHES.replace("reduce {", "reduce_b {").replace(
+        "ROOT r = f32[2] all-reduce(p)", "ROOT rb = f32[2] all-reduce(p)")
+    text = module(
+        "  x = f32[2] parameter(0)\n  r = u32[] replica-id()\n  z = u32[] constant(0)\n"
+        "  first = pred[] compare(r, z), direction=EQ\n"
+        "  ROOT c = f32[2] conditional(first, x, x), true_computation=reduce, "
+        "false_computation=reduce_b", comps=COMPS + BRANCHES + other.split("fail {")[0]
+        .replace("skip {", "skip_b {"))
+    proc, elapsed = cli_job(tmp_path, 2, text, "--timeout", "20")
+    assert proc.returncode != 0
+    assert "all-reduce: the members of the group reached different collectives: rank 0 in " \
+        "all-reduce %r" in proc.stderr and "rank 1 in all-reduce %rb" in proc.stderr, proc.stderr
+    assert elapsed < 15
 
 
 def test_uneven_groups_and_wrong_rank_counts_are_rejected(tmp_path):

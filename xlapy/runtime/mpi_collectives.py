@@ -260,7 +260,8 @@ class MpiCollectives(CollectivesBackend):
     chunked_threshold = 1 << 16
 
     def __init__(self, comm=None, *, num_partitions: int = 1, timeout: float | None = 60.0,
-                 check_matching: bool = True, poll_interval: float = 2e-4):
+                 check_matching: bool = True, spin: float | None = None,
+                 poll_interval: float = 2e-4):
         mpi = import_mpi()
         self.MPI = mpi
         self.comm = mpi.COMM_WORLD if comm is None else comm
@@ -273,6 +274,10 @@ class MpiCollectives(CollectivesBackend):
         self.num_partitions = num_partitions
         self.replica_count = self.size // num_partitions
         self.poll_interval = poll_interval
+        # Waiting: spin on MPI_Testall for ``spin`` seconds (fast when every rank has a core),
+        # then sleep between tests. With more ranks on this host than cores, spinning only
+        # steals the core from the rank being waited for: sleep at once.
+        self.spin = (0.0 if _oversubscribed(self.size) else 2e-4) if spin is None else spin
         self.check_matching = check_matching
         # Own communicators (Idup + a timed wait: a rank that never starts is an error here
         # rather than a hang): collective-permute's point-to-point traffic, channels
@@ -336,28 +341,61 @@ class MpiCollectives(CollectivesBackend):
         self._comms[key] = comm
         return comm
 
-    def _enter(self, ctx, instr, group: CollectiveGroup):
+    def _enter(self, ctx, instr, group: CollectiveGroup, fused: bool = False):
         """(group set, group communicator) of this collective; with ``check_matching``, the
         members first exchange a hash of the instruction (one small Iallgather), so members
         that reached different collectives fail with a message instead of exchanging
-        mismatched data (MPI would match any two collectives on one communicator)."""
+        mismatched data (MPI would match any two collectives on one communicator).
+        ``fused``: the caller's data exchange carries the hash itself (``gather_array``)."""
         gs = self.group_set(ctx, instr)
         if gs.position != group.rank or len(gs.mine) != group.size:
             raise EvaluationError(
                 f"{instr.opcode}: internal error: rank {self.rank} resolved its group as "
                 f"{gs.mine} but the kernel gave {group.devices} (instruction %{instr.name})")
         comm = self.group_comm(ctx, instr, gs)
-        if self.check_matching and comm.Get_size() > 1:
-            mine = _instr_hash(instr)
+        if self.check_matching and not fused and comm.Get_size() > 1:
             everyone = np.empty(comm.Get_size(), np.int64)
-            self.wait(ctx, instr, [comm.Iallgather(np.array([mine], np.int64), everyone)],
+            self.wait(ctx, instr, [comm.Iallgather(np.array([_instr_hash(instr)], np.int64),
+                                                   everyone)],
                       "the other members to reach this collective")
-            if np.any(everyone != mine):
-                names = self.allgather_objects(ctx, instr, comm, f"{instr.opcode} %{instr.name}")
-                where = ", ".join(f"rank {r} in {name}" for r, name in zip(gs.mine, names))
-                raise EvaluationError(f"{instr.opcode}: the members of the group reached "
-                                      f"different collectives: {where}")
+            self._check_hashes(ctx, instr, comm, everyone)
         return gs, comm
+
+    def _check_hashes(self, ctx, instr, comm, hashes: np.ndarray) -> None:
+        if np.all(hashes == _instr_hash(instr)):
+            return
+        names = self.allgather_objects(ctx, instr, comm, f"{instr.opcode} %{instr.name}")
+        group = self.group_set(ctx, instr).mine
+        where = ", ".join(f"rank {r} in {name}" for r, name in zip(group, names))
+        raise EvaluationError(f"{instr.opcode}: the members of the group reached different "
+                              f"collectives: {where}")
+
+    def _fuses_check(self, values) -> bool:
+        """Whether the data exchange carries the matching check (small all-gathers)."""
+        return all(np.asarray(v).nbytes <= self.chunked_threshold for v in values)
+
+    def gather_array(self, ctx, instr, comm, value, what: str) -> np.ndarray:
+        """Every member's ``value`` stacked in group order (shape (n, *value.shape)) by one
+        Iallgather; with ``check_matching`` each contribution carries the instruction's hash
+        in front, checked on arrival (so the check costs no extra collective)."""
+        value = np.ascontiguousarray(value)
+        n = comm.Get_size()
+        if not self.check_matching or n == 1:
+            gathered, gbytes = empty_like_bytes((n,) + value.shape, value.dtype)
+            self.wait(ctx, instr, [comm.Iallgather([as_bytes(value), self.MPI.BYTE],
+                                                   [gbytes, self.MPI.BYTE])], what)
+            return gathered
+        size = value.nbytes + 8
+        send = np.empty(size, np.uint8)
+        send[:8] = np.array([_instr_hash(instr)], np.int64).view(np.uint8)
+        send[8:] = as_bytes(value)
+        recv = np.empty((n, size), np.uint8)
+        self.wait(ctx, instr, [comm.Iallgather([send, self.MPI.BYTE], [recv, self.MPI.BYTE])],
+                  what)
+        self._check_hashes(ctx, instr, comm, np.ascontiguousarray(recv[:, :8]).view(np.int64))
+        gathered, gbytes = empty_like_bytes((n,) + value.shape, value.dtype)
+        gbytes.reshape(n, value.nbytes)[...] = recv[:, 8:]
+        return gathered
 
     # -- waiting ------------------------------------------------------------------------------
 
@@ -373,23 +411,24 @@ class MpiCollectives(CollectivesBackend):
     def wait_requests(self, requests: list, timeout: float | None, on_timeout,
                       on_error=None) -> None:
         """Poll ``requests`` until all complete; after ``timeout`` seconds raise
-        ``on_timeout()``. Spins briefly, then yields the core (ranks may outnumber cores),
-        then backs off to ``poll_interval`` sleeps."""
+        ``on_timeout()``. Spins for ``self.spin`` seconds, then gives up the core between
+        tests (``sleep(0)``), then after 10 ms backs off to ``poll_interval`` sleeps."""
         MPI = self.MPI
         try:
             if timeout is None:
                 MPI.Request.Waitall(requests)
                 return
-            for _ in range(50):
-                if MPI.Request.Testall(requests):
-                    return
+            if MPI.Request.Testall(requests):
+                return
             start = time.monotonic()
             deadline = start + timeout
+            spin_until = start + self.spin
             while not MPI.Request.Testall(requests):
                 now = time.monotonic()
                 if now > deadline:
                     raise on_timeout()
-                time.sleep(0 if now - start < 0.01 else self.poll_interval)
+                if now >= spin_until:
+                    time.sleep(0 if now - start < 0.01 else self.poll_interval)
         except MPI.Exception as e:
             if on_error is None:
                 raise
@@ -437,10 +476,8 @@ class MpiCollectives(CollectivesBackend):
             return out
         me = comm.Get_rank()
         if value.nbytes <= self.chunked_threshold:
-            gathered, gbytes = empty_like_bytes((n,) + value.shape, value.dtype)
-            self.wait(ctx, instr, [comm.Iallgather([as_bytes(value), MPI.BYTE],
-                                                   [gbytes, MPI.BYTE])],
-                      "the other members' contributions")
+            gathered = self.gather_array(ctx, instr, comm, value,
+                                         "the other members' contributions")
             return self.fold(ctx, instr, reducer, list(gathered))
         # Large: member j folds piece j of everyone's value, then the pieces are re-assembled.
         flat = value.reshape(-1)
@@ -464,7 +501,10 @@ class MpiCollectives(CollectivesBackend):
     # -- the backend interface ------------------------------------------------------------------
 
     def all_reduce(self, ctx, instr, values, group, reducer):
-        _, comm = self._enter(ctx, instr, group)
+        # The check rides on the data when every operand is all-gathered and folded here.
+        fused = not _dynamic(instr) and self._fuses_check(values) and all(
+            exact_mpi_reduction(reducer, np.asarray(v).dtype) is None for v in values)
+        _, comm = self._enter(ctx, instr, group, fused=fused and len(values) > 0)
         if _dynamic(instr):
             everyone = self.allgather_objects(ctx, instr, comm, list(values))
             return [self.fold(ctx, instr, reducer, [v[i] for v in everyone])
@@ -472,19 +512,23 @@ class MpiCollectives(CollectivesBackend):
         return [self._allreduce_one(ctx, instr, comm, v, reducer) for v in values]
 
     def all_gather(self, ctx, instr, values, group, dimension):
-        _, comm = self._enter(ctx, instr, group)
-        n = comm.Get_size()
+        fused = not _dynamic(instr) and self._fuses_check(values) and len(values) > 0
+        _, comm = self._enter(ctx, instr, group, fused=fused)
         if _dynamic(instr):
             everyone = self.allgather_objects(ctx, instr, comm, list(values))
             return [np.concatenate([v[i] for v in everyone], axis=dimension)
                     for i in range(len(values))]
         out = []
         for value in values:
-            value = np.ascontiguousarray(value)
-            gathered, gbytes = empty_like_bytes((n,) + value.shape, value.dtype)
-            self.wait(ctx, instr, [comm.Iallgather([as_bytes(value), self.MPI.BYTE],
-                                                   [gbytes, self.MPI.BYTE])],
-                      "the other members' shards")
+            if fused:
+                gathered = self.gather_array(ctx, instr, comm, value, "the other members' shards")
+            else:
+                value = np.ascontiguousarray(value)
+                gathered, gbytes = empty_like_bytes((comm.Get_size(),) + value.shape,
+                                                    value.dtype)
+                self.wait(ctx, instr, [comm.Iallgather([as_bytes(value), self.MPI.BYTE],
+                                                       [gbytes, self.MPI.BYTE])],
+                          "the other members' shards")
             out.append(np.concatenate(list(gathered), axis=dimension))
         return out
 
@@ -753,6 +797,19 @@ def _id_kind(instr) -> str:
     from xlapy.interpreter.collectives_backend import _ID_KIND, _mode
 
     return _ID_KIND[_mode(instr)]
+
+
+def _oversubscribed(size: int) -> bool:
+    """Whether this host runs more ranks than this process may use cores (mpiexec's
+    MPI_LOCALNRANKS, else every rank is taken to be local)."""
+    import os
+
+    local = int(os.environ.get("MPI_LOCALNRANKS", size) or size)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return local > cores
 
 
 def _instr_hash(instr) -> int:
