@@ -371,9 +371,13 @@ class Executable:
                                         name=f"xlapy-{self._label(i)}") for i in range(n)]
             for t in threads:
                 t.start()
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.1)
+            try:
+                for t in threads:
+                    while t.is_alive():
+                        t.join(0.1)
+            except BaseException:  # e.g. KeyboardInterrupt: release the devices, then stop
+                state.abort("the caller interrupted the execution")
+                raise
         if errors:
             raise self._error(errors)
         return results
