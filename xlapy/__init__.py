@@ -15,7 +15,6 @@ HLO text and the builder::
     print(m.to_string(print_operand_shape=True))
 
     from xlapy import ops
-from xlapy.interpreter import EvalOptions, EvaluationError, evaluate
     b = xlapy.XlaBuilder("f")
     x = ops.Parameter(b, 0, xlapy.parse_shape("f32[3]"), "x")
     comp = b.build(ops.Add(x, x))

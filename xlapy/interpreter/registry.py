@@ -9,6 +9,7 @@ for a bounded dynamic dimension may be smaller than the bound), tuples of values
 
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 from xlapy.opdefs import get_opdef
@@ -38,10 +39,16 @@ def get_kernel(opcode: str) -> Kernel | None:
 
 
 _loaded = False
+_load_lock = threading.Lock()
 
 
 def _load() -> None:
+    # Replicas run as threads: the first lookups may race, so the flag is set only after
+    # every family is imported, under a lock.
     global _loaded
     if not _loaded:
-        _loaded = True
-        import xlapy.interpreter.kernels  # noqa: F401
+        with _load_lock:
+            if not _loaded:
+                import xlapy.interpreter.kernels  # noqa: F401
+
+                _loaded = True
