@@ -7,8 +7,8 @@ scale and shift; the three gradients), the result tuples (output, batch_mean, ba
 import ml_dtypes
 import numpy as np
 import pytest
-
 from movement_eval_helpers import np_dtype
+
 from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.hlo.parser import parse_hlo_module
@@ -52,7 +52,7 @@ def formulas(x, scale, offset, mean, var, dy, fi, eps):
     axes = tuple(d for d in range(x.ndim) if d != fi)
     shape = [1] * x.ndim
     shape[fi] = x.shape[fi]
-    b = lambda v: np.asarray(v, np.float64).reshape(shape)  # noqa: E731
+    b = lambda v: np.asarray(v, np.float64).reshape(shape)
     x, dy = x.astype(np.float64), dy.astype(np.float64)
     mu = x.mean(axis=axes)
     sigma2 = ((x - b(mu)) ** 2).mean(axis=axes)
@@ -163,7 +163,7 @@ def test_float_types(t):
 def test_bf16_rounds_once():
     x = np.array([[1.0], [2.0], [4.0]], ml_dtypes.bfloat16)
     text = module("bf16", (3, 1), 1, eps="0")
-    (y, mu, var), _, _ = run(text, x, np.ones(1, ml_dtypes.bfloat16), np.zeros(1, ml_dtypes.bfloat16),
-                             np.zeros(1, ml_dtypes.bfloat16), np.ones(1, ml_dtypes.bfloat16), x)
+    one, zero = np.ones(1, ml_dtypes.bfloat16), np.zeros(1, ml_dtypes.bfloat16)
+    (_, mu, var), _, _ = run(text, x, one, zero, zero, one, x)
     assert mu[0] == ml_dtypes.bfloat16(7 / 3)
     assert var[0] == ml_dtypes.bfloat16(14 / 9)

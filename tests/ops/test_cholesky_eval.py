@@ -7,8 +7,8 @@ stablehlo.cholesky on XLA:CPU through jax 0.10.2."""
 
 import numpy as np
 import pytest
-
 from movement_eval_helpers import assert_same
+
 from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.hlo.parser import parse_hlo_module

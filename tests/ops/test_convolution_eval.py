@@ -8,8 +8,8 @@ element types."""
 import ml_dtypes
 import numpy as np
 import pytest
-
 from movement_eval_helpers import assert_same, np_dtype
+
 from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.hlo.attrs.window import Padding
@@ -32,7 +32,7 @@ def reference(x, w, strides, pads, lhs_d=None, rhs_d=None, fgc=1, bgc=1, reverse
     reverse = reverse or [False] * n_sp
     wide = np.int64 if x.dtype.kind in "iu" else np.complex128 if x.dtype.kind == "c" else np.float64
     x, w = x.astype(wide), w.astype(wide)
-    n, c = x.shape[:2]
+    n = x.shape[0]
     o, cg = w.shape[:2]
     ks = w.shape[2:]
     outs = []
@@ -65,7 +65,7 @@ def reference(x, w, strides, pads, lhs_d=None, rhs_d=None, fgc=1, bgc=1, reverse
 
 
 def conv_text(t, ls, rs, out_t, os, window, labels="bf01_oi01->bf01", extra=""):
-    d = lambda s: "[" + ",".join(map(str, s)) + "]"  # noqa: E731
+    d = lambda s: "[" + ",".join(map(str, s)) + "]"
     return f"""
 HloModule m
 ENTRY e {{

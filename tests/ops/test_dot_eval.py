@@ -8,8 +8,8 @@ ragged modes and block scales."""
 import ml_dtypes
 import numpy as np
 import pytest
-
 from movement_eval_helpers import ALL_TYPES, assert_same, np_dtype, sample
+
 from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.hlo.attrs.dot import DotDimensionNumbers
@@ -79,7 +79,7 @@ def test_page_batch_matmul_table(batch):
     b = rng.integers(-5, 5, batch + (4, 3)).astype(np.float32)
     nb = len(batch)
     bd = ",".join(map(str, range(nb)))
-    dims = lambda s: "[" + ",".join(map(str, s)) + "]"  # noqa: E731
+    dims = lambda s: "[" + ",".join(map(str, s)) + "]"
     text = dot_module("f32", dims(a.shape), "f32", dims(b.shape), "f32" + dims(batch + (2, 3)),
                       f", lhs_batch_dims={{{bd}}}, lhs_contracting_dims={{{nb + 1}}}, "
                       f"rhs_batch_dims={{{bd}}}, rhs_contracting_dims={{{nb}}}")

@@ -5,8 +5,8 @@ element by element), and element types."""
 
 import numpy as np
 import pytest
-
 from movement_eval_helpers import assert_same, np_dtype, sample
+
 from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.hlo.parser import parse_hlo_module

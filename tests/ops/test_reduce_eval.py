@@ -7,8 +7,8 @@ rounding at every step, every element type, and reducers that are not elementwis
 import ml_dtypes
 import numpy as np
 import pytest
-
 from movement_eval_helpers import ALL_TYPES, assert_same, np_dtype, sample
+
 from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.hlo.parser import parse_hlo_module

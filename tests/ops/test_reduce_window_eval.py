@@ -7,8 +7,8 @@ negative padding, empty outputs, variadic (value, index) windows, rank 0, long w
 import ml_dtypes
 import numpy as np
 import pytest
-
 from movement_eval_helpers import ALL_TYPES, assert_same, np_dtype, sample
+
 from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.hlo.attrs.window import Padding

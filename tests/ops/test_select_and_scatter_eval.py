@@ -6,8 +6,8 @@ selections, windows without elements, and element types."""
 
 import numpy as np
 import pytest
-
 from movement_eval_helpers import assert_same, np_dtype
+
 from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.hlo.attrs.window import Padding

@@ -10,8 +10,8 @@ import itertools
 
 import numpy as np
 import pytest
-
 from movement_eval_helpers import assert_same
+
 from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.hlo.parser import parse_hlo_module
@@ -28,7 +28,7 @@ def dims(shape):
 
 
 def ts(t, a_shape, b_shape, left, lower, unit, transpose):
-    flag = lambda v: "true" if v else "false"  # noqa: E731
+    flag = lambda v: "true" if v else "false"
     return f"""
 HloModule m
 ENTRY e {{
