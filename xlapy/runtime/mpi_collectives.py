@@ -30,13 +30,14 @@ bf16, f8, int4, pred - travels unchanged):
   by the interpreter in group order, as the in-process runtime does, so the results are
   bit for bit the same: a left fold ``((v0 op v1) op v2) ...`` of the members' values per
   element. Small arrays are all-gathered (``Iallgather``) and folded by every rank; large
-  ones (above ``chunked_threshold`` bytes) are folded in pieces: ``Ialltoallv`` gives
-  member j the j-th piece of every member's value, member j folds it in group order, and
-  ``Iallgatherv`` assembles the reduced pieces (the per-element fold order is unchanged).
+  ones (above ``chunked_threshold`` bytes) are folded in pieces: ``Ialltoall`` gives
+  member j the j-th of n equal pieces of every member's value (zero-padded to a multiple
+  of n elements), member j folds it in group order, and ``Iallgather`` assembles the
+  reduced pieces (the per-element fold order is unchanged).
 - all-gather: ``Iallgather``, concatenated along the dimension in group order.
 - reduce-scatter: ``Ireduce_scatter_block`` with a built-in op where exact, else
   ``Ialltoall`` of the blocks and a group-order fold of the block each member keeps.
-- all-to-all: ``Ialltoall`` of the blocks (array form), ``Ialltoallv`` (tuple form).
+- all-to-all: ``Ialltoall`` of the blocks (array form) or of the operands (tuple form).
 - ragged-all-to-all: every member's operands are all-gathered, then each applies the
   updates addressed to it (``ragged_local_update``, shared with the in-process runtime).
 - collective-permute: non-blocking send to the target and receive from the source
@@ -474,29 +475,29 @@ class MpiCollectives(CollectivesBackend):
                                                    out.reshape(-1).view(view), getattr(MPI, op_name))],
                       "the other members' contributions")
             return out
-        me = comm.Get_rank()
         if value.nbytes <= self.chunked_threshold:
             gathered = self.gather_array(ctx, instr, comm, value,
                                          "the other members' contributions")
             return self.fold(ctx, instr, reducer, list(gathered))
         # Large: member j folds piece j of everyone's value, then the pieces are re-assembled.
+        # Equal pieces (the value zero-padded to a multiple of n elements; the padding's
+        # results are dropped): MPICH's Ialltoall/Iallgather move large blocks in a few
+        # progress calls, its -v variants need thousands.
         flat = value.reshape(-1)
-        counts = np.array([len(c) for c in np.array_split(np.arange(flat.size), n)], np.int64)
-        item = value.dtype.itemsize
-        bcounts = counts * item
-        bdispls = np.concatenate([[0], np.cumsum(bcounts)[:-1]]).astype(np.int64)
-        pieces, pbytes = empty_like_bytes((n, int(counts[me])), value.dtype)
-        rcounts = np.full(n, bcounts[me], np.int64)
-        rdispls = np.arange(n, dtype=np.int64) * bcounts[me]
-        self.wait(ctx, instr, [comm.Ialltoallv([as_bytes(flat), (bcounts, bdispls), MPI.BYTE],
-                                               [pbytes, (rcounts, rdispls), MPI.BYTE])],
+        per = -(-flat.size // n)
+        if per * n != flat.size:
+            padded = np.zeros(per * n, value.dtype)
+            padded[:flat.size] = flat
+            flat = padded
+        pieces, pbytes = empty_like_bytes((n, per), value.dtype)
+        self.wait(ctx, instr, [comm.Ialltoall([as_bytes(flat), MPI.BYTE], [pbytes, MPI.BYTE])],
                   "the other members' pieces")
         reduced = np.ascontiguousarray(self.fold(ctx, instr, reducer, list(pieces)))
-        out, obytes = empty_like_bytes(value.shape, value.dtype)
-        self.wait(ctx, instr, [comm.Iallgatherv([as_bytes(reduced), MPI.BYTE],
-                                                [obytes, (bcounts, bdispls), MPI.BYTE])],
+        out, obytes = empty_like_bytes((n * per,), value.dtype)
+        self.wait(ctx, instr, [comm.Iallgather([as_bytes(reduced), MPI.BYTE],
+                                               [obytes, MPI.BYTE])],
                   "the other members' reduced pieces")
-        return out
+        return out[:value.size].reshape(value.shape)
 
     # -- the backend interface ------------------------------------------------------------------
 
@@ -576,17 +577,12 @@ class MpiCollectives(CollectivesBackend):
             if _dynamic(instr):
                 everyone = self.allgather_objects(ctx, instr, comm, list(values))
                 return [v[gs.position] for v in everyone]
+            # XLA's shape rule gives every operand one shape: blocks of one size.
             arrays = [np.ascontiguousarray(v) for v in values]
-            sbytes = np.concatenate([as_bytes(a) for a in arrays]) if arrays else \
-                np.empty(0, np.uint8)
-            scounts = np.array([a.nbytes for a in arrays], np.int64)
-            sdispls = np.concatenate([[0], np.cumsum(scounts)[:-1]]).astype(np.int64)
+            sbytes = np.concatenate([as_bytes(a) for a in arrays])
             mine = arrays[gs.position]  # every member sends me its operand number <my rank>
             received, rbytes = empty_like_bytes((n,) + mine.shape, mine.dtype)
-            rcounts = np.full(n, mine.nbytes, np.int64)
-            rdispls = np.arange(n, dtype=np.int64) * mine.nbytes
-            self.wait(ctx, instr, [comm.Ialltoallv([sbytes, (scounts, sdispls), MPI.BYTE],
-                                                   [rbytes, (rcounts, rdispls), MPI.BYTE])],
+            self.wait(ctx, instr, [comm.Ialltoall([sbytes, MPI.BYTE], [rbytes, MPI.BYTE])],
                       "the other members' operands")
             return list(received)
         out = []

@@ -1,0 +1,260 @@
+"""All-reduce latency and bandwidth of xlapy's runtimes: in-process (devices as threads,
+xlapy.Client with ThreadedCollectives) and MPI (one device per rank, MpiCollectives),
+for 2 and 4 replicas, message sizes 4 B .. 64 MiB (powers of 4).
+
+    python benchmarks/collectives_bench.py                    # the whole table
+    python benchmarks/collectives_bench.py --max-size 1MiB --replicas 2
+    python benchmarks/collectives_bench.py --dtype s32        # MPI's own MPI_SUM path
+
+What is timed: one execution of an HLO module whose while loop runs ``iters`` all-reduces
+(sum) of one array of the given size, divided by ``iters`` - so the figure is what a
+collective costs inside a running program (the interpreter's per-instruction overhead
+included), not a bare MPI call. Each point is the median of ``--reps`` executions; for MPI
+every rank times the same execution between two barriers and the slowest rank counts.
+GB/s is the algorithm bandwidth, bytes per replica / time (NCCL's "algbw"; its "busbw"
+is algbw x 2(n-1)/n).
+
+f32 sums (the default) are folded by the interpreter in group order on both runtimes (bit
+for bit the in-process result): in-process every device folds all n contributions; under
+MPI, small arrays are all-gathered and folded by each rank, arrays above 64 KiB are folded
+one piece per rank (Ialltoallv) and re-assembled (Iallgatherv). Integer sums (--dtype s32)
+use MPI_SUM itself.
+
+The MPI part launches ``mpiexec -n N`` on this same script (``--mpi-worker``), so mpi4py
+and mpiexec must be installed (``pip install 'xlapy[mpi]'``). Ranks and threads may
+outnumber the cores: the figures then include time-slicing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+TYPES = {"f32": np.float32, "s32": np.int32}
+
+
+def parse_size(text: str) -> int:
+    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "b": 1}
+    low = text.strip().lower()
+    for unit, factor in units.items():
+        if low.endswith(unit):
+            return int(float(low[: -len(unit)]) * factor)
+    return int(low)
+
+
+def size_text(n: int) -> str:
+    for unit, factor in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= factor:
+            return f"{n // factor} {unit}"
+    return f"{n} B"
+
+
+def sizes(max_size: int) -> list[int]:
+    out, s = [], 4
+    while s <= max_size:
+        out.append(s)
+        s *= 4
+    return out
+
+
+def module_text(elements: int, t: str, iters: int) -> str:
+    """A while loop of ``iters`` all-reduces (sum) of a ``t[elements]`` value."""
+    return f"""HloModule allreduce_bench
+
+add {{
+  x = {t}[] parameter(0)
+  y = {t}[] parameter(1)
+  ROOT s = {t}[] add(x, y)
+}}
+
+cond {{
+  p = (s32[], {t}[{elements}]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant({iters})
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+
+body {{
+  p = (s32[], {t}[{elements}]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  v = {t}[{elements}] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  r = {t}[{elements}] all-reduce(v), replica_groups={{}}, to_apply=add
+  ROOT out = (s32[], {t}[{elements}]) tuple(j, r)
+}}
+
+ENTRY e {{
+  x = {t}[{elements}] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], {t}[{elements}]) tuple(zero, x)
+  w = (s32[], {t}[{elements}]) while(init), condition=cond, body=body
+  ROOT r = {t}[{elements}] get-tuple-element(w), index=1
+}}
+"""
+
+
+def iterations(nbytes: int) -> int:
+    """All-reduces per execution: many for small messages (latency), few for big ones."""
+    return int(max(2, min(200, (16 << 20) // max(nbytes, 1))))
+
+
+def value(elements: int, t: str, replica: int) -> np.ndarray:
+    if t == "f32":
+        # Small values: 200 sums of 4 replicas stay finite.
+        return np.full(elements, 1e-3 * (replica + 1), np.float32)
+    return np.full(elements, replica + 1, np.int32)
+
+
+# -- in-process (threads) -------------------------------------------------------------------------
+
+
+def bench_threads(n: int, size_list: list[int], t: str, reps: int) -> dict[int, float]:
+    from xlapy.runtime import Client
+
+    client = Client(timeout=600)
+    out = {}
+    itemsize = np.dtype(TYPES[t]).itemsize
+    for nbytes in size_list:
+        elements = max(nbytes // itemsize, 1)
+        iters = iterations(nbytes)
+        exe = client.compile(module_text(elements, t, iters), replicas=n)
+        inputs = [[value(elements, t, k)] for k in range(n)]
+        exe.execute(inputs)  # warm-up
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            exe.execute(inputs)
+            times.append((time.perf_counter() - start) / iters)
+        out[nbytes] = statistics.median(times)
+    return out
+
+
+# -- MPI --------------------------------------------------------------------------------------------
+
+
+def mpi_worker(args) -> None:
+    """One rank of the MPI benchmark (started by mpiexec); rank 0 prints a JSON line."""
+    from mpi4py import MPI
+
+    from xlapy.interpreter.evaluator import EvalOptions, evaluate
+    from xlapy.runtime.mpi_collectives import MpiCollectives
+    from xlapy.runtime.mpi_run import prepare_module
+
+    comm = MPI.COMM_WORLD
+    rank, n = comm.Get_rank(), comm.Get_size()
+    backend = MpiCollectives(comm, timeout=600, check_matching=not args.no_check)
+    itemsize = np.dtype(TYPES[args.dtype]).itemsize
+    out = {}
+    for nbytes in sizes(args.max_size):
+        elements = max(nbytes // itemsize, 1)
+        iters = iterations(nbytes)
+        module = prepare_module(module_text(elements, args.dtype, iters), n)
+        x = value(elements, args.dtype, rank)
+        options = EvalOptions(replica_id=rank, replica_count=n, collectives=backend, timeout=600)
+        evaluate(module, x, options=options)  # warm-up
+        times = []
+        for _ in range(args.reps):
+            comm.Barrier()
+            start = time.perf_counter()
+            evaluate(module, x, options=options)
+            elapsed = time.perf_counter() - start
+            times.append(comm.allreduce(elapsed, op=MPI.MAX) / iters)
+        out[nbytes] = statistics.median(times)
+    if rank == 0:
+        print("RESULT " + json.dumps({str(k): v for k, v in out.items()}), flush=True)
+
+
+def mpiexec() -> str:
+    beside = Path(sys.executable).parent / "mpiexec"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("mpiexec")
+    if not found:
+        sys.exit("collectives_bench: mpiexec not found; pip install 'xlapy[mpi]' "
+                 "(or run with --no-mpi)")
+    return found
+
+
+def bench_mpi(n: int, args) -> dict[int, float]:
+    cmd = [mpiexec(), "-n", str(n), sys.executable, str(Path(__file__).resolve()),
+           "--mpi-worker", "--max-size", str(args.max_size), "--dtype", args.dtype,
+           "--reps", str(args.reps)] + (["--no-check"] if args.no_check else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        sys.exit(f"collectives_bench: {' '.join(cmd)} failed (exit {proc.returncode}):\n"
+                 f"{proc.stdout}\n{proc.stderr}")
+    return {int(k): v for k, v in json.loads(lines[-1][len("RESULT "):]).items()}
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+
+def time_text(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:8.1f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:8.2f} ms"
+    return f"{seconds:8.3f} s "
+
+
+def table(n: int, size_list, threads: dict | None, mpi: dict | None) -> str:
+    head = f"{'size':>8} |"
+    rule = "-" * 9 + "+"
+    for name, data in (("in-process (threads)", threads), ("MPI", mpi)):
+        if data is not None:
+            head += f" {name + ' median':>24} {'GB/s':>8} |"
+            rule += "-" * 35 + "+"
+    lines = [f"all-reduce, {n} replicas", head, rule]
+    for nbytes in size_list:
+        row = f"{size_text(nbytes):>8} |"
+        for data in (threads, mpi):
+            if data is not None:
+                t = data[nbytes]
+                row += f" {time_text(t):>24} {nbytes / t / 1e9:8.3f} |"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--replicas", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--max-size", type=parse_size, default=64 << 20,
+                   help="largest message per replica (default 64MiB)")
+    p.add_argument("--dtype", choices=sorted(TYPES), default="f32")
+    p.add_argument("--reps", type=int, default=5, help="executions per point (median)")
+    p.add_argument("--no-mpi", action="store_true", help="only the in-process runtime")
+    p.add_argument("--no-threads", action="store_true", help="only the MPI runtime")
+    p.add_argument("--no-check", action="store_true",
+                   help="MPI: skip the instruction-matching exchange before each collective")
+    p.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.mpi_worker:
+        mpi_worker(args)
+        return 0
+    size_list = sizes(args.max_size)
+    print(f"xlapy all-reduce benchmark: {args.dtype} sum, sizes per replica "
+          f"{size_text(size_list[0])} .. {size_text(size_list[-1])}, median of {args.reps}, "
+          f"{os.cpu_count()} cores", flush=True)
+    for n in args.replicas:
+        threads = None if args.no_threads else bench_threads(n, size_list, args.dtype, args.reps)
+        mpi = None if args.no_mpi else bench_mpi(n, args)
+        print()
+        print(table(n, size_list, threads, mpi), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
