@@ -14,9 +14,17 @@ the same rules as the in-process runtime (``collectives_backend.collective_group
 makes one sub-communicator per group with ``comm.Split(color=group index, key=position in
 the group)`` - so rank ``i`` of the sub-communicator is member ``i`` of the group in the
 instruction's order - and caches it per group set; later instructions over the same groups
-reuse it (``stats`` counts splits and cache hits). The group of every rank is the whole
-communicator itself (no split). Before a split, the ranks meet in a timed non-blocking
-barrier, so a rank that never arrives is reported instead of blocking ``Split``.
+reuse it (``stats`` counts splits and cache hits). One group of every rank in rank order
+(``replica_groups={}``) is the communicator itself (no split). Before a split, the ranks
+meet in a timed non-blocking barrier, so a rank that never arrives is reported instead of
+blocking ``Split``.
+
+Matching: MPI matches the n-th collective call on a communicator with every member's n-th
+call, whatever instruction made it. So that members that reached different collectives
+(diverging control flow) fail instead of exchanging mismatched data, each collective
+carries a hash of its instruction (``check_matching``, on by default): inside the data of
+small all-gathers and folded all-reduces, else as one extra 8-byte ``Iallgather`` first.
+collective-permute uses the hash as its message tag.
 
 How each collective maps onto MPI (all data moves as raw bytes, so every element type -
 bf16, f8, int4, pred - travels unchanged):
@@ -47,15 +55,17 @@ bf16, f8, int4, pred - travels unchanged):
 
 Checks (each raised as an EvaluationError naming the instruction, on every rank alike, so
 no rank waits for one that failed): groups naming devices outside the run, a device in two
-groups or in none (the runtime's compile-time check rejects those too), groups of different sizes
-(XLA's verifier allows that only for all-reduce), a dimension that does not split into the
-group size.
+groups or in none, groups of different sizes (XLA's verifier allows that only for
+all-reduce), a dimension that does not split into the group size. (The runner applies the
+in-process runtime's compile-time checks first, so most of these never get this far.)
 
 Timeouts: every wait polls its non-blocking requests and gives up after
-``ctx.options.timeout`` seconds (None: wait forever) with an EvaluationError saying what it
-waited for; the MPI runner then aborts the whole job (``MPI_Abort``), so ``mpiexec`` exits
-non-zero with the message printed. After such an error the communicators of this backend
-are in an undefined state: do not reuse it.
+``ctx.options.timeout`` seconds (None: a blocking wait) with an EvaluationError saying what
+it waited for; the MPI runner then aborts the whole job (``MPI_Abort``), so ``mpiexec``
+exits non-zero with the message printed. After such an error the communicators of this
+backend are in an undefined state: do not reuse it. Polling spins for ``spin`` seconds
+(0.2 ms; 0 when this host runs more ranks than the process has cores, where spinning only
+steals the core from the rank being waited for), then sleeps between tests.
 
 Bounded-dynamic operands (the array's shape is the runtime shape) are exchanged as pickled
 arrays, so members may hold different runtime sizes.
@@ -86,7 +96,6 @@ from xlapy.interpreter.evaluator import EvaluationError
 
 #: Opcodes whose replica groups may differ in size (XLA's verifier: all-reduce only).
 _NON_UNIFORM_OK = {"all-reduce", "all-reduce-start"}
-
 
 
 def import_mpi():
