@@ -440,6 +440,31 @@ def test_cli_distributed_mpi_matches_cli_replicas(tmp_path):
         assert_same_bits(got[key], want[key], key)
 
 
+def test_one_rank_prints_like_a_single_device_run(tmp_path):
+    # Without mpiexec (MPI's singleton start) the job has one rank: the output is exactly
+    # that of a plain xlapy run (out<i> keys, no replica label).
+    from xlapy.cli import main
+
+    text = module("  x = f32[3] parameter(0)\n"
+                  "  ROOT r = f32[3] all-reduce(x), replica_groups={}, to_apply=half_add")
+    (tmp_path / "m.hlo").write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "xlapy", "run", "m.hlo", "--distributed",
+                           "mpi", "--output", "mpi.npz"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["run", str(tmp_path / "m.hlo"), "--output",
+                     str(tmp_path / "plain.npz")]) == 0
+    assert proc.stdout == printed.getvalue()
+    got, want = load_npz(str(tmp_path / "mpi.npz")), load_npz(str(tmp_path / "plain.npz"))
+    assert list(got) == ["out0"] == list(want)
+    assert_same_bits(got["out0"], want["out0"], "out0")
+
+
 # -- failures end the job -----------------------------------------------------------------------------
 
 

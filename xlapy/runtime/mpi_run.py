@@ -174,7 +174,7 @@ def run_command(args) -> int:
     reads mpiexec's stdin) and broadcasts it; every rank reads the same ``--inputs`` (shared
     ``arg<i>`` or per-device ``r<k>.arg<i>`` keys, as the in-process run) and runs its device;
     rank 0 prints and writes ``--output`` exactly as ``xlapy run --replicas`` does
-    (``r<k>.out<i>``). Devices: ``--replicas``/``--partitions`` or the module's header, else
+    (``r<k>.out<i>``; one rank: as a single-device ``xlapy run``). Devices: ``--replicas``/``--partitions`` or the module's header, else
     one replica per rank; their product must equal the number of ranks. Any error on any
     rank is printed (``xlapy: rank N: ...``) and aborts the job: mpiexec exits non-zero."""
     MPI = import_mpi()
@@ -207,12 +207,26 @@ def run_command(args) -> int:
         results = run_distributed(module, *inputs, comm=comm, num_partitions=partitions,
                                   timeout=args.timeout, verify=not args.no_verify)
         if rank == 0:
-            run_cmd.report_devices(module, args, results, partitions)
+            if size == 1:  # one device: xlapy run's single-device output (out<i>, no label)
+                _report_single(module, args, results[0])
+            else:
+                run_cmd.report_devices(module, args, results, partitions)
             sys.stdout.flush()
         return 0
     except Exception as e:  # noqa: BLE001 - every failure aborts the whole job
         abort_with(comm, f"{type(e).__name__}: {e}" if not _is_command_error(e) else str(e))
         return 1  # not reached
+
+
+def _report_single(module, args, result) -> None:
+    from xlapy.interpreter.values import TOKEN, flatten, value_to_literal
+    from xlapy.npz import save_npz
+
+    if not args.quiet:
+        print(value_to_literal(result, module.entry.root.shape).to_string())
+    if args.output:
+        leaves = [leaf for leaf in flatten(result) if leaf is not TOKEN]
+        save_npz(args.output, {f"out{i}": leaf for i, leaf in enumerate(leaves)})
 
 
 def _is_command_error(e: BaseException) -> bool:
