@@ -301,6 +301,7 @@ class MpiCollectives(CollectivesBackend):
         self.pending_sends: list = []  # (request, buffer, description) of channel sends
         self._comms: dict[tuple, Any] = {}
         self._group_sets: dict[int, tuple[Any, GroupSet]] = {}
+        self._hashes: dict[int, tuple[Any, bytes]] = {}
         self.stats = Stats()
 
     # -- ranks and groups --------------------------------------------------------------------
@@ -364,15 +365,24 @@ class MpiCollectives(CollectivesBackend):
                 f"{gs.mine} but the kernel gave {group.devices} (instruction %{instr.name})")
         comm = self.group_comm(ctx, instr, gs)
         if self.check_matching and not fused and comm.Get_size() > 1:
-            everyone = np.empty(comm.Get_size(), np.int64)
-            self.wait(ctx, instr, [comm.Iallgather(np.array([_instr_hash(instr)], np.int64),
-                                                   everyone)],
+            everyone = np.empty(8 * comm.Get_size(), np.uint8)
+            mine = np.frombuffer(self._hash_bytes(instr), np.uint8)
+            self.wait(ctx, instr, [comm.Iallgather([mine, self.MPI.BYTE],
+                                                   [everyone, self.MPI.BYTE])],
                       "the other members to reach this collective")
-            self._check_hashes(ctx, instr, comm, everyone)
+            self._check_hashes(ctx, instr, comm, everyone.tobytes())
         return gs, comm
 
-    def _check_hashes(self, ctx, instr, comm, hashes: np.ndarray) -> None:
-        if np.all(hashes == _instr_hash(instr)):
+    def _hash_bytes(self, instr) -> bytes:
+        """``_instr_hash`` as 8 bytes (cached per instruction)."""
+        cached = self._hashes.get(id(instr))
+        if cached is None or cached[0] is not instr:
+            cached = self._hashes[id(instr)] = (instr, _instr_hash(instr).to_bytes(8, "little"))
+        return cached[1]
+
+    def _check_hashes(self, ctx, instr, comm, hashes: bytes) -> None:
+        """``hashes``: every member's 8-byte instruction hash, concatenated."""
+        if hashes == self._hash_bytes(instr) * comm.Get_size():
             return
         names = self.allgather_objects(ctx, instr, comm, f"{instr.opcode} %{instr.name}")
         group = self.group_set(ctx, instr).mine
@@ -397,12 +407,12 @@ class MpiCollectives(CollectivesBackend):
             return gathered
         size = value.nbytes + 8
         send = np.empty(size, np.uint8)
-        send[:8] = np.array([_instr_hash(instr)], np.int64).view(np.uint8)
+        send[:8] = np.frombuffer(self._hash_bytes(instr), np.uint8)
         send[8:] = as_bytes(value)
         recv = np.empty((n, size), np.uint8)
         self.wait(ctx, instr, [comm.Iallgather([send, self.MPI.BYTE], [recv, self.MPI.BYTE])],
                   what)
-        self._check_hashes(ctx, instr, comm, np.ascontiguousarray(recv[:, :8]).view(np.int64))
+        self._check_hashes(ctx, instr, comm, recv[:, :8].tobytes())
         gathered, gbytes = empty_like_bytes((n,) + value.shape, value.dtype)
         gbytes.reshape(n, value.nbytes)[...] = recv[:, 8:]
         return gathered
@@ -822,6 +832,8 @@ def _instr_hash(instr) -> int:
     import zlib
 
     return zlib.crc32(f"{instr.opcode} {instr.name}".encode())
+
+
 
 
 def _dynamic(instr) -> bool:
