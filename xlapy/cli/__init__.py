@@ -21,7 +21,11 @@ from xlapy.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, CommandErro
 from xlapy.errors import XlaError
 
 #: Subcommand modules, in the order ``xlapy --help`` lists them.
-COMMAND_MODULES = ("xlapy.cli.run_cmd", "xlapy.cli.layout_cmd")
+COMMAND_MODULES = (
+    "xlapy.cli.run_cmd",
+    "xlapy.cli.layout_cmd",
+    "xlapy.cli.graph_cmd",
+)
 
 _EPILOG = """\
 examples:
