@@ -45,6 +45,8 @@ _EXAMPLES = [
     ('xlapy layout "s4[4,6]{1,0:E(4)}"', "sub-byte packing"),
     ('echo "f32[3,5]{0,1}" | xlapy layout -', "shape text from stdin"),
     ('xlapy layout --json "f32[3,5]{1,0:T(2,2)}"', "the facts as JSON"),
+    ('xlapy layout --svg fig1.svg "f32[3,5]{1,0:T(2,2)}"', "also draw the memory map as SVG"),
+    ('xlapy layout --png fig2.png "f32[4,8]{1,0:T(2,4)(2,1)}"', "... as PNG (needs rsvg-convert)"),
 ]
 
 _LABEL_WIDTH = 17
@@ -68,6 +70,13 @@ def register(subparsers) -> None:
                         help="columns shown per picture (default 32)")
     parser.add_argument("--width", type=_positive, default=120, metavar="N",
                         help="line width the pictures try to fit in (default 120)")
+    parser.add_argument("--svg", metavar="FILE",
+                        help="also draw the memory map (logical view and memory order, tiles "
+                        "coloured, padding hatched) as an SVG file; '-' writes only the SVG "
+                        "to stdout")
+    parser.add_argument("--png", metavar="FILE",
+                        help="the same picture as a PNG file (needs rsvg-convert, from "
+                        "Debian's librsvg2-bin, or the cairosvg Python package)")
 
 
 def _index_list(text: str) -> tuple[int, ...]:
@@ -99,6 +108,10 @@ def run(args) -> int:
     shape = parse_shape(text.strip(), fill_missing_layouts=False)
     if not shape.is_array() and not shape.is_tuple():
         raise CommandError(f"{shape} has no layout: only arrays (and tuples of arrays) have one")
+    if args.svg or args.png:
+        _write_pictures(shape, args)
+        if args.svg == "-":
+            return 0
     leaves = shape.leaves()
     facts = [(index, array_facts(leaf) if leaf.is_array() else None) for index, leaf in leaves]
     if args.json:
@@ -140,11 +153,46 @@ def _tuple_header(shape) -> list[str]:
              "buffer, explained below.")]
 
 
+def _write_pictures(shape, args) -> None:
+    """--svg / --png: draw the memory map of an array shape (xlapy.cli.layout_svg)."""
+    from xlapy.cli.layout_svg import PngConverterMissing, layout_svg, svg_to_png
+
+    if not shape.is_array():
+        raise CommandError(f"--svg/--png draw one array shape, got {shape}")
+    _check_at(shape, args.at)
+    svg = layout_svg(shape, args.at)
+    if args.svg == "-":
+        sys.stdout.write(svg)
+    elif args.svg:
+        _write_file(args.svg, svg.encode())
+    if args.png:
+        try:
+            svg_to_png(svg, args.png)
+        except PngConverterMissing as e:
+            raise CommandError(str(e)) from None
+        except OSError as e:
+            raise CommandError(f"cannot write {args.png}: {e.strerror or e}") from None
+
+
+def _write_file(path: str, data: bytes) -> None:
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
+
+
 def _pictures(shape, args) -> list[str]:
     from xlapy.cli.layout_grids import memory_grid, offset_grid
 
+    _check_at(shape, args.at)
+    return ([""] + offset_grid(shape, args.at, args.max_rows, args.max_cols, args.width)
+            + [""] + memory_grid(shape, args.max_rows, args.max_cols, args.width))
+
+
+def _check_at(shape, at) -> None:
+    """--at must give one in-range index per dimension before the last two (rank > 2)."""
     rank = len(shape.dimensions)
-    at = args.at
     if at is not None:
         if rank <= 2:
             raise CommandError(f"--at gives leading indices for rank > 2, but {shape} has "
@@ -157,8 +205,6 @@ def _pictures(shape, args) -> list[str]:
             if i >= size:
                 raise CommandError(f"--at index {i} is out of range for dimension {d} "
                                    f"of size {size}")
-    return ([""] + offset_grid(shape, at, args.max_rows, args.max_cols, args.width)
-            + [""] + memory_grid(shape, args.max_rows, args.max_cols, args.width))
 
 
 def _json_text(value, indent: int = 0) -> str:
