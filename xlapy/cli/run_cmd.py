@@ -11,7 +11,18 @@ replica ``k // P``, partition ``k % P`` (k = replica * P + partition, PJRT's exe
 order). Every device gets ``arg<i>`` unless the file holds per-device keys ``r<k>.arg<i>``
 (then every device needs its own); results are written as ``r<k>.out<i>`` and printed under
 a ``replica r`` (``replica r partition p``) heading. ``run_devices`` is the whole
-multi-device path."""
+multi-device path.
+
+XLA's run_hlo_module: ``--backend B`` runs on a registered runtime backend (default the
+interpreter); ``--reference R`` also runs on R and compares every output leaf (an element
+passes if ``|a-b| <= --abs-error`` or ``|a-b| <= --rel-error * |b|``, NaN equals NaN, integers
+and pred exactly), prints a summary per output and, when they differ on one device, bisects:
+the first instruction whose output differs when it runs alone fed the reference values of its
+operands (xlapy/tools/compare.py). Several files or globs run one after the other.
+``--iterations N`` times each backend; ``--print-literals`` prints the inputs (and with
+--reference the outputs of both backends). A progress line is drawn on stderr when it is a
+terminal. Exit codes: 0 equal (or no comparison), 1 a mismatch, 2 bad input (with several
+modules, every module runs; 2 wins over 1)."""
 
 from __future__ import annotations
 
@@ -34,10 +45,17 @@ def register(subparsers) -> None:
              "two replicas; in.npz holds arg0.. for all or r0.arg0, r1.arg0.. per replica"),
             ("mpiexec -n 4 xlapy run ar.hlo --distributed mpi",
              "four replicas, one per MPI rank"),
+            ("xlapy run m.hlo --backend cpu --reference interpreter",
+             "compare two backends; bisect to the first differing instruction"),
+            ("xlapy run 'dumps/*.hlo' --backend cpu --reference interpreter --rel-error 1e-2",
+             "compare every module of a dump"),
+            ("xlapy run m.hlo --iterations 20", "min/median time of 20 runs"),
+            ("xlapy run m.hlo --print-literals", "print the (random) inputs too"),
         ],
         run=run,
     )
-    p.add_argument("module", help="HLO text file, or - for stdin")
+    p.add_argument("modules", nargs="+", metavar="MODULE",
+                   help="HLO text files or globs ('dumps/*.hlo'), or - for stdin")
     p.add_argument("--inputs", metavar="NPZ", help="arguments: keys arg0, arg1, ...")
     p.add_argument("--output", metavar="NPZ", help="write the results: keys out0, out1, ...")
     p.add_argument("--seed", type=int, default=0, help="seed of the random arguments (default 0)")
@@ -53,6 +71,24 @@ def register(subparsers) -> None:
     p.add_argument("--distributed", choices=["mpi"],
                    help="mpi: one device per MPI rank; launch with mpiexec -n N "
                    "(pip install 'xlapy[mpi]'; see xlapy/runtime/mpi_run.py)")
+    p.add_argument("--backend", default="interpreter", metavar="NAME",
+                   help="runtime backend to run on (default interpreter)")
+    p.add_argument("--reference", metavar="NAME",
+                   help="also run on this backend and compare the results (exit 1 if they "
+                   "differ); a difference is bisected to its first instruction")
+    p.add_argument("--abs-error", type=float, default=1e-3, metavar="X",
+                   help="absolute error bound of the comparison (default 1e-3)")
+    p.add_argument("--rel-error", type=float, default=1e-3, metavar="X",
+                   help="relative error bound of the comparison (default 1e-3); an element "
+                   "passes if within either bound")
+    p.add_argument("--no-bisect", action="store_true",
+                   help="with --reference: do not bisect a difference")
+    p.add_argument("--iterations", type=int, metavar="N",
+                   help="run N times; print each backend's min/median time")
+    p.add_argument("--print-literals", action="store_true",
+                   help="print the inputs (and both backends' outputs) as literals")
+    p.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
+                   help="progress line on stderr: auto = when stderr is a terminal")
 
 
 def _read_module_text(path: str) -> str:
@@ -108,23 +144,116 @@ def _arguments_from_npz(module, path: str, arrays: dict | None = None,
 
 
 def run(args) -> int:
-    from xlapy.hlo.parser import parse_hlo_module
-    from xlapy.hlo.verifier import verify_module
-    from xlapy.interpreter import evaluate
-    from xlapy.interpreter.fake_args import make_fake_arguments
-    from xlapy.interpreter.values import flatten, value_to_literal
-    from xlapy.npz import save_npz
+    import sys
 
+    from xlapy.errors import XlaError
+    from xlapy.tools.compare import Progress
+
+    paths = expand_module_arguments(args.modules)
+    args.module = paths[0]  # the single-module name the MPI path reads
+    _check_options(args, paths)
     if args.distributed == "mpi":  # one device per MPI rank (xlapy/runtime/mpi_run.py)
         from xlapy.runtime.mpi_run import run_command
 
         return run_command(args)
-    module = parse_hlo_module(_read_module_text(args.module))
+    enabled = {"always": True, "never": False}.get(args.progress)
+    per_module = (args.iterations or 1) * (2 if args.reference else 1)
+    progress = Progress(len(paths) * per_module, enabled=enabled)
+    if len(paths) == 1:
+        try:
+            return _run_module(args, paths[0], progress)
+        finally:
+            progress.clear()
+    codes = []
+    for path in paths:
+        print(f"== {path}")
+        try:
+            codes.append(_run_module(args, path, progress))
+        except (XlaError, CommandError) as e:
+            if args.debug:
+                raise
+            progress.clear()
+            sys.stdout.flush()
+            from xlapy.cli.common import error_text
+
+            print(error_text("xlapy run", f"{path}: {e}"), file=sys.stderr)
+            codes.append(2)
+        sys.stdout.flush()
+    progress.clear()
+    if args.reference:
+        print(f"{len(paths)} modules: {codes.count(0)} match, {codes.count(1)} differ, "
+              f"{codes.count(2)} failed")
+    return 2 if 2 in codes else (1 if 1 in codes else 0)
+
+
+def expand_module_arguments(patterns: list[str]) -> list[str]:
+    """Module arguments with globs the shell did not expand replaced by their matches
+    (sorted); an existing file or ``-`` is kept as it is."""
+    import glob
+    import os
+
+    out = []
+    for pattern in patterns:
+        if pattern == "-" or os.path.exists(pattern) or not any(c in pattern for c in "*?["):
+            out.append(pattern)
+            continue
+        matches = sorted(glob.glob(pattern, recursive=True))
+        if not matches:
+            raise CommandError(f"no file matches {pattern}")
+        out.extend(matches)
+    return out
+
+
+def _check_options(args, paths: list[str]) -> None:
+    from xlapy.tools.compare import check_backend
+
+    if args.iterations is not None and args.iterations < 1:
+        raise CommandError(f"--iterations must be at least 1, got {args.iterations}")
+    for name in ("abs_error", "rel_error"):
+        value = getattr(args, name)
+        if not value >= 0:
+            raise CommandError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
+    check_backend(args.backend)
+    if args.reference is not None:
+        check_backend(args.reference)
+    if len(paths) > 1:
+        for flag, value in (("--inputs", args.inputs), ("--output", args.output),
+                            ("--distributed", args.distributed)):
+            if value:
+                raise CommandError(f"{flag} takes a single module, got {len(paths)} "
+                                   f"({', '.join(paths[:3])}{', ...' if len(paths) > 3 else ''})")
+        if "-" in paths:
+            raise CommandError("- (stdin) cannot be combined with other modules")
+    if args.distributed and (args.reference or args.backend != "interpreter"
+                             or args.iterations is not None):
+        raise CommandError("--distributed mpi runs the interpreter once; it does not take "
+                           "--backend, --reference or --iterations")
+
+
+def _run_module(args, path: str, progress) -> int:
+    from xlapy.hlo.parser import parse_hlo_module
+    from xlapy.hlo.verifier import verify_module
+
+    module = parse_hlo_module(_read_module_text(path))
     if not args.no_verify:
         verify_module(module)
     replicas, partitions = device_counts(module, args)
-    if replicas * partitions > 1:
+    if args.reference is not None:
+        return compare_module(args, path, module, replicas, partitions, progress)
+    simple = args.backend == "interpreter" and args.iterations is None and not args.print_literals
+    if replicas * partitions > 1 and simple:
         return run_devices(args, module, replicas, partitions)
+    if simple:
+        return _run_single(args, module)
+    return _run_timed(args, path, module, replicas, partitions, progress)
+
+
+def _run_single(args, module) -> int:
+    """One device on the interpreter, once: the original ``xlapy run``."""
+    from xlapy.interpreter import evaluate
+    from xlapy.interpreter.fake_args import make_fake_arguments
+    from xlapy.interpreter.values import value_to_literal
+
     if args.inputs:
         inputs = _arguments_from_npz(module, args.inputs)
     else:
@@ -133,11 +262,149 @@ def run(args) -> int:
     if not args.quiet:
         print(value_to_literal(result, module.entry.root.shape).to_string())
     if args.output:
-        from xlapy.interpreter.values import TOKEN
-
-        leaves = [leaf for leaf in flatten(result) if leaf is not TOKEN]
-        save_npz(args.output, {f"out{i}": leaf for i, leaf in enumerate(leaves)})
+        _save_results(args.output, [result])
     return 0
+
+
+def _save_results(path: str, results: list) -> None:
+    """``out<i>`` for one device, ``r<k>.out<i>`` for several."""
+    from xlapy.interpreter.values import TOKEN, flatten
+    from xlapy.npz import save_npz
+
+    out = {}
+    for k, result in enumerate(results):
+        prefix = f"r{k}." if len(results) > 1 else ""
+        leaves = [leaf for leaf in flatten(result) if leaf is not TOKEN]
+        out.update({f"{prefix}out{i}": leaf for i, leaf in enumerate(leaves)})
+    save_npz(path, out)
+
+
+def _print_inputs(module, inputs: list[list], partitions: int) -> None:
+    from xlapy.interpreter.values import to_value, value_to_literal
+    from xlapy.runtime.threaded_collectives import device_label
+
+    for k, device_args in enumerate(inputs):
+        if len(inputs) > 1:
+            print(f"{device_label((k // partitions, k % partitions), partitions)}:")
+        for p, arg in zip(module.entry.parameters, device_args):
+            value = to_value(arg, p.shape, f"argument {p.parameter_number}")
+            print(f"input {p.parameter_number} %{p.name}: "
+                  f"{value_to_literal(value, p.shape).to_string()}")
+
+
+def _print_outputs(module, results: list, partitions: int, title: str) -> None:
+    from xlapy.interpreter.values import value_to_literal
+    from xlapy.runtime.threaded_collectives import device_label
+
+    shape = module.entry.root.shape
+    for k, result in enumerate(results):
+        label = title
+        if len(results) > 1:
+            label += " " + device_label((k // partitions, k % partitions), partitions)
+        print(f"{label}: {value_to_literal(result, shape).to_string()}")
+
+
+def _execute(args, path, module, backend, inputs, replicas, partitions, progress):
+    import os
+
+    from xlapy.tools.compare import run_on_backend
+
+    iterations = args.iterations or 1
+    name = os.path.basename(path) if path != "-" else "stdin"
+
+    def step(i: int) -> None:
+        progress.step(f"{name}: {backend} run {i + 1}/{iterations}")
+
+    progress.show(f"{name}: compiling for {backend}", force=True)
+    return run_on_backend(module, [], backend, replicas=replicas, partitions=partitions,
+                          iterations=iterations, timeout=args.timeout, per_device_inputs=inputs,
+                          on_iteration=step)
+
+
+def _run_timed(args, path, module, replicas, partitions, progress) -> int:
+    """Another backend, --iterations or --print-literals without a reference."""
+    inputs = device_inputs(module, args, replicas * partitions)
+    run_result = _execute(args, path, module, args.backend, inputs, replicas, partitions,
+                          progress)
+    progress.clear()
+    if args.print_literals:
+        _print_inputs(module, inputs, partitions)
+    if not args.quiet:
+        if replicas * partitions > 1:
+            report_devices(module, args, run_result.results, partitions)
+        else:
+            from xlapy.interpreter.values import value_to_literal
+
+            print(value_to_literal(run_result.results[0], module.entry.root.shape).to_string())
+    if args.output:
+        _save_results(args.output, run_result.results)
+    if args.iterations is not None:
+        print(f"time {run_result.timing_text()}")
+    return 0
+
+
+def compare_module(args, path, module, replicas: int, partitions: int, progress) -> int:
+    """``--reference``: run on both backends, print the comparison; bisect a difference."""
+    from xlapy.runtime.threaded_collectives import device_label
+    from xlapy.tools.compare import Tolerance, bisect, compare_values
+
+    tol = Tolerance(args.abs_error, args.rel_error)
+    count = replicas * partitions
+    inputs = device_inputs(module, args, count)
+    tested = _execute(args, path, module, args.backend, inputs, replicas, partitions, progress)
+    ref = _execute(args, path, module, args.reference, inputs, replicas, partitions, progress)
+    progress.clear()
+    if args.print_literals:
+        _print_inputs(module, inputs, partitions)
+        _print_outputs(module, tested.results, partitions, f"output ({args.backend})")
+        _print_outputs(module, ref.results, partitions, f"output ({args.reference}, reference)")
+    print(f"compare {path}: {args.backend} against reference {args.reference} (abs error "
+          f"{args.abs_error:g}, rel error {args.rel_error:g})")
+    shape = module.entry.root.shape
+    bad = total = 0
+    for k in range(count):
+        prefix = ""
+        if count > 1:
+            prefix = device_label((k // partitions, k % partitions), partitions) + " "
+        for leaf in compare_values(tested.results[k], ref.results[k], shape, tol):
+            total += 1
+            bad += not leaf.ok
+            print(f"  {prefix}{leaf.text()}")
+    if args.iterations is not None:
+        print(f"  time {tested.timing_text()}")
+        print(f"  time {ref.timing_text()}")
+    if args.output:
+        _save_results(args.output, tested.results)
+    if not bad:
+        print(f"OK: {total} output{'s' if total != 1 else ''} within the tolerances")
+        return 0
+    print(f"MISMATCH: {bad} of {total} output{'s' if total != 1 else ''} differ")
+    if args.no_bisect:
+        return 1
+    if count > 1:
+        print("bisection skipped: it runs single-device modules only")
+        return 1
+    _flush_stdout()
+
+    def step(i: int, n: int) -> None:
+        if i == 0:
+            progress.add_total(n)
+        progress.step(f"bisect: instruction {min(i + 1, n)}/{n}", n=0 if i == 0 else 1)
+
+    found = bisect(module, inputs[0], args.backend, args.reference, tol, on_step=step)
+    progress.clear()
+    if found is None:
+        print("bisection: every instruction matches when it runs alone on the reference "
+              "values of its operands (the differences accumulate across instructions)")
+    else:
+        print(found.report())
+    return 1
+
+
+def _flush_stdout() -> None:
+    import sys
+
+    sys.stdout.flush()
 
 
 # -- several devices (--replicas / --partitions) --------------------------------------------------
