@@ -28,7 +28,7 @@ from math import prod
 
 import numpy as np
 
-from xlapy.shape.index import byte_size, physical_plan
+from xlapy.shape.index import physical_plan
 from xlapy.shape.layout import COMBINE_DIMENSION
 from xlapy.shape.shape import Shape
 
@@ -43,6 +43,10 @@ _TAIL_FILL = "#bdbdbd"
 _TILE_STROKE = "#222222"
 _SUBTILE_STROKE = "#d62728"
 _FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
+_HATCH_DEFS = ('<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
+               'patternTransform="rotate(45)"><rect width="6" height="6" fill="#ffffff" '
+               'fill-opacity="0.45"/><line x1="0" y1="0" x2="0" y2="6" stroke="#555555" '
+               'stroke-width="1.5"/></pattern></defs>')
 
 
 class PngConverterMissing(Exception):
@@ -74,7 +78,7 @@ def tile_colour(block: int) -> str:
     hue = (block * 0.6180339887498949) % 1.0
     light = 0.80 if block % 2 == 0 else 0.70
     r, g, b = colorsys.hls_to_rgb(hue, light, 0.65)
-    return "#%02x%02x%02x" % (round(r * 255), round(g * 255), round(b * 255))
+    return "#" + "".join(f"{round(v * 255):02x}" for v in (r, g, b))
 
 
 # -- the cells of each view --------------------------------------------------------------
@@ -146,8 +150,7 @@ def memory_row_width(shape: Shape, memory_cols: int = MEMORY_COLS) -> tuple[int,
     m = minor
     while m > memory_cols and m % 2 == 0:
         m //= 2
-    if m > memory_cols:
-        m = memory_cols
+    m = min(m, memory_cols)
     return max(m, 1), f"{what} is {minor} positions, split over rows of {m}"
 
 
@@ -327,10 +330,7 @@ def layout_svg(shape: Shape, at: tuple[int, ...] | None = None, max_rows: int = 
     total_h = top + max(lh, mh) + margin
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w:g}" height="{total_h:g}" '
            f'viewBox="0 0 {total_w:g} {total_h:g}" font-family="{_FONT}">',
-           "<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
-           "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" "
-           "fill=\"#ffffff\" fill-opacity=\"0.45\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" "
-           "stroke=\"#555555\" stroke-width=\"1.5\"/></pattern></defs>",
+           _HATCH_DEFS,
            f'<rect width="{total_w:g}" height="{total_h:g}" fill="#ffffff"/>']
     y = margin + 14
     _text(out, margin, y, head[0], size=16, weight="bold", cls="title")
