@@ -282,7 +282,10 @@ class _DotWriter:
             if op == "fusion" and "calls" in instr.attrs:
                 fused = instr.attrs["calls"]
                 n = _fused_op_count(fused)
-                lines.append(html_escape(f"{n} fused op{'s' if n != 1 else ''}"))
+                if n == 1:  # a wrapped single op: say which
+                    lines.append(html_escape(f"1 fused op: {fused.root.opcode}"))
+                else:
+                    lines.append(html_escape(f"{n} fused ops"))
             lines += [html_escape(t) for t in _attribute_lines(instr)]
             for role, comp in _called(instr):
                 if op == "fusion" and role == "calls":
