@@ -328,8 +328,8 @@ def layout_svg(shape: Shape, at: tuple[int, ...] | None = None, max_rows: int = 
     mw, mh = width * mcell, -(-shown // width) * mcell if shown else 0
     total_w = max(mx + mw + margin, 760)
     total_h = top + max(lh, mh) + margin
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w:g}" height="{total_h:g}" '
-           f'viewBox="0 0 {total_w:g} {total_h:g}" font-family="{_FONT}">',
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w:g}" height="{total_h:g}" '
+            f'viewBox="0 0 {total_w:g} {total_h:g}" font-family="{_FONT}">'),
            _HATCH_DEFS,
            f'<rect width="{total_w:g}" height="{total_h:g}" fill="#ffffff"/>']
     y = margin + 14
