@@ -387,9 +387,12 @@ def compare_module(args, path, module, replicas: int, partitions: int, progress)
     _flush_stdout()
 
     def step(i: int, n: int) -> None:
+        label = f"bisect: instruction {min(i + 1, n)}/{n}"
         if i == 0:
             progress.add_total(n)
-        progress.step(f"bisect: instruction {min(i + 1, n)}/{n}", n=0 if i == 0 else 1)
+            progress.show(label, force=True)
+        else:
+            progress.step(label)
 
     found = bisect(module, inputs[0], args.backend, args.reference, tol, on_step=step)
     progress.clear()

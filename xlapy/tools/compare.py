@@ -198,12 +198,15 @@ def compare_arrays(actual, expected, tol: Tolerance, shape: Shape | None = None,
         a, b = a.astype(wide), b.astype(wide)
         both_nan = np.isnan(a) & np.isnan(b)
         same = (a == b) | both_nan  # equal infinities too
+        # A NaN or an infinity matches only its equal (NaN vs number, inf vs -inf, inf vs
+        # a finite value differ whatever the bounds).
+        special = ~same & ~(np.isfinite(a) & np.isfinite(b))
         with np.errstate(invalid="ignore", over="ignore"):
             diff = np.where(same, 0.0, np.abs(a - b))
-            diff = np.where(np.isnan(diff), np.inf, diff)  # NaN vs number, inf vs -inf
-            scale = np.abs(b)
+            diff = np.where(special, np.inf, diff)
+            scale = np.where(special, 0.0, np.abs(b))
             rel = np.divide(diff, scale, out=np.where(diff > 0, np.inf, 0.0), where=scale > 0)
-            bad = (diff > tol.abs_error) & (diff > tol.rel_error * scale)
+            bad = special | ((diff > tol.abs_error) & (diff > tol.rel_error * scale))
     out.mismatches = int(np.count_nonzero(bad))
     out.max_abs_error = float(np.max(diff))
     out.max_rel_error = float(np.max(rel))
