@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MLP = ROOT / "examples" / "mlp.hlo"
 FORI = ROOT / "tests" / "fixtures" / "jax" / "fori_loop.post.hlo"
 
-NODE = re.compile(r"^\s*(n\d+) \[label=<(.*)>, (.*)\];$", re.M)
-EDGE = re.compile(r"^\s*(n\d+) -> (n\d+)(?: \[(.*)\])?;$", re.M)
+NODE = re.compile(r"^\s*(n\d+) \[label=<(.*)>, (.*)\];$", re.MULTILINE)
+EDGE = re.compile(r"^\s*(n\d+) -> (n\d+)(?: \[(.*)\])?;$", re.MULTILINE)
 
 
 def nodes(dot: str) -> dict[str, tuple[str, str]]:

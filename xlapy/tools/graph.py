@@ -28,9 +28,18 @@ from collections import deque
 from xlapy.errors import XlaError
 from xlapy.hlo.ir import Computation, Instruction, Module
 
-__all__ = ["GraphvizNotFoundError", "GraphvizFailedError", "module_to_dot",
-           "neighborhood_to_dot", "render", "html_page", "dot_escape", "html_escape",
-           "find_instruction", "INSTALL_HINT"]
+__all__ = [
+    "INSTALL_HINT",
+    "GraphvizFailedError",
+    "GraphvizNotFoundError",
+    "dot_escape",
+    "find_instruction",
+    "html_escape",
+    "html_page",
+    "module_to_dot",
+    "neighborhood_to_dot",
+    "render",
+]
 
 INSTALL_HINT = ("install Graphviz for SVG/PNG/HTML output (Debian/Ubuntu: apt-get install "
                 "graphviz; macOS: brew install graphviz; conda: conda install graphviz), or use "
@@ -51,16 +60,16 @@ _DARK_GREEN = ("#2e7d32", "#005005", "white")
 _COLOR_BY_OPCODE: dict[str, tuple[str, str, str]] = {}
 for _names, _scheme in [
     ("broadcast dynamic-update-slice", _YELLOW),
-    ("concatenate dynamic-slice reshape dynamic-reshape reverse transpose copy copy-start "
-     "copy-done slice", _GREEN),
+    (("concatenate dynamic-slice reshape dynamic-reshape reverse transpose copy copy-start "
+      "copy-done slice"), _GREEN),
     ("convolution dot ragged-dot scaled-dot fft triangular-solve cholesky", _DARK_BLUE),
-    ("batch-norm-grad batch-norm-inference batch-norm-training reduce reduce-window scan "
-     "scatter select-and-scatter gather sort", _PURPLE),
+    (("batch-norm-grad batch-norm-inference batch-norm-training reduce reduce-window scan "
+      "scatter select-and-scatter gather sort"), _PURPLE),
     ("domain fusion map get-dimension-size set-dimension-size", _GRAY),
-    ("all-gather all-gather-start all-gather-done all-reduce reduce-scatter all-reduce-start "
-     "all-reduce-done all-to-all collective-broadcast collective-permute "
-     "collective-permute-start collective-permute-done infeed outfeed partition-id "
-     "ragged-all-to-all recv recv-done send send-done replica-id", _BROWN),
+    (("all-gather all-gather-start all-gather-done all-reduce reduce-scatter all-reduce-start "
+      "all-reduce-done all-to-all collective-broadcast collective-permute "
+      "collective-permute-start collective-permute-done infeed outfeed partition-id "
+      "ragged-all-to-all recv recv-done send send-done replica-id"), _BROWN),
     ("call conditional custom-call while", _DARK_GREEN),
     ("parameter", _ORANGE),
     ("constant", _BLUE),
