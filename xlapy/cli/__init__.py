@@ -30,6 +30,8 @@ COMMAND_MODULES = (
 _EPILOG = """\
 examples:
   xlapy run examples/mlp.hlo                  # run an HLO module on the interpreter
+  xlapy run m.hlo --backend B --reference interpreter   # compare backends, bisect
+  xlapy graph examples/mlp.hlo --format svg -o mlp.svg  # draw a module
   xlapy layout "f32[3,5]{1,0:T(2,2)}"        # explain a tiled layout
   echo "bf16[8,128]{1,0:T(8,128)(2,1)}" | xlapy layout -
   xlapy layout --help                         # options and examples of one command
@@ -43,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="xlapy",
-        description="xlapy: XLA in Python. Run HLO modules on the reference interpreter "
-        "and inspect shapes and layouts.",
+        description="xlapy: XLA in Python. Run HLO modules (on the interpreter, across replicas, "
+        "over MPI), compare backends, draw modules, and explain shapes and layouts.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
