@@ -1,0 +1,56 @@
+"""Compiler passes over HLO modules (the pass layer of the compiled CPU backend).
+
+    from xlapy.passes import PassPipeline, make_pipeline
+    make_pipeline(["inline", "simplify", "constant-folding", "cse", "dce"]).run(module)
+
+Every pass is exact: the optimised module computes the same bits as the original (see
+each module's docstring for what it leaves alone to stay so). ``PASSES`` maps the
+``--passes`` names of ``xlapy opt`` to the pass classes.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from xlapy.passes.constant_folding import ConstantFolding
+from xlapy.passes.cse import Cse
+from xlapy.passes.dce import DeadCodeElimination
+from xlapy.passes.inline_calls import CallInliner, inline_call
+from xlapy.passes.pass_manager import HloPass, PassError, PassPipeline
+from xlapy.passes.simplify import TABLE, AlgebraicSimplifier, Rewrite
+
+#: Pass name -> class, in the order of DEFAULT_PASSES.
+PASSES: dict[str, type[HloPass]] = {
+    "inline": CallInliner,
+    "simplify": AlgebraicSimplifier,
+    "constant-folding": ConstantFolding,
+    "cse": Cse,
+    "dce": DeadCodeElimination,
+}
+
+#: What ``xlapy opt`` runs without ``--passes``.
+DEFAULT_PASSES = ("inline", "simplify", "constant-folding", "cse", "dce")
+
+
+def make_pass(name: str) -> HloPass:
+    """A new pass by its ``--passes`` name; PassError for an unknown name."""
+    try:
+        return PASSES[name]()
+    except KeyError:
+        raise PassError(f"unknown pass '{name}' (known: {', '.join(PASSES)})") from None
+
+
+def make_pipeline(names: Iterable[str] = DEFAULT_PASSES, *, fixed_point: bool = False,
+                  verify: bool = True) -> PassPipeline:
+    """A PassPipeline of the named passes, in the given order."""
+    return PassPipeline([make_pass(n) for n in names], fixed_point=fixed_point, verify=verify)
+
+
+def optimize(module, names: Iterable[str] = DEFAULT_PASSES, *, fixed_point: bool = True) -> bool:
+    """Run the named passes over ``module`` in place (to a fixed point by default)."""
+    return make_pipeline(names, fixed_point=fixed_point).run(module)
+
+
+__all__ = ["AlgebraicSimplifier", "CallInliner", "ConstantFolding", "Cse", "DEFAULT_PASSES",
+           "DeadCodeElimination", "HloPass", "PASSES", "PassError", "PassPipeline", "Rewrite",
+           "TABLE", "inline_call", "make_pass", "make_pipeline", "optimize"]

@@ -1,0 +1,95 @@
+"""Common subexpression elimination: of two instructions computing the same thing in one
+computation, the later one is replaced by the earlier.
+
+"The same thing": same opcode, the same operands (the same instruction objects, after
+earlier replacements), equal attributes (``Attrs`` equality: a constant's literal compares
+bit for bit, so -0 and +0 or NaNs with other payloads stay apart), the same result shape
+including its layout, and the same sharding / frontend attributes / backend config
+(metadata is ignored). Called computations must be the same computation or structurally
+identical ones (same instructions in the same post order, recursively).
+
+Never merged: instructions with a side effect (their own or in a called computation),
+parameters, instructions with control edges, and elided ``{...}`` constants (their values
+are unknown, so two of them need not be equal).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xlapy.hlo.ir import Computation, Instruction, Module
+from xlapy.passes.pass_manager import HloPass, SideEffects
+
+
+def _extras_key(instr: Instruction) -> tuple:
+    return (repr(instr.sharding), tuple(sorted(instr.frontend_attributes.items())),
+            repr(instr.backend_config))
+
+
+class _Fingerprints:
+    """A hashable structural key per computation: equal keys mean identical computations."""
+
+    def __init__(self):
+        self._keys: dict[int, Any] = {}
+
+    def computation(self, comp: Computation) -> Any:
+        key = self._keys.get(id(comp))
+        if key is None:
+            order = comp.post_order()
+            index = {id(i): n for n, i in enumerate(order)}
+            rows = []
+            for instr in order:
+                rows.append((instr.opcode, instr.shape, self.attrs(instr),
+                             tuple(index[id(o)] for o in instr.operands), _extras_key(instr),
+                             tuple(index.get(id(p), -1) for p in instr.control_predecessors)))
+            key = (tuple(rows), index[id(comp.root)] if comp.root is not None else -1,
+                   comp.is_fusion_computation, comp.execution_thread)
+            self._keys[id(comp)] = key
+        return key
+
+    def attrs(self, instr: Instruction) -> tuple:
+        items = []
+        for name, value in instr.attrs.items():
+            if isinstance(value, Computation):
+                value = ("computation", self.computation(value))
+            elif isinstance(value, tuple) and value and all(isinstance(v, Computation) for v in value):
+                value = ("computations", tuple(self.computation(v) for v in value))
+            items.append((name, value))
+        return tuple(items)
+
+
+class Cse(HloPass):
+    """Merges identical instructions within each computation (first one in post order wins)."""
+
+    name = "cse"
+
+    def run(self, module: Module) -> bool:
+        effects = SideEffects()
+        prints = _Fingerprints()
+        changed = False
+        for comp in module.computations:
+            changed |= self._run_computation(comp, effects, prints)
+        return changed
+
+    def _run_computation(self, comp: Computation, effects: SideEffects, prints: _Fingerprints) -> bool:
+        seen: dict[Any, Instruction] = {}
+        changed = False
+        for instr in comp.post_order():
+            if (instr.opcode == "parameter" or instr.control_predecessors
+                    or instr.control_successors or effects.has_side_effect(instr)):
+                continue
+            if instr.opcode == "constant" and instr.attrs["literal"].elided:
+                continue
+            try:
+                key = (instr.opcode, tuple(id(o) for o in instr.operands), instr.shape,
+                       prints.attrs(instr), _extras_key(instr))
+                hash(key)
+            except TypeError:  # an unhashable attribute value: leave it alone
+                continue
+            first = seen.get(key)
+            if first is None:
+                seen[key] = instr
+                continue
+            comp.replace_instruction(instr, first)
+            changed = True
+        return changed
