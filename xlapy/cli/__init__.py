@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "xlapy.cli.run_cmd",
     "xlapy.cli.layout_cmd",
     "xlapy.cli.graph_cmd",
+    "xlapy.cli.opt_cmd",
 )
 
 _EPILOG = """\
