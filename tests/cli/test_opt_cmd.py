@@ -82,7 +82,7 @@ def test_fixed_point_and_stats(capsys, monkeypatch):
                           monkeypatch)
     assert code == 0
     assert _ops(out)["negate"] == 1  # simplify orphaned the inner one after dce had run
-    assert err.startswith("instructions: 18 -> ")
+    assert err.startswith("instructions: 14 -> 12; ")
     code, out, err = _run(["opt", "-", "--passes=dce,simplify", "--fixed-point", "--stats"],
                           capsys, TEXT, monkeypatch)
     assert _ops(out)["negate"] == 0
