@@ -3,11 +3,10 @@ exact bits (NaN, -0, inf) and the original shape and layout; side effects, rng, 
 broadcasts, elided constants and oversized results are left alone."""
 
 import numpy as np
+from pass_check import check, opcodes
 
 import xlapy
 from xlapy.passes import ConstantFolding
-
-from pass_check import check, opcodes
 
 
 def _literal(m, name=None):

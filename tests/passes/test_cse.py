@@ -1,10 +1,10 @@
 """cse: identical instructions merge (opcode, operands, attributes, shape with layout);
 constants by bits; side effects, elided constants and different attributes stay apart."""
 
+from pass_check import check, opcodes
+
 import xlapy
 from xlapy.passes import Cse
-
-from pass_check import check, opcodes
 
 
 def test_identical_arithmetic_merged():

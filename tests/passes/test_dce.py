@@ -1,10 +1,10 @@
 """dce: dead instructions and unreachable computations go; roots, parameters and side
 effects (own or inside called computations) stay."""
 
+from pass_check import check, opcodes
+
 import xlapy
 from xlapy.passes import DeadCodeElimination
-
-from pass_check import check, opcodes
 
 DEAD_ARITH = """
 HloModule m

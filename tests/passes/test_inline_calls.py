@@ -3,10 +3,10 @@ too); composites stay; the callees go once unused; results keep their bits."""
 
 from pathlib import Path
 
+from pass_check import check, opcodes
+
 import xlapy
 from xlapy.passes import CallInliner
-
-from pass_check import check, opcodes
 
 NESTED = """
 HloModule m

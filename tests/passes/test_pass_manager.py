@@ -8,14 +8,21 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pass_check import assert_same_bits, opcodes
 
 import xlapy
 from xlapy.hlo.ir import Instruction
 from xlapy.npz import load_npz
-from xlapy.passes import (DEFAULT_PASSES, PASSES, HloPass, PassError, PassPipeline, make_pass,
-                          make_pipeline, optimize)
-
-from pass_check import assert_same_bits, opcodes
+from xlapy.passes import (
+    DEFAULT_PASSES,
+    PASSES,
+    HloPass,
+    PassError,
+    PassPipeline,
+    make_pass,
+    make_pipeline,
+    optimize,
+)
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "jax"
 

@@ -4,11 +4,10 @@ give the same bits before and after; the refused cases show the identity really 
 
 import numpy as np
 import pytest
+from pass_check import check, opcodes
 
 import xlapy
 from xlapy.passes import TABLE, AlgebraicSimplifier
-
-from pass_check import check, opcodes
 
 
 def _module(ty, body, params=("x",), root_ty=None):

@@ -10,7 +10,7 @@ each module's docstring for what it leaves alone to stay so). ``PASSES`` maps th
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from xlapy.passes.constant_folding import ConstantFolding
 from xlapy.passes.cse import Cse
@@ -51,6 +51,21 @@ def optimize(module, names: Iterable[str] = DEFAULT_PASSES, *, fixed_point: bool
     return make_pipeline(names, fixed_point=fixed_point).run(module)
 
 
-__all__ = ["AlgebraicSimplifier", "CallInliner", "ConstantFolding", "Cse", "DEFAULT_PASSES",
-           "DeadCodeElimination", "HloPass", "PASSES", "PassError", "PassPipeline", "Rewrite",
-           "TABLE", "inline_call", "make_pass", "make_pipeline", "optimize"]
+__all__ = [
+    "DEFAULT_PASSES",
+    "PASSES",
+    "TABLE",
+    "AlgebraicSimplifier",
+    "CallInliner",
+    "ConstantFolding",
+    "Cse",
+    "DeadCodeElimination",
+    "HloPass",
+    "PassError",
+    "PassPipeline",
+    "Rewrite",
+    "inline_call",
+    "make_pass",
+    "make_pipeline",
+    "optimize",
+]

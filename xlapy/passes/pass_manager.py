@@ -8,7 +8,7 @@ Imports the hlo layer and xlapy.hlo.verifier; the passes import this module.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class PassPipeline(HloPass):
                     changed = bool(p.run(module))
                 except PassError:
                     raise
-                except Exception as e:  # noqa: BLE001 - name the pass, keep the cause
+                except Exception as e:
                     raise PassError(f"pass '{p.name}' failed: {type(e).__name__}: {e}") from e
                 self.log.append((p.name, changed))
                 if changed and self.verify:

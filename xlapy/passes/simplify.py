@@ -17,11 +17,11 @@ with control edges alone. The instructions a rewrite orphans are left for ``dce`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from xlapy.hlo.ir import Computation, Instruction, Module
-from xlapy.passes.pass_manager import HloPass, uniform_value, same_bits
+from xlapy.passes.pass_manager import HloPass, same_bits, uniform_value
 from xlapy.shape import dtypes
 
 
