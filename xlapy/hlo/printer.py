@@ -312,7 +312,7 @@ def _schema_texts(instr: Instruction, opts: HloPrintOptions) -> list[str]:
 def _equal(a, b) -> bool:
     try:
         return bool(a == b)
-    except Exception:  # numpy-valued attributes: never equal to a scalar default
+    except (ValueError, TypeError):  # array-valued attributes: never equal to a scalar default
         return False
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn, Sequence
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import REQUIRED, Attrs, AttrSpec
+from xlapy.hlo.attrs import Attrs, AttrSpec
 from xlapy.hlo.ir import Instruction
 from xlapy.hlo.opcodes import ARITY, OPCODE_NAMES, SIDE_EFFECTING_OPCODES
 from xlapy.shape import Shape
