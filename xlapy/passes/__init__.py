@@ -15,17 +15,21 @@ from collections.abc import Iterable
 from xlapy.passes.constant_folding import ConstantFolding
 from xlapy.passes.cse import Cse
 from xlapy.passes.dce import DeadCodeElimination
+from xlapy.passes.fusion import InstructionFusion
 from xlapy.passes.inline_calls import CallInliner, inline_call
+from xlapy.passes.layout_assignment import LayoutAssignment
 from xlapy.passes.pass_manager import HloPass, PassError, PassPipeline
 from xlapy.passes.simplify import TABLE, AlgebraicSimplifier, Rewrite
 
-#: Pass name -> class, in the order of DEFAULT_PASSES.
+#: Pass name -> class: DEFAULT_PASSES first, in their order, then the optional passes.
 PASSES: dict[str, type[HloPass]] = {
     "inline": CallInliner,
     "simplify": AlgebraicSimplifier,
     "constant-folding": ConstantFolding,
     "cse": Cse,
     "dce": DeadCodeElimination,
+    "fusion": InstructionFusion,
+    "layout-assignment": LayoutAssignment,
 }
 
 #: What ``xlapy opt`` runs without ``--passes``.
@@ -61,6 +65,8 @@ __all__ = [
     "Cse",
     "DeadCodeElimination",
     "HloPass",
+    "InstructionFusion",
+    "LayoutAssignment",
     "PassError",
     "PassPipeline",
     "Rewrite",

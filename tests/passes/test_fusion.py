@@ -1,0 +1,292 @@
+"""fusion: loop fusion of elementwise/data-movement chains (kLoop), input fusion of
+reduces (kInput), cheap producers duplicated, nested fusions merged, what never fuses;
+bit-identical results, text round trip and verification, on hand-made modules and on
+every jax fixture after inline,simplify,cse,dce."""
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+from pass_check import assert_same_bits, check
+
+import xlapy
+from xlapy.hlo.attrs.enums import FusionKind
+from xlapy.npz import load_npz
+from xlapy.passes import make_pipeline
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "jax"
+
+ADD = """
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+"""
+
+
+def fusions(module):
+    return [i for c in module.computations if not c.is_fusion_computation
+            for i in c.instructions if i.opcode == "fusion"]
+
+
+def fused_ops(fusion):
+    return Counter(i.opcode for i in fusion.attrs["calls"].instructions)
+
+
+def round_trip(module):
+    text = module.to_string()
+    again = xlapy.parse_hlo_module(text)
+    xlapy.verify_module(again)
+    assert again.to_string() == text
+    return again
+
+
+def test_elementwise_chain_becomes_one_loop_fusion():
+    m = check("""
+HloModule m
+ENTRY e {
+  x = f32[4,8] parameter(0)
+  y = f32[8] parameter(1)
+  n = f32[4,8] negate(x)
+  b = f32[4,8] broadcast(y), dimensions={1}
+  m = f32[4,8] multiply(n, b)
+  t = f32[8,4] transpose(m), dimensions={1,0}
+  ROOT r = f32[32] reshape(t)
+}
+""", ["fusion"])
+    (f,) = fusions(m)
+    assert f.attrs["kind"] == FusionKind.LOOP and m.entry.root is f
+    assert [o.name for o in f.operands] == ["x", "y"]
+    comp = f.attrs["calls"]
+    assert comp.is_fusion_computation
+    assert [p.name for p in comp.parameters] == ["param_0", "param_1"]
+    assert fused_ops(f) == Counter(parameter=2, negate=1, broadcast=1, multiply=1,
+                                   transpose=1, reshape=1)
+    assert len(m.entry.instructions) == 3
+    round_trip(m)
+
+
+def test_reduce_with_producers_is_an_input_fusion():
+    m = check("""
+HloModule m
+""" + ADD + """
+ENTRY e {
+  x = f32[4,8] parameter(0)
+  ex = f32[4,8] exponential(x)
+  c = f32[] constant(0)
+  r = f32[4] reduce(ex, c), dimensions={1}, to_apply=add
+  ROOT s = f32[4] sqrt(r)
+}
+""", ["fusion"])
+    (f,) = fusions(m)
+    assert f.attrs["kind"] == FusionKind.INPUT
+    assert fused_ops(f) == Counter(parameter=1, exponential=1, constant=1, reduce=1)
+    assert f.attrs["calls"].root.opcode == "reduce"
+    assert m.entry.root.opcode == "sqrt"  # a reduce is not fused into its consumer
+    round_trip(m)
+
+
+def test_reduce_window_input_fusion_and_init_constant_duplicated():
+    m = check("""
+HloModule m
+""" + ADD + """
+ENTRY e {
+  x = f32[8] parameter(0)
+  y = f32[8] parameter(1)
+  a = f32[8] abs(x)
+  c = f32[] constant(0)
+  w = f32[7] reduce-window(a, c), window={size=2}, to_apply=add
+  r = f32[] reduce(y, c), dimensions={0}, to_apply=add
+  ROOT t = (f32[7], f32[]) tuple(w, r)
+}
+""", ["fusion"])
+    f, g = sorted(fusions(m), key=lambda f: f.attrs["calls"].root.opcode)
+    assert f.attrs["kind"] == g.attrs["kind"] == FusionKind.INPUT
+    assert fused_ops(f) == Counter(parameter=1, constant=1, reduce=1)
+    assert fused_ops(g) == Counter(parameter=1, constant=1, abs=1, **{"reduce-window": 1})
+    # the shared scalar constant is duplicated into both; the tuple is untouched
+    assert Counter(i.opcode for i in m.entry.instructions) == Counter(
+        parameter=2, fusion=2, tuple=1)
+    round_trip(m)
+
+
+def test_shared_producer_not_fused_but_cheap_ones_duplicated():
+    m = check("""
+HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  s = f32[4] sine(x)
+  c = f32[] constant(2)
+  b = f32[4] broadcast(c), dimensions={}
+  i = f32[4] iota(), iota_dimension=0
+  u = f32[4] add(s, b)
+  v = f32[4] multiply(s, b)
+  uu = f32[4] add(u, i)
+  vv = f32[4] subtract(v, i)
+  ROOT t = (f32[4], f32[4]) tuple(uu, vv)
+}
+""", ["fusion"])
+    fs = fusions(m)
+    # sine has users in two groups and no fusible producer: it stays, feeding both fusions
+    assert len(fs) == 2 and all(f.attrs["kind"] == FusionKind.LOOP for f in fs)
+    assert Counter(i.opcode for i in m.entry.instructions) == Counter(
+        parameter=1, sine=1, fusion=2, tuple=1)
+    for f in fs:
+        ops = fused_ops(f)
+        assert ops["broadcast"] == 1 and ops["constant"] == 1 and ops["iota"] == 1
+        assert [o.opcode for o in f.operands] == ["sine"]
+    round_trip(m)
+
+
+def test_never_fused_dot_side_effects_calls_and_tuples():
+    m = check("""
+HloModule m
+""" + ADD + """
+ENTRY e {
+  x = f32[4,4] parameter(0)
+  n = f32[4,4] negate(x)
+  d = f32[4,4] dot(n, n), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  e = f32[4,4] exponential(d)
+  m = f32[4,4] map(e, e), dimensions={0,1}, to_apply=add
+  t = (f32[4,4], f32[4,4]) tuple(m, n)
+  g = f32[4,4] get-tuple-element(t), index=0
+  ROOT a = f32[4,4] abs(g)
+}
+""", ["fusion"])
+    assert fusions(m) == []
+    m = xlapy.parse_hlo_module("""
+HloModule m
+ENTRY e {
+  x = f32[] parameter(0)
+  n = f32[] negate(x)
+  r = f32[4] rng(n, n), distribution=rng_uniform
+  ROOT a = f32[4] add(r, r)
+}
+""")
+    make_pipeline(["fusion"]).run(m)
+    assert fusions(m) == [] and m.entry.root.opcode == "add"
+
+
+def test_nested_fusion_merged_and_fixed_point():
+    text = """
+HloModule m
+fc {
+  p0 = f32[4] parameter(0)
+  p1 = f32[4] parameter(1)
+  ROOT m = f32[4] multiply(p0, p1)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  y = f32[4] parameter(1)
+  a = f32[4] add(x, y)
+  f = f32[4] fusion(a, y), kind=kLoop, calls=fc
+  ROOT n = f32[4] negate(f)
+}
+"""
+    m = check(text, ["fusion"])
+    (f,) = fusions(m)
+    assert m.entry.root is f
+    assert fused_ops(f) == Counter(parameter=2, add=1, multiply=1, negate=1)
+    assert [c.name for c in m.computations if c.name == "fc"] == []  # old one removed
+    assert not make_pipeline(["fusion"]).run(m)  # nothing more to fuse
+    round_trip(m)
+
+
+def test_fusion_inside_while_body_not_in_condition_scalars_kept():
+    m = check("""
+HloModule m
+cond {
+  p = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  k = s32[] constant(3)
+  ROOT lt = pred[] compare(i, k), direction=LT
+}
+body {
+  p = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  v = f32[4] get-tuple-element(p), index=1
+  e = f32[4] exponential(v)
+  n = f32[4] negate(e)
+  ROOT t = (s32[], f32[4]) tuple(i2, n)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  z = s32[] constant(0)
+  t = (s32[], f32[4]) tuple(z, x)
+  w = (s32[], f32[4]) while(t), condition=cond, body=body
+  ROOT g = f32[4] get-tuple-element(w), index=1
+}
+""", ["fusion"])
+    body = m.computation("body")
+    kinds = Counter(i.opcode for i in body.instructions)
+    assert kinds["fusion"] == 2  # exp+negate, and add with its duplicated constant
+    assert Counter(i.opcode for i in m.computation("cond").instructions)["fusion"] == 1
+    round_trip(m)
+
+
+def test_random_graphs_keep_their_bits():
+    m = check("""
+HloModule m
+""" + ADD + """
+ENTRY e {
+  x = f32[3,4] parameter(0)
+  y = f32[3,4] parameter(1)
+  zz = f32[] constant(1)
+  c = f32[3,4] clamp(x, y, x)
+  p = f32[5,6] pad(c, zz), padding=1_1x1_1
+  s = f32[3,4] slice(p), slice={[1:4], [2:6]}
+  k = f32[6,4] concatenate(s, x), dimensions={0}
+  h = f16[6,4] convert(k)
+  hc = f32[6,4] convert(h)
+  z = f32[] constant(-0)
+  r = f32[6] reduce(hc, z), dimensions={1}, to_apply=add
+  ROOT o = (f32[6], f32[6,4]) tuple(r, hc)
+}
+""", ["fusion"], seeds=(0, 1, 2, 3, 4))
+    fs = fusions(m)
+    # hc has two users: its chain is a loop fusion; the reduce takes only its init value
+    assert sorted(f.attrs["kind"].value for f in fs) == ["kInput", "kLoop"]
+    loop = next(f for f in fs if f.attrs["kind"] == FusionKind.LOOP)
+    assert fused_ops(loop) == Counter(parameter=2, constant=1, clamp=1, pad=1, slice=1,
+                                      concatenate=1, convert=2)
+    round_trip(m)
+
+
+def test_every_jax_fixture_after_the_pipeline():
+    names = sorted(p.name[: -len(".pre.hlo")] for p in FIXTURES.glob("*.pre.hlo"))
+    assert len(names) >= 100
+    before = after = n_fusions = 0
+    kinds = Counter()
+    for name in names:
+        text = (FIXTURES / f"{name}.pre.hlo").read_text()
+        original = xlapy.parse_hlo_module(text)
+        module = xlapy.parse_hlo_module(text)
+        make_pipeline(["inline", "simplify", "cse", "dce"]).run(module)
+        before += len(module.entry.instructions)
+        make_pipeline(["fusion"]).run(module)  # verifies
+        after += len(module.entry.instructions)
+        fs = fusions(module)
+        n_fusions += len(fs)
+        kinds.update(f.attrs["kind"] for f in fs)
+        for f in fs:
+            assert f.attrs["calls"].is_fusion_computation
+            assert all(p.name.startswith("param_") for p in f.attrs["calls"].parameters)
+        round_trip(module)
+        data = load_npz(FIXTURES / f"{name}.npz")
+        args = [data[f"arg{i}"] for i in range(sum(1 for k in data if k.startswith("arg")))]
+        with np.errstate(all="ignore"):
+            assert_same_bits(xlapy.evaluate(original, *args), xlapy.evaluate(module, *args), name)
+    assert n_fusions > 200 and kinds[FusionKind.INPUT] > 10 and kinds[FusionKind.LOOP] > 100
+    assert after < before * 0.8
+
+
+def test_fixture_softmax_structure():
+    module = xlapy.parse_hlo_module((FIXTURES / "softmax.pre.hlo").read_text())
+    make_pipeline(["inline", "simplify", "cse", "dce", "fusion"]).run(module)
+    kinds = Counter(f.attrs["kind"] for f in fusions(module))
+    assert kinds[FusionKind.INPUT] >= 1 and kinds[FusionKind.LOOP] >= 1
+    assert not any(i.opcode in ("exponential", "subtract", "divide")
+                   for i in module.entry.instructions)
