@@ -670,3 +670,6 @@ class Client:
 
 __all__ = ["BACKENDS", "Backend", "Buffer", "Client", "Device", "DeviceProgram",
            "Executable", "ExecutionError", "InterpreterBackend", "register_backend"]
+
+# Compiled backends register themselves (lazily: nothing is compiled or loaded until used).
+import xlapy.backends  # noqa: E402,F401

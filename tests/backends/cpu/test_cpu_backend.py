@@ -1,0 +1,223 @@
+"""The compiled CPU backend against the interpreter: every compiled op and element type on
+edge-case inputs, a long fused chain, the golden jax fixtures and ``xlapy run``."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from xlapy.backends.cpu.backend import CpuBackend, Fusion, plan
+from xlapy.hlo.parser import parse_hlo_module
+from xlapy.interpreter.evaluator import evaluate
+from xlapy.interpreter.values import flatten
+from xlapy.npz import load_npz
+from xlapy.runtime import Client
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+FIXTURES = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "jax", "*.pre.hlo")))
+N = 257  # not a multiple of any vector width: the loop's remainder runs too
+
+FLOATS = {"f32": np.float32, "f64": np.float64}
+INTS = {"s32": np.int32, "s64": np.int64, "u32": np.uint32, "u64": np.uint64}
+TYPES = {**FLOATS, **INTS}
+
+
+def _inputs(name: str, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(TYPES[name])
+    if name in FLOATS:
+        x = rng.standard_normal(N).astype(dtype) * dtype.type(10)
+        special = [np.nan, -np.nan, 0.0, -0.0, np.inf, -np.inf, 1e-40, 1.0, -1.0, 3e38]
+        x[: len(special)] = rng.permutation(np.array(special, dtype))
+        return x
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, N, dtype=dtype, endpoint=True)
+    small = rng.integers(-3 if info.min else 0, 4, N).astype(dtype)
+    x[N // 2:] = small[N // 2:]
+    special = [info.min, info.max, 0, 1, -1 if info.min else 2]
+    x[: len(special)] = rng.permutation(np.array([int(v) for v in special], dtype))
+    return x
+
+
+def _run_both(text: str, *args):
+    module = parse_hlo_module(text)
+    got = Client(backend="cpu").compile(module)(*args)
+    want = evaluate(module, *args)
+    return module, got, want
+
+
+def _fused_count(text: str) -> int:
+    return sum(len(s.members) for s in plan(parse_hlo_module(text)) if isinstance(s, Fusion))
+
+
+def _same(got, want, *, rtol=0.0):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if got.dtype.kind == "f":
+        nan = np.isnan(want)
+        assert np.array_equal(np.isnan(got), nan)
+        if rtol:
+            np.testing.assert_allclose(got[~nan], want[~nan], rtol=rtol, atol=0)
+        else:  # bit-exact, zeros' signs included
+            assert np.array_equal(got[~nan].view(f"u{got.itemsize}"),
+                                  want[~nan].view(f"u{got.itemsize}"))
+    else:
+        assert np.array_equal(got, want)
+
+
+BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
+
+
+@pytest.mark.parametrize("t", sorted(TYPES))
+@pytest.mark.parametrize("op", BINARY)
+def test_binary(op, t):
+    text = (f"HloModule m\nENTRY e {{\n a = {t}[{N}] parameter(0)\n b = {t}[{N}] parameter(1)\n"
+            f" ROOT r = {t}[{N}] {op}(a, b)\n}}\n")
+    a, b = _inputs(t, 1), _inputs(t, 2)
+    b[:40] = a[:40]  # equal operands, zero pairs, INT_MIN / -1 cases below
+    if t in INTS and t[0] == "s":
+        a[40], b[40] = np.iinfo(a.dtype).min, -1
+        b[41:45] = 0
+    if t in FLOATS:
+        a[45:49] = [0.0, -0.0, -0.0, 0.0]
+        b[45:49] = [-0.0, 0.0, -0.0, 0.0]
+    assert _fused_count(text) == 1
+    _, got, want = _run_both(text, a, b)
+    _same(got, want)
+
+
+@pytest.mark.parametrize("op,t", [(op, t) for op in ("negate", "abs") for t in sorted(TYPES)
+                                  if not (op == "abs" and t[0] == "u")])  # HLO: no unsigned abs
+def test_unary_exact(op, t):
+    text = (f"HloModule m\nENTRY e {{\n a = {t}[{N}] parameter(0)\n"
+            f" ROOT r = {t}[{N}] {op}(a)\n}}\n")
+    assert _fused_count(text) == 1
+    _, got, want = _run_both(text, _inputs(t, 3))
+    _same(got, want)
+
+
+@pytest.mark.parametrize("t", sorted(FLOATS))
+@pytest.mark.parametrize("op", ["exponential", "log", "sqrt", "tanh"])
+def test_transcendental(op, t):
+    text = (f"HloModule m\nENTRY e {{\n a = {t}[{N}] parameter(0)\n"
+            f" ROOT r = {t}[{N}] {op}(a)\n}}\n")
+    x = _inputs(t, 4)
+    x[20:40] = np.abs(x[20:40])
+    assert _fused_count(text) == 1
+    _, got, want = _run_both(text, x)
+    _same(got, want, rtol=2e-5 if t == "f32" else 1e-12)
+
+
+@pytest.mark.parametrize("t", sorted(TYPES))
+@pytest.mark.parametrize("direction", ["EQ", "NE", "LT", "LE", "GT", "GE"])
+def test_compare_select(direction, t):
+    ctype = "FLOAT" if t in FLOATS else ("SIGNED" if t[0] == "s" else "UNSIGNED")
+    text = (f"HloModule m\nENTRY e {{\n a = {t}[{N}] parameter(0)\n b = {t}[{N}] parameter(1)\n"
+            f" c = pred[{N}] compare(a, b), direction={direction}, type={ctype}\n"
+            f" s = {t}[{N}] select(c, a, b)\n ROOT r = (pred[{N}], {t}[{N}]) tuple(c, s)\n}}\n")
+    a, b = _inputs(t, 5), _inputs(t, 6)
+    b[:30] = a[:30]
+    assert _fused_count(text) == 2
+    _, got, want = _run_both(text, a, b)
+    for g, w in zip(flatten(got), flatten(want)):
+        _same(g, w)
+
+
+@pytest.mark.parametrize("src", sorted(TYPES) + ["pred"])
+@pytest.mark.parametrize("dst", sorted(TYPES) + ["pred"])
+def test_convert(src, dst):
+    text = (f"HloModule m\nENTRY e {{\n a = {src}[{N}] parameter(0)\n"
+            f" ROOT r = {dst}[{N}] convert(a)\n}}\n")
+    if src == "pred":
+        x = np.random.default_rng(7).integers(0, 2, N).astype(bool)
+    else:
+        x = _inputs(src, 7)
+        if src in FLOATS:  # around the integer ranges' edges
+            x[20:30] = [2.0**31, -2.0**31 - 1e3, 2.0**32, 2.0**63, -2.0**63, 2.0**64, -0.5,
+                        4294967295.7, 2147483647.5, -2147483648.9]
+    assert _fused_count(text) == 1
+    _, got, want = _run_both(text, x)
+    _same(got, want)
+
+
+CHAIN = """HloModule chain
+ENTRY e {
+  x = f32[64,33] parameter(0)
+  y = f32[64,33] parameter(1)
+  v = f32[33] parameter(2)
+  half = f32[] constant(0.5)
+  h = f32[64,33] broadcast(half), dimensions={}
+  vb = f32[64,33] broadcast(v), dimensions={1}
+  m = f32[64,33] multiply(x, h)
+  a = f32[64,33] add(m, vb)
+  t = f32[64,33] tanh(a)
+  s = f32[64,33] subtract(t, y)
+  mx = f32[64,33] maximum(s, y)
+  e = f32[64,33] exponential(mx)
+  l = f32[64,33] log(e)
+  q = f32[64,33] sqrt(l)
+  c = pred[64,33] compare(q, x), direction=GT
+  sel = f32[64,33] select(c, q, a)
+  ROOT d = f32[64,33] divide(sel, vb)
+}
+"""
+
+
+def test_fused_chain_matches_interpreter():
+    steps = plan(parse_hlo_module(CHAIN))
+    fusions = [s for s in steps if isinstance(s, Fusion)]
+    assert len(fusions) == 1 and len(fusions[0].members) == 13
+    assert [o.name for o in fusions[0].outputs] == ["d"]
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((64, 33)).astype(np.float32)
+    y = rng.standard_normal((64, 33)).astype(np.float32)
+    v = rng.standard_normal(33).astype(np.float32)
+    x[0, :4] = [np.nan, -0.0, np.inf, -np.inf]
+    _, got, want = _run_both(CHAIN, x, y, v)
+    _same(got, want, rtol=2e-5)
+
+
+def test_unsupported_types_fall_back_and_cache():
+    text = ("HloModule m\nENTRY e {\n a = bf16[8] parameter(0)\n b = bf16[8] add(a, a)\n"
+            " c = f32[8] convert(b)\n ROOT d = f32[8] multiply(c, c)\n}\n")
+    steps = plan(parse_hlo_module(text))
+    assert [type(s).__name__ for s in steps] == ["Instruction"] * 3 + ["Fusion"]
+    import ml_dtypes
+    x = np.linspace(-3, 3, 8).astype(ml_dtypes.bfloat16)
+    _, got, want = _run_both(text, x)
+    _same(got, want)
+    backend = CpuBackend()
+    first = backend.compile(parse_hlo_module(text)).fusions[0].fn
+    assert backend.compile(parse_hlo_module(text)).fusions[0].fn is first  # cached
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: os.path.basename(p)[:-8])
+def test_jax_fixture(path):
+    from xlapy.tools.compare import run_on_backend
+
+    module = parse_hlo_module(open(path).read())
+    data = load_npz(path[: -len(".pre.hlo")] + ".npz")
+    args = [data[f"arg{i}"] for i in range(module.entry.num_parameters)]
+    kw = dict(replicas=module.replica_count, partitions=module.num_partitions)
+    got = run_on_backend(module, args, "cpu", **kw).results
+    want = run_on_backend(module, args, "interpreter", **kw).results
+    for g, w in zip(flatten(tuple(got)), flatten(tuple(want))):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.dtype.kind == "f" and g.dtype.itemsize >= 4:
+            _same(g, w, rtol=2e-5 if g.dtype.itemsize == 4 else 1e-12)
+        else:
+            assert g.dtype == w.dtype and g.shape == w.shape
+            assert g.tobytes() == w.tobytes()
+
+
+def test_xlapy_run_cpu_against_interpreter():
+    proc = subprocess.run(
+        [sys.executable, "-m", "xlapy", "run", os.path.join(ROOT, "examples", "mlp.hlo"),
+         "--backend", "cpu", "--reference", "interpreter"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
