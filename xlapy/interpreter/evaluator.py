@@ -87,13 +87,15 @@ class EvalContext:
             self._orders[id(comp)] = cached
         return cached[1]
 
-    def call(self, comp: Computation, args) -> Any:
-        """Evaluate ``comp`` on argument values (one per parameter)."""
+    def call(self, comp: Computation, args, env: dict[int, Any] | None = None) -> Any:
+        """Evaluate ``comp`` on argument values (one per parameter). ``env``, if given,
+        receives the value of every instruction (by ``id``)."""
         params = comp.num_parameters
         if len(args) != params:
             raise EvaluationError(
                 f"computation %{comp.name} takes {params} arguments, got {len(args)}")
-        env: dict[int, Any] = {}
+        if env is None:
+            env = {}
         for instr in self._order(comp):
             if instr.opcode == "parameter":
                 env[id(instr)] = args[instr.parameter_number]
@@ -119,7 +121,9 @@ class EvalContext:
                 f"{instr.opcode} kernel: {type(e).__name__}: {e}") from e
 
 
-def _module_of(x) -> Module:
+def module_of(x, who: str) -> Module:
+    """The Module of a Module, an XlaComputation or HLO text; ``who`` names the caller in
+    the error for anything else."""
     from xlapy.builder import XlaComputation
 
     if isinstance(x, XlaComputation):
@@ -131,7 +135,7 @@ def _module_of(x) -> Module:
 
         return parse_hlo_module(x)
     raise InvalidArgumentError(
-        f"evaluate: expected a Module, an XlaComputation or HLO text, got {type(x).__name__}")
+        f"{who}: expected a Module, an XlaComputation or HLO text, got {type(x).__name__}")
 
 
 def evaluate(module_or_computation, *args, options: EvalOptions | None = None, **option_values):
@@ -140,7 +144,7 @@ def evaluate(module_or_computation, *args, options: EvalOptions | None = None, *
 
     >>> evaluate(parse_hlo_module(text), np.ones(3, np.float32))
     """
-    module = _module_of(module_or_computation)
+    module = module_of(module_or_computation, "evaluate")
     if options is None:
         options = EvalOptions(**option_values)
     elif option_values:

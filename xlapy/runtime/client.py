@@ -41,7 +41,7 @@ import numpy as np
 
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.ir import Module
-from xlapy.interpreter.evaluator import EvalContext, EvalOptions, EvaluationError
+from xlapy.interpreter.evaluator import EvalContext, EvalOptions, EvaluationError, module_of
 from xlapy.interpreter.registry import get_kernel
 from xlapy.interpreter.values import TOKEN, to_value
 from xlapy.runtime.channels import ChannelTable, DeviceChannels, WaitableQueue, host_transfer_hooks
@@ -502,21 +502,6 @@ def _first_line(e: BaseException) -> str:
 # -- the client -------------------------------------------------------------------------------------
 
 
-def _module_of(x) -> Module:
-    from xlapy.builder import XlaComputation
-
-    if isinstance(x, XlaComputation):
-        return x.module
-    if isinstance(x, Module):
-        return x
-    if isinstance(x, str):
-        from xlapy.hlo.parser import parse_hlo_module
-
-        return parse_hlo_module(x)
-    raise InvalidArgumentError(
-        f"compile: expected a Module, an XlaComputation or HLO text, got {type(x).__name__}")
-
-
 def _count(value, default: int, what: str) -> int:
     value = default if value is None else value
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -598,7 +583,7 @@ class Client:
                 *, verify: bool = True, device_assignment=None) -> Executable:
         """Compile a Module, XlaComputation or HLO text for ``replicas`` x ``partitions``
         devices (default: the module's replica_count and num_partitions)."""
-        module = _module_of(computation)
+        module = module_of(computation, "compile")
         if module.entry is None:
             raise InvalidArgumentError(f"compile: module {module.name} has no entry computation")
         replicas = _count(replicas, module.replica_count, "replicas")

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.interpreter.evaluator import EvalOptions, _module_of, evaluate
+from xlapy.interpreter.evaluator import EvalOptions, evaluate, module_of
 from xlapy.runtime.mpi_collectives import MpiChannels, MpiCollectives, import_mpi
 
 
@@ -66,7 +66,7 @@ def prepare_module(module, size: int, num_partitions: int = 1, verify: bool = Tr
     communicates."""
     from xlapy.runtime.placement import check_collectives
 
-    module = _module_of(module)
+    module = module_of(module, "run_distributed")
     replicas, partitions = _check_counts(module, size, num_partitions)
     if (module.replica_count, module.num_partitions) != (replicas, partitions):
         module = module.clone(suffix="")

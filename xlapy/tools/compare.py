@@ -255,18 +255,10 @@ class RecordingContext(EvalContext):
         self.record = record if record is not None else module.entry
         self.values: dict[int, Any] = {}
 
-    def call(self, comp: Computation, args) -> Any:
-        if comp is not self.record or self.values:
-            return super().call(comp, args)
-        if len(args) != comp.num_parameters:
-            return super().call(comp, args)  # raises the usual error
-        env = self.values
-        for instr in self._order(comp):
-            if instr.opcode == "parameter":
-                env[id(instr)] = args[instr.parameter_number]
-                continue
-            env[id(instr)] = self.run_instruction(instr, [env[id(o)] for o in instr.operands])
-        return env[id(comp.root)]
+    def call(self, comp: Computation, args, env: dict[int, Any] | None = None) -> Any:
+        if comp is self.record and not self.values and env is None:
+            return super().call(comp, args, env=self.values)
+        return super().call(comp, args, env)
 
 
 def evaluate_recording(module: Module, inputs: list,
