@@ -31,6 +31,22 @@ def read_text_argument(value: str, what: str) -> str:
     return value
 
 
+def read_module_text(path: str) -> str:
+    """The HLO text in file ``path``, or all of stdin when it is ``-``; an unreadable file or
+    empty text is an error."""
+    if path == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise CommandError(f"cannot read {path}: {e.strerror}") from None
+    if not text.strip():
+        raise CommandError(f"{path}: the module text is empty")
+    return text
+
+
 def add_command(subparsers, name: str, *, summary: str, description: str,
                 examples: list[tuple[str, str]], run) -> argparse.ArgumentParser:
     """Add subcommand ``name`` running ``run(args) -> int``; ``examples`` are

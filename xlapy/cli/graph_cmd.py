@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from xlapy.cli.common import CommandError, add_command
+from xlapy.cli.common import CommandError, add_command, read_module_text
 
 _DESCRIPTION = """\
 Draw an HLO module (XLA's text, e.g. a jax dump) as a graph: one node per instruction with
@@ -73,20 +73,6 @@ def _non_negative(text: str) -> int:
     return value
 
 
-def _read_module_text(path: str) -> str:
-    if path == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise CommandError(f"cannot read {path}: {e.strerror}") from None
-    if not text.strip():
-        raise CommandError(f"{path}: the module text is empty")
-    return text
-
-
 def run(args) -> int:
     from xlapy.hlo.parser import parse_hlo_module
     from xlapy.tools import graph
@@ -101,7 +87,7 @@ def run(args) -> int:
         if shutil.which("dot") is None:  # say so before parsing a large module
             raise CommandError(f"--format {args.format} needs Graphviz's 'dot' program, "
                                f"which is not on PATH: {graph.INSTALL_HINT}")
-    module = parse_hlo_module(_read_module_text(args.module))
+    module = parse_hlo_module(read_module_text(args.module))
     if args.instruction is not None:
         dot_text = graph.neighborhood_to_dot(module, args.instruction, args.radius,
                                              computation=args.computation,

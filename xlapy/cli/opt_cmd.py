@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from xlapy.cli.common import CommandError, add_command
+from xlapy.cli.common import CommandError, add_command, read_module_text
 
 _DESCRIPTION = """\
 Optimise an HLO module with xlapy's passes and print the result as HLO text. Every pass is
@@ -58,20 +58,6 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
 
 
-def _read_module_text(path: str) -> str:
-    if path == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise CommandError(f"cannot read {path}: {e.strerror}") from None
-    if not text.strip():
-        raise CommandError(f"{path}: the module text is empty")
-    return text
-
-
 def _pass_names(text: str | None) -> list[str]:
     from xlapy.passes import DEFAULT_PASSES, PASSES
 
@@ -101,7 +87,7 @@ def run(args) -> int:
     if args.module is None:
         raise CommandError("expected MODULE (a file, or - for stdin), or --list")
     names = _pass_names(args.passes)
-    module = parse_hlo_module(_read_module_text(args.module))
+    module = parse_hlo_module(read_module_text(args.module))
     before = _count(module)
     pipeline = make_pipeline(names, fixed_point=args.fixed_point)
     try:

@@ -26,7 +26,7 @@ modules, every module runs; 2 wins over 1)."""
 
 from __future__ import annotations
 
-from xlapy.cli.common import CommandError, add_command
+from xlapy.cli.common import CommandError, add_command, read_module_text
 
 
 def register(subparsers) -> None:
@@ -91,22 +91,6 @@ def register(subparsers) -> None:
                    help="progress line on stderr: auto = when stderr is a terminal")
 
 
-def _read_module_text(path: str) -> str:
-    import sys
-
-    if path == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise CommandError(f"cannot read {path}: {e.strerror}") from None
-    if not text.strip():
-        raise CommandError(f"{path}: the module text is empty")
-    return text
-
-
 def _arguments_from_npz(module, path: str, arrays: dict | None = None,
                         prefix: str = "") -> list:
     from xlapy.npz import load_npz
@@ -136,7 +120,8 @@ def _arguments_from_npz(module, path: str, arrays: dict | None = None,
 
     for p in module.entry.parameters:
         args.append(take(p.shape, f"parameter {p.parameter_number} %{p.name}"))
-    extra = sorted({k for k in arrays if k.startswith("arg")} - {f"arg{i}" for i in range(counter[0])})
+    taken = {f"arg{i}" for i in range(counter[0])}
+    extra = sorted({k for k in arrays if k.startswith("arg")} - taken)
     if extra:
         raise CommandError(f"{path}: {', '.join(prefix + e for e in extra)} match no parameter "
                            f"(the module takes {counter[0]} arrays)")
@@ -234,7 +219,7 @@ def _run_module(args, path: str, progress) -> int:
     from xlapy.hlo.parser import parse_hlo_module
     from xlapy.hlo.verifier import verify_module
 
-    module = parse_hlo_module(_read_module_text(path))
+    module = parse_hlo_module(read_module_text(path))
     if not args.no_verify:
         verify_module(module)
     replicas, partitions = device_counts(module, args)

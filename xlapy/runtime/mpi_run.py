@@ -182,9 +182,10 @@ def run_command(args) -> int:
     rank, size = comm.Get_rank(), comm.Get_size()
     try:
         from xlapy.cli import run_cmd
+        from xlapy.cli.common import read_module_text
         from xlapy.hlo.parser import parse_hlo_module
 
-        text = run_cmd._read_module_text(args.module) if rank == 0 else None
+        text = read_module_text(args.module) if rank == 0 else None
         text = comm.bcast(text, root=0)
         module = parse_hlo_module(text)
         partitions = args.partitions if args.partitions is not None else module.num_partitions
