@@ -99,6 +99,26 @@ def parse_pairs(text: str, instr) -> list[tuple[int, int]]:
     return [(int(s), int(t)) for s, t in pairs]
 
 
+def channel_peer(instr, me: Device) -> Device | None:
+    """The device at the other end of send/recv ``instr`` run by device ``me``: the peer
+    ``_xla_send_recv_source_target_pairs`` names (replica ids when channel_id is 0, partition
+    ids otherwise, as XLA reads them), ``me`` itself when there are no pairs, None when the
+    pairs give this device no peer (a send then drops its data, a recv gets zeros)."""
+    text = _pairs_text(instr)
+    if text is None:
+        return me
+    pairs = parse_pairs(text, instr)
+    by_partition = int(instr.attrs["channel_id"]) > 0
+    mine = me[1] if by_partition else me[0]
+    if instr.opcode in ("send", "send-done"):
+        found = [t for s, t in pairs if s == mine]
+    else:
+        found = [s for s, t in pairs if t == mine]
+    if not found:
+        return None
+    return (me[0], found[0]) if by_partition else (found[0], me[1])
+
+
 def _pairs_text(instr) -> str | None:
     """The source-target pairs of a send/recv(-done): on the instruction itself or, for a
     -done, on the send/recv it completes."""
@@ -159,24 +179,9 @@ class DeviceChannels(dict):
         channel_id = int(instr.attrs["channel_id"])
         sending = instr.opcode in ("send", "send-done")
         me = self.device
-        text = _pairs_text(instr)
-        if text is None:
-            peer = me
-        else:
-            pairs = parse_pairs(text, instr)
-            by_partition = channel_id > 0  # XLA: channel_id > 0 -> partition ids
-
-            def device_of(i: int) -> Device:
-                return (me[0], i) if by_partition else (i, me[1])
-
-            mine = me[1] if by_partition else me[0]
-            if sending:
-                found = [t for s, t in pairs if s == mine]
-            else:
-                found = [s for s, t in pairs if t == mine]
-            if not found:
-                return None
-            peer = device_of(found[0])
+        peer = channel_peer(instr, me)
+        if peer is None:
+            return None
         sender, receiver = (me, peer) if sending else (peer, me)
         q = self.table.device_channel(channel_id, sender, receiver)
         what = (f"{instr.opcode} %{instr.name} on channel {channel_id} "
@@ -212,4 +217,4 @@ def host_transfer_hooks(table: ChannelTable, device: Device, state: ExecutionSta
 
 
 __all__ = ["PAIRS_ATTRIBUTE", "ChannelTable", "DeviceChannels", "WaitableQueue",
-           "host_transfer_hooks", "parse_pairs"]
+           "channel_peer", "host_transfer_hooks", "parse_pairs"]

@@ -736,23 +736,12 @@ class MpiChannels(dict):
     def queue_for(self, ctx, instr):
         import queue
 
-        from xlapy.runtime.channels import _pairs_text, parse_pairs
+        from xlapy.runtime.channels import channel_peer
 
         channel_id = int(instr.attrs["channel_id"])
-        sending = instr.opcode in ("send", "send-done")
-        me = self.device
-        text = _pairs_text(instr)
-        if text is None:
-            peer = me
-        else:
-            by_partition = channel_id > 0
-            mine = me[1] if by_partition else me[0]
-            pairs = parse_pairs(text, instr)
-            found = [t for s, t in pairs if s == mine] if sending else \
-                [s for s, t in pairs if t == mine]
-            if not found:
-                return None
-            peer = (me[0], found[0]) if by_partition else (found[0], me[1])
+        peer = channel_peer(instr, self.device)
+        if peer is None:
+            return None
         peer_rank = self.backend.device_rank(peer)
         if peer_rank == self.backend.rank:
             return self._local.setdefault(channel_id, queue.Queue())
