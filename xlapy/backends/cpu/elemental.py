@@ -25,8 +25,11 @@ from llvmlite import ir
 from xlapy.hlo.attrs.enums import ComparisonType
 from xlapy.shape import PrimitiveType as PT
 
+from xlapy.backends.cpu import indexing
+from xlapy.backends.cpu.indexing import I64, Index
+
 F32, F64 = ir.FloatType(), ir.DoubleType()
-I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
+I1, I8 = ir.IntType(1), ir.IntType(8)
 
 # element type -> (kind, LLVM value type): kind "f" float, "s" signed, "u" unsigned, "p" pred
 TYPES = {
@@ -49,6 +52,22 @@ def memory_type(et) -> ir.Type:
     """How an element of type ``et`` is stored in a buffer (pred: one byte)."""
     kind, ty = TYPES[et]
     return I8 if kind == "p" else ty
+
+
+def load_value(builder: ir.IRBuilder, ptr, et, name: str):
+    """Load the element at ``ptr`` (a pointer to memory_type(et)) as its compute value
+    (pred: i1)."""
+    v = builder.load(ptr, name=f"{name}.load")
+    if TYPES[et][0] == "p":
+        v = builder.icmp_unsigned("!=", v, ir.Constant(I8, 0), name=f"{name}.pred")
+    return v
+
+
+def store_value(builder: ir.IRBuilder, value, ptr, et, name: str) -> None:
+    """Store the compute value ``value`` of element type ``et`` at ``ptr``."""
+    if TYPES[et][0] == "p":
+        value = builder.zext(value, I8, name=f"{name}.byte")
+    builder.store(value, ptr)
 
 
 def _et(shape):
@@ -84,43 +103,6 @@ def supports(instr) -> bool:
     return False
 
 
-class Index:
-    """A position in a row-major array of ``dims``: ``linear`` (i64), ``multi`` on demand."""
-
-    def __init__(self, builder: ir.IRBuilder, dims: tuple[int, ...], linear=None, multi=None):
-        self.builder = builder
-        self.dims = tuple(dims)
-        self._linear = linear
-        self._multi = multi
-
-    @property
-    def linear(self):
-        if self._linear is None:
-            b = self.builder
-            acc = ir.Constant(I64, 0)
-            for d, (i, n) in enumerate(zip(self._multi, self.dims)):
-                acc = b.add(b.mul(acc, ir.Constant(I64, n), name=f"lin.mul{d}"), i,
-                            name=f"lin.add{d}")
-            self._linear = acc
-        return self._linear
-
-    @property
-    def multi(self):
-        if self._multi is None:
-            b = self.builder
-            out, stride = [], 1
-            strides = []
-            for n in reversed(self.dims):
-                strides.append(stride)
-                stride *= n
-            strides.reverse()
-            for d, (n, s) in enumerate(zip(self.dims, strides)):
-                q = b.udiv(self._linear, ir.Constant(I64, s), name=f"idx{d}.div")
-                out.append(b.urem(q, ir.Constant(I64, n), name=f"idx{d}") if d else q)
-            self._multi = out
-        return self._multi
-
-
 class ElementalEmitter:
     """Generates the element of an instruction at an index (memoised per index object)."""
 
@@ -130,6 +112,7 @@ class ElementalEmitter:
         self.members = members  # the instructions generated here (others: loader)
         self.module = builder.module
         self._memo: dict[tuple[int, int], ir.Value] = {}
+        self._alive: list = []  # the Index objects of memo keys (their ids must stay unique)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -158,21 +141,13 @@ class ElementalEmitter:
             else:
                 v = self.loader(instr, index)
             self._memo[key] = v
+            self._alive.append(index)
         return v
 
     def _generate(self, instr, index):
         op = instr.opcode
-        if op == "broadcast":
-            operand = instr.operands[0]
-            dims = tuple(instr.attrs["dimensions"])
-            odims = tuple(operand.shape.dimensions)
-            if odims == index.dims and dims == tuple(range(len(odims))):
-                return self.value_at(operand, index)
-            if not odims:
-                sub = Index(self.b, (), linear=ir.Constant(I64, 0), multi=[])
-            else:
-                sub = Index(self.b, odims, multi=[index.multi[d] for d in dims])
-            return self.value_at(operand, sub)
+        if op in indexing.GENERATORS:  # data movement: the operands' elements at mapped indices
+            return indexing.GENERATORS[op](self, instr, index)
         args = [self.value_at(o, index) for o in instr.operands]
         name = instr.name
         if op in BINARY:
@@ -358,4 +333,5 @@ def _suffix(ty) -> str:
     return "f32" if ty == F32 else "f64"
 
 
-__all__ = ["ELEMENTWISE", "ElementalEmitter", "Index", "TYPES", "memory_type", "supports"]
+__all__ = ["ELEMENTWISE", "ElementalEmitter", "Index", "TYPES", "load_value", "memory_type",
+           "store_value", "supports"]

@@ -1,0 +1,295 @@
+"""Index arithmetic for element generators: ``Index`` (a position in a row-major array) and
+the generators of the data-movement opcodes, which compute an element of their result as an
+element of an operand at a mapped index (XLA's elemental emitter does the same).
+
+Every generator here is branch-free: where an output element comes from one of several
+places (concatenate, pad, dynamic-update-slice), each candidate is computed at an index
+clamped into range and ``select`` picks one, so the loops stay vectorisable and no value
+escapes a basic block that does not dominate its uses.
+
+Buffers are logical row-major arrays (the backend keeps NumPy's C order), so a reshape or a
+layout-preserving bitcast is the same linear position.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+I64 = ir.IntType(64)
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I64, int(v))
+
+
+class Index:
+    """A position in a row-major array of ``dims``: ``linear`` (i64) and ``multi`` (one i64
+    per dimension), each derived from the other on demand."""
+
+    def __init__(self, builder: ir.IRBuilder, dims: tuple[int, ...], linear=None, multi=None):
+        self.builder = builder
+        self.dims = tuple(int(d) for d in dims)
+        self._linear = linear
+        self._multi = multi
+        if linear is None and multi is None:
+            raise ValueError("Index needs a linear or a multi-dimensional position")
+
+    @classmethod
+    def scalar(cls, builder: ir.IRBuilder) -> "Index":
+        return cls(builder, (), linear=_c(0), multi=[])
+
+    @property
+    def linear(self):
+        if self._linear is None:
+            b = self.builder
+            acc = None
+            for d, (i, n) in enumerate(zip(self._multi, self.dims)):
+                acc = i if acc is None else b.add(b.mul(acc, _c(n), name=f"lin.mul{d}"), i,
+                                                  name=f"lin.add{d}")
+            self._linear = _c(0) if acc is None else acc
+        return self._linear
+
+    @property
+    def multi(self):
+        if self._multi is None:
+            b = self.builder
+            out, strides, stride = [], [], 1
+            for n in reversed(self.dims):
+                strides.append(stride)
+                stride *= n
+            strides.reverse()
+            for d, (n, s) in enumerate(zip(self.dims, strides)):
+                if n == 1:
+                    out.append(_c(0))
+                    continue
+                q = self._linear if s == 1 else b.udiv(self._linear, _c(s), name=f"idx{d}.div")
+                out.append(b.urem(q, _c(n), name=f"idx{d}") if d else q)
+            self._multi = out
+        return self._multi
+
+
+def _clamp(b: ir.IRBuilder, v, lo: int, hi: int, name: str):
+    """``v`` clamped to [lo, hi] (signed i64)."""
+    v = b.select(b.icmp_signed("<", v, _c(lo), name=f"{name}.lt"), _c(lo), v, name=f"{name}.lo")
+    return b.select(b.icmp_signed(">", v, _c(hi), name=f"{name}.gt"), _c(hi), v, name=name)
+
+
+def _dims(instr) -> tuple[int, ...]:
+    return tuple(instr.shape.dimensions)
+
+
+def _broadcast(em, instr, index):
+    operand = instr.operands[0]
+    dims = tuple(instr.attrs["dimensions"])
+    odims = _dims(operand)
+    if odims == index.dims and dims == tuple(range(len(odims))):
+        return em.value_at(operand, index)
+    if not odims:
+        return em.value_at(operand, Index.scalar(em.b))
+    return em.value_at(operand, Index(em.b, odims, multi=[index.multi[d] for d in dims]))
+
+
+def _same_position(em, instr, index):
+    """reshape, bitcast (row-major: the same linear position), copy."""
+    operand = instr.operands[0]
+    return em.value_at(operand, Index(em.b, _dims(operand), linear=index.linear))
+
+
+def _transpose(em, instr, index):
+    operand = instr.operands[0]
+    perm = tuple(instr.attrs["dimensions"])
+    multi = [None] * len(perm)
+    for k, p in enumerate(perm):
+        multi[p] = index.multi[k]
+    return em.value_at(operand, Index(em.b, _dims(operand), multi=multi))
+
+
+def _slice(em, instr, index):
+    b = em.b
+    operand = instr.operands[0]
+    multi = []
+    for d, (i, (start, _limit, stride)) in enumerate(zip(index.multi, instr.attrs["slice"])):
+        v = i if stride == 1 else b.mul(i, _c(stride), name=f"{instr.name}.s{d}")
+        multi.append(v if start == 0 else b.add(v, _c(start), name=f"{instr.name}.o{d}"))
+    return em.value_at(operand, Index(b, _dims(operand), multi=multi))
+
+
+def _reverse(em, instr, index):
+    b = em.b
+    operand = instr.operands[0]
+    dims = set(instr.attrs["dimensions"])
+    multi = [b.sub(_c(n - 1), i, name=f"{instr.name}.r{d}") if d in dims else i
+             for d, (i, n) in enumerate(zip(index.multi, index.dims))]
+    return em.value_at(operand, Index(b, _dims(operand), multi=multi))
+
+
+def _concatenate(em, instr, index):
+    b = em.b
+    axis = instr.attrs["dimensions"][0]
+    multi = index.multi
+    pos = multi[axis]
+    result = None
+    offset = 0
+    for k, operand in enumerate(instr.operands):
+        size = _dims(operand)[axis]
+        if size == 0:
+            continue
+        local = _clamp(b, b.sub(pos, _c(offset), name=f"{instr.name}.p{k}"), 0, size - 1,
+                       f"{instr.name}.c{k}")
+        sub = list(multi)
+        sub[axis] = local
+        v = em.value_at(operand, Index(b, _dims(operand), multi=sub))
+        if result is None:
+            result = v
+        else:  # positions at or after this operand's start take its value
+            here = b.icmp_signed(">=", pos, _c(offset), name=f"{instr.name}.in{k}")
+            result = b.select(here, v, result, name=f"{instr.name}.v{k}")
+        offset += size
+    return result
+
+
+def _pad(em, instr, index):
+    b = em.b
+    operand, value = instr.operands
+    pad_value = em.value_at(value, Index.scalar(b))
+    odims = _dims(operand)
+    if 0 in odims:
+        return pad_value
+    inside = None
+    multi = []
+    for d, (i, dim) in enumerate(zip(index.multi, instr.attrs["padding"].dimensions)):
+        lo, interior = dim.low, dim.interior
+        shifted = b.sub(i, _c(lo), name=f"{instr.name}.sh{d}")
+        ok = b.and_(b.icmp_signed(">=", shifted, _c(0), name=f"{instr.name}.ge{d}"),
+                    b.icmp_signed("<=", shifted, _c((odims[d] - 1) * (interior + 1)),
+                                  name=f"{instr.name}.le{d}"), name=f"{instr.name}.ok{d}")
+        if interior:
+            step = _c(interior + 1)
+            rem = b.srem(shifted, step, name=f"{instr.name}.rem{d}")
+            ok = b.and_(ok, b.icmp_signed("==", rem, _c(0), name=f"{instr.name}.on{d}"),
+                        name=f"{instr.name}.okk{d}")
+            shifted = b.sdiv(shifted, step, name=f"{instr.name}.q{d}")
+        multi.append(_clamp(b, shifted, 0, odims[d] - 1, f"{instr.name}.i{d}"))
+        inside = ok if inside is None else b.and_(inside, ok, name=f"{instr.name}.all{d}")
+    v = em.value_at(operand, Index(b, odims, multi=multi))
+    return v if inside is None else b.select(inside, v, pad_value, name=instr.name)
+
+
+def _iota(em, instr, index):
+    from xlapy.backends.cpu.elemental import TYPES
+    b = em.b
+    i = index.multi[instr.attrs["iota_dimension"]]
+    kind, ty = TYPES[instr.shape.element_type]
+    if kind == "f":
+        return b.sitofp(i, ty, name=instr.name)
+    if kind == "p":
+        return b.icmp_unsigned("!=", i, _c(0), name=instr.name)
+    return i if ty.width == 64 else b.trunc(i, ty, name=instr.name)
+
+
+def _start_indices(em, instr, first: int, sizes, name: str):
+    """The clamped start indices of a dynamic (update-)slice: operands ``first``, ... are
+    scalars; start = clamp(start, 0, dim - size) as XLA does."""
+    from xlapy.backends.cpu.elemental import TYPES
+    b = em.b
+    operand_dims = _dims(instr.operands[0])
+    out = []
+    for d, (n, size) in enumerate(zip(operand_dims, sizes)):
+        s_instr = instr.operands[first + d]
+        s = em.value_at(s_instr, Index.scalar(b))
+        kind, ty = TYPES[s_instr.shape.element_type]
+        if ty.width < 64:
+            s = b.sext(s, I64, name=f"{name}.w{d}") if kind == "s" else b.zext(
+                s, I64, name=f"{name}.w{d}")
+        elif kind == "u":  # a u64 start beyond i64's range is past every end: clamp high
+            s = b.select(b.icmp_signed("<", s, _c(0), name=f"{name}.big{d}"), _c(n), s,
+                         name=f"{name}.u{d}")
+        out.append(_clamp(b, s, 0, n - size, f"{name}.start{d}"))
+    return out
+
+
+def _dynamic_slice(em, instr, index):
+    b = em.b
+    starts = _start_indices(em, instr, 1, _dims(instr), instr.name)
+    multi = [b.add(i, s, name=f"{instr.name}.i{d}")
+             for d, (i, s) in enumerate(zip(index.multi, starts))]
+    return em.value_at(instr.operands[0], Index(b, _dims(instr.operands[0]), multi=multi))
+
+
+def _dynamic_update_slice(em, instr, index):
+    b = em.b
+    operand, update = instr.operands[:2]
+    udims = _dims(update)
+    base = em.value_at(operand, index)
+    if 0 in udims:
+        return base
+    starts = _start_indices(em, instr, 2, udims, instr.name)
+    inside = None
+    multi = []
+    for d, (i, s, n) in enumerate(zip(index.multi, starts, udims)):
+        rel = b.sub(i, s, name=f"{instr.name}.rel{d}")
+        ok = b.icmp_unsigned("<", rel, _c(n), name=f"{instr.name}.in{d}")  # 0 <= rel < n
+        inside = ok if inside is None else b.and_(inside, ok, name=f"{instr.name}.all{d}")
+        multi.append(_clamp(b, rel, 0, n - 1, f"{instr.name}.u{d}"))
+    v = em.value_at(update, Index(b, udims, multi=multi))
+    return base if inside is None else b.select(inside, v, base, name=instr.name)
+
+
+#: opcode -> generator(emitter, instr, index)
+GENERATORS = {
+    "broadcast": _broadcast,
+    "reshape": _same_position,
+    "bitcast": _same_position,
+    "copy": _same_position,
+    "transpose": _transpose,
+    "slice": _slice,
+    "reverse": _reverse,
+    "concatenate": _concatenate,
+    "pad": _pad,
+    "iota": _iota,
+    "dynamic-slice": _dynamic_slice,
+    "dynamic-update-slice": _dynamic_update_slice,
+}
+
+
+def supports(instr) -> bool:
+    """Whether the movement generator applies (array shapes, same element type in and out,
+    row-major layouts where the op's meaning depends on them)."""
+    from xlapy.backends.cpu.elemental import TYPES
+    op = instr.opcode
+    shape = instr.shape
+    if op not in GENERATORS or not shape.is_array() or shape.element_type not in TYPES:
+        return False
+    if shape.is_dynamic():
+        return False
+    if op == "iota":
+        return True
+    data = instr.operands[0]
+    if not data.shape.is_array() or data.shape.element_type != shape.element_type:
+        return False
+    if op == "bitcast":
+        return _row_major(shape) and _row_major(data.shape)
+    if op in ("dynamic-slice", "dynamic-update-slice"):
+        first = 1 if op == "dynamic-slice" else 2
+        if op == "dynamic-update-slice" and instr.operands[1].shape.element_type != \
+                shape.element_type:
+            return False
+        return all(o.shape.is_array() and not o.shape.dimensions and
+                   o.shape.element_type in TYPES and TYPES[o.shape.element_type][0] in "su"
+                   for o in instr.operands[first:])
+    if op == "pad":
+        return instr.operands[1].shape.element_type == shape.element_type
+    if op == "concatenate":
+        return all(o.shape.element_type == shape.element_type for o in instr.operands)
+    return True
+
+
+def _row_major(shape) -> bool:
+    layout = shape.layout
+    if layout is None:
+        return True
+    n = len(shape.dimensions)
+    return tuple(layout.minor_to_major) == tuple(range(n - 1, -1, -1)) and not layout.tiles
+
+
+__all__ = ["GENERATORS", "I64", "Index", "supports"]
