@@ -75,19 +75,6 @@ def main(argv=None) -> None:
     want = numpy_chain(x, v, w)
     err = float(np.max(np.abs(ours - want)) / np.max(np.abs(want)))  # relative to the largest
     results = {"xlapy-cpu": _median(lambda: exe(x, v, w), args.repeats)}
-    # The fused loop alone, writing into a preallocated output: what the call costs without
-    # the fresh 64 MiB output buffer's page faults.
-    from xlapy.backends.cpu.backend import Fusion, compile_fusions, plan
-    from xlapy.hlo.parser import parse_hlo_module
-
-    module = parse_hlo_module(HLO.format(n=n))
-    steps = plan(module)
-    (fusion,) = [s for s in steps if isinstance(s, Fusion)]
-    (fn,) = compile_fusions(module, steps)
-    out = np.empty(n, np.float32)
-    ptrs = [x.ctypes.data, v.ctypes.data, w.ctypes.data, out.ctypes.data]
-    assert [i.name for i in fusion.inputs] == ["x", "v", "w"]
-    results["xlapy-cpu loop only"] = _median(lambda: fn(*ptrs, n), args.repeats)
     results["numpy"] = _median(lambda: numpy_chain(x, v, w), args.repeats)
     try:
         import jax

@@ -428,6 +428,10 @@ class Executable:
         for d in donations:
             for b in d.values():
                 b._mark_deleted(f"donated to an execution of {self.module.name}")
+        # _wrap's recursive closure is a reference cycle holding ``taken`` until the garbage
+        # collector runs: empty it, so outputs the caller drops are freed (and a backend's
+        # recycled output memory is reusable) at once.
+        taken.clear()
         return outputs
 
     def _wrap(self, index: int, result, donations: dict, return_buffers: bool, taken: list):

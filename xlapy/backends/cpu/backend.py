@@ -1,17 +1,28 @@
-"""The compiled CPU backend: ``Client(backend="cpu")`` and ``xlapy run --backend cpu``.
+"""The compiled CPU backend: ``Client(backend="cpu")``, ``xlapy run --backend cpu``.
 
-``CpuBackend.compile(module)`` walks the entry computation in post order and cuts it into
-steps. Maximal runs of consecutive supported elementwise/broadcast instructions with the
-same output dimensions become ONE fused LLVM function (xlapy.backends.cpu.elemental
-generates each element): ``void fused_k(in0*, ..., out0*, ..., i64 n)`` with noalias
-buffers, a counted loop over the row-major output elements that computes the whole chain
-per element (LLVM's loop vectoriser sees a simple loop). Parameters and constants do not
-break a run (they have no operands); rank-0 constants read by a fusion are embedded as
-immediates. Every other instruction runs through the interpreter's kernel
-(``EvalContext.run_instruction``), so every module runs and gives the interpreter's results.
+``CpuBackend.compile(module)`` works on a clone of the module, in XLA:CPU's order:
 
-Compiled code is cached in memory per module fingerprint (the SHA-256 of the printed text):
-compiling the same text again reuses the machine code.
+1. passes (xlapy.passes): call inlining, algebraic simplification, CSE, DCE, then loop and
+   input fusion;
+2. a *plan* per computation (the entry, and the computations of while/conditional/call):
+   its instructions in post order turned into steps -
+   - a loop fusion, or a single elementwise/data-movement instruction, whose every
+     instruction has an element generator: a kernel from ``loop_emitter``;
+   - an input fusion or a reduce/reduce-window the reduction emitter supports: its kernel;
+   - dot, convolution, sort, fft with a fast library path (``library``): a library call;
+   - while/conditional/call: the sub-plans of their computations, run in a loop here;
+   - tuple/get-tuple-element/reshape of a contiguous array: no copy, no kernel;
+   - anything else: the interpreter's kernel (``EvalContext.run_instruction``), so every
+     module runs with the interpreter's semantics;
+3. every kernel of every plan goes into ONE LLVM module, compiled once (-O3, host CPU).
+
+Running a plan: kernel outputs come from the buffer pool (``buffers.POOL``: no page faults
+for recycled blocks), each value is dropped after its last use so its block is recycled
+within the call (liveness-based reuse), large kernels run on both cores
+(``buffers.run_parallel``).
+
+Compiled programs are cached in memory by the module's fingerprint (SHA-256 of its text
+and the backend options), so compiling the same module again costs a print and a hash.
 """
 
 from __future__ import annotations
@@ -25,249 +36,404 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import elemental as el
+from xlapy.backends.cpu import indexing
+from xlapy.backends.cpu.buffers import POOL, run_parallel
 from xlapy.backends.cpu.jit import get_jit
-from xlapy.interpreter.evaluator import EvalContext, EvalOptions, EvaluationError
+from xlapy.backends.cpu.kernel_abi import KernelSpec
+from xlapy.backends.cpu.loop_emitter import emit_loop, members_of
+from xlapy.hlo.attrs.enums import FusionKind
+from xlapy.interpreter.evaluator import EvalContext, EvalOptions
 from xlapy.interpreter.registry import get_kernel
 from xlapy.runtime.client import Backend, DeviceProgram
 from xlapy.shape import dtypes
 
-_CACHE: dict[str, list] = {}  # fingerprint -> compiled fusion callables, in step order
+try:  # optional emitters, each owning its opcodes
+    from xlapy.backends.cpu import reduction as _reduction
+except ImportError:  # pragma: no cover - absent in a partial checkout
+    _reduction = None
+try:
+    from xlapy.backends.cpu import library as _library
+except ImportError:  # pragma: no cover
+    _library = None
+
+#: The passes run before planning (names of xlapy.passes.PASSES).
+PIPELINE = ("inline", "simplify", "cse", "dce", "fusion")
+
+_CACHE: dict[str, "CpuProgram"] = {}
 _CACHE_LOCK = threading.Lock()
-
-
-@dataclass
-class Fusion:
-    """A compiled run: ``members`` in post order, ``inputs`` (buffers read), ``outputs``."""
-
-    members: list
-    dims: tuple[int, ...]
-    inputs: list = field(default_factory=list)
-    embedded: dict = field(default_factory=dict)  # id(constant) -> numpy scalar
-    outputs: list = field(default_factory=list)
-    fn: object = None
-
-    def run(self, env: dict) -> None:
-        n = int(np.prod(self.dims, dtype=np.int64))
-        outs = [np.empty(self.dims, _dtype(o)) for o in self.outputs]
-        if n:
-            ins = [np.ascontiguousarray(env[id(i)], dtype=_dtype(i)) for i in self.inputs]
-            self.fn(*[a.ctypes.data for a in ins], *[a.ctypes.data for a in outs], n)
-        for o, a in zip(self.outputs, outs):
-            env[id(o)] = a
-
-
-def _dtype(instr) -> np.dtype:
-    return np.dtype(dtypes.to_dtype(instr.shape.element_type))
+_KERNEL_PROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 
 def fingerprint(module) -> str:
-    return hashlib.sha256(str(module).encode()).hexdigest()
+    text = f"{PIPELINE}\n{module}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-def plan(module) -> list:
-    """The steps of the entry computation: Instructions (interpreted) and Fusions."""
-    comp = module.entry
-    order = comp.post_order()
-    users: dict[int, int] = {}
-    for instr in order:
-        for o in instr.operands:
-            users.setdefault(id(o), 0)
-            users[id(o)] += 1
-    steps: list = []
-    run: list = []
-
-    def close():
-        if run:
-            steps.append(_make_fusion(list(run), users, comp.root))
-            run.clear()
-
-    for instr in order:
-        if instr.opcode in ("parameter", "constant"):
-            steps.append(instr)
-            continue
-        fusible = (instr.opcode in el.ELEMENTWISE or instr.opcode == "broadcast") \
-            and el.supports(instr)
-        if fusible and run and tuple(instr.shape.dimensions) == tuple(run[0].shape.dimensions):
-            run.append(instr)
-            continue
-        close()
-        if fusible:
-            run.append(instr)
-        else:
-            steps.append(instr)
-    close()
-    return steps
+def _dtype(shape) -> np.dtype:
+    return np.dtype(dtypes.to_dtype(shape.element_type))
 
 
-def _make_fusion(members, users, root) -> Fusion:
-    ids = {id(m) for m in members}
-    fusion = Fusion(members, tuple(members[0].shape.dimensions))
-    seen = set()
-    for m in members:
-        for o in m.operands:
-            if id(o) in ids or id(o) in seen:
-                continue
-            seen.add(id(o))
-            if o.opcode == "constant" and o.shape.is_array() and not o.shape.dimensions:
-                fusion.embedded[id(o)] = o
-            else:
-                fusion.inputs.append(o)
-    inside = {}
-    for m in members:
-        for o in m.operands:
-            inside[id(o)] = inside.get(id(o), 0) + 1
-    for m in members:
-        if m is root or users.get(id(m), 0) > inside.get(id(m), 0):
-            fusion.outputs.append(m)
-    return fusion
-
-
-def _emit(fusion: Fusion, fn_name: str, module: ir.Module, constants: dict) -> None:
-    """Add ``fn_name`` computing ``fusion`` to ``module``. ``constants``: id -> value."""
-    in_tys = [el.memory_type(i.shape.element_type).as_pointer() for i in fusion.inputs]
-    out_tys = [el.memory_type(o.shape.element_type).as_pointer() for o in fusion.outputs]
-    fnty = ir.FunctionType(ir.VoidType(), in_tys + out_tys + [el.I64])
-    fn = ir.Function(module, fnty, name=fn_name)
-    for k, arg in enumerate(fn.args[:-1]):
-        arg.add_attribute("noalias")
-        arg.name = (f"in{k}" if k < len(in_tys) else f"out{k - len(in_tys)}")
-    n = fn.args[-1]
-    n.name = "n"
-    builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    in_ptr = {id(i): fn.args[k] for k, i in enumerate(fusion.inputs)}
-
-    def loader(instr, index):
-        et = instr.shape.element_type
-        kind, ty = el.TYPES[et]
-        if id(instr) in fusion.embedded:
-            value = constants[id(instr)]
-            if kind == "p":
-                return ir.Constant(el.I1, int(bool(value)))
-            if kind == "f":
-                return ir.Constant(ty, float(value))
-            return ir.Constant(ty, int(value) & ((1 << ty.width) - 1))
-        dims = tuple(instr.shape.dimensions)
-        if dims != index.dims:
-            raise EvaluationError(f"cpu backend: index of {index.dims} for %{instr.name}")
-        ptr = builder.gep(in_ptr[id(instr)], [index.linear], inbounds=True,
-                          name=f"{instr.name}.ptr")
-        v = builder.load(ptr, name=f"{instr.name}.load")
-        if kind == "p":
-            v = builder.icmp_unsigned("!=", v, ir.Constant(el.I8, 0), name=f"{instr.name}.pred")
-        return v
-
-    with _for_range(builder, n, "i") as i:
-        index = el.Index(builder, fusion.dims, linear=i)
-        emitter = el.ElementalEmitter(builder, loader, {id(m) for m in fusion.members})
-        for k, o in enumerate(fusion.outputs):
-            v = emitter.value_at(o, index)
-            if el.TYPES[o.shape.element_type][0] == "p":
-                v = builder.zext(v, el.I8, name=f"{o.name}.byte")
-            ptr = builder.gep(fn.args[len(in_tys) + k], [i], inbounds=True, name=f"{o.name}.optr")
-            builder.store(v, ptr)
-    builder.ret_void()
-
-
-class _for_range:
-    """``with _for_range(builder, n, "i") as i:`` a counted loop 0 <= i < n (i64); the
-    builder is left after the loop on exit."""
-
-    def __init__(self, builder: ir.IRBuilder, n, name: str):
-        self.b, self.n, self.name = builder, n, name
-
-    def __enter__(self):
-        b = self.b
-        self.pre = b.block
-        fn = b.function
-        self.header = fn.append_basic_block(f"{self.name}.header")
-        self.body = fn.append_basic_block(f"{self.name}.body")
-        self.exit = fn.append_basic_block(f"{self.name}.exit")
-        b.branch(self.header)
-        b.position_at_end(self.header)
-        self.i = b.phi(el.I64, name=self.name)
-        self.i.add_incoming(ir.Constant(el.I64, 0), self.pre)
-        go = b.icmp_signed("<", self.i, self.n, name=f"{self.name}.cond")
-        b.cbranch(go, self.body, self.exit)
-        b.position_at_end(self.body)
-        return self.i
-
-    def __exit__(self, *exc):
-        if exc[0] is not None:
-            return False
-        b = self.b
-        nxt = b.add(self.i, ir.Constant(el.I64, 1), name=f"{self.name}.next", flags=["nuw", "nsw"])
-        self.i.add_incoming(nxt, b.block)
-        b.branch(self.header)
-        b.position_at_end(self.exit)
-        return False
+def _contiguous(value) -> np.ndarray:
+    a = np.asarray(value)
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
 def _constant_value(instr):
-    ctx = EvalContext(None, EvalOptions())
-    return np.asarray(ctx.run_instruction(instr, [])).reshape(())[()]
+    return EvalContext(None, EvalOptions()).run_instruction(instr, [])
 
 
-def compile_fusions(module, steps) -> list:
-    """Compile every Fusion of ``steps`` (one LLVM module); returns their callables."""
-    fusions = [s for s in steps if isinstance(s, Fusion)]
-    if not fusions:
-        return []
-    key = fingerprint(module)
-    with _CACHE_LOCK:
-        cached = _CACHE.get(key)
-    if cached is not None and len(cached) == len(fusions):
-        return cached
-    irmod = ir.Module(name=f"xlapy_{module.name}" if hasattr(module, "name") else "xlapy")
-    for k, f in enumerate(fusions):
-        constants = {cid: _constant_value(c) for cid, c in f.embedded.items()}
-        _emit(f, f"fused_{k}", irmod, constants)
-    compiled = get_jit().compile(irmod)
-    fns = []
-    for k, f in enumerate(fusions):
-        proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (len(f.inputs) + len(f.outputs))),
-                                 ctypes.c_int64)
-        fn = proto(compiled.function_address(f"fused_{k}"))
-        fn._keepalive = compiled  # the machine code lives as long as the function
-        fns.append(fn)
-    with _CACHE_LOCK:
-        _CACHE[key] = fns
-    return fns
+def _generated(instr) -> bool:
+    """Has an element generator (elementwise or data movement)."""
+    if instr.opcode == "constant":
+        return instr.shape.is_array() and instr.shape.element_type in el.TYPES
+    if instr.opcode in indexing.GENERATORS:
+        return indexing.supports(instr)
+    return el.supports(instr)
+
+
+# -- steps --------------------------------------------------------------------------------------
+
+
+@dataclass
+class KernelStep:
+    """A compiled kernel: reads ``inputs`` (instructions of the plan's computation) and
+    ``bound`` arrays (constants), writes ``spec.outputs``; the value of ``instr`` is the
+    output (or the tuple of outputs for a multi-output fusion)."""
+
+    instr: object
+    inputs: list
+    bound: list
+    spec: KernelSpec
+    tuple_result: bool = False
+    fn: object = None
+    then_fn: object = None
+
+    def run(self, env, plan_ctx):
+        spec = self.spec
+        arrays = [_contiguous(env[id(i)]) for i in self.inputs]
+        arrays += self.bound
+        outs = [POOL.empty(tuple(s.dimensions), _dtype(s)) for s in spec.outputs]
+        arrays += outs
+        arrays += [np.zeros(n, dt) for dt, n in spec.scratch]
+        if spec.domain:
+            bufs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+            run_parallel(self.fn, bufs, spec.domain, spec.domain * spec.cost, spec.parallel)
+            then = spec.then
+            if then is not None and then.domain:
+                run_parallel(self.then_fn, bufs, then.domain, then.domain * then.cost,
+                             then.parallel)
+        env[id(self.instr)] = tuple(outs) if self.tuple_result else outs[0]
+
+
+@dataclass
+class LibraryStep:
+    instr: object
+
+    def run(self, env, plan_ctx):
+        instr = self.instr
+        operands = [_contiguous(env[id(o)]) for o in instr.operands]
+        if instr.shape.is_array():
+            out = POOL.empty(tuple(instr.shape.dimensions), _dtype(instr.shape))
+            env[id(instr)] = _library.run(instr, operands, out=out)
+        else:
+            env[id(instr)] = _library.run(instr, operands)
+
+
+@dataclass
+class ValueStep:
+    """tuple, get-tuple-element, and reshape/bitcast of a row-major array: no copy."""
+
+    instr: object
+
+    def run(self, env, plan_ctx):
+        instr = self.instr
+        op = instr.opcode
+        if op == "tuple":
+            env[id(instr)] = tuple(env[id(o)] for o in instr.operands)
+        elif op == "get-tuple-element":
+            env[id(instr)] = env[id(instr.operands[0])][instr.attrs["index"]]
+        else:
+            env[id(instr)] = _contiguous(env[id(instr.operands[0])]).reshape(
+                tuple(instr.shape.dimensions))
+
+
+@dataclass
+class ConstantStep:
+    instr: object
+    value: object
+
+    def run(self, env, plan_ctx):
+        env[id(self.instr)] = self.value
+
+
+@dataclass
+class InterpretStep:
+    instr: object
+
+    def run(self, env, plan_ctx):
+        instr = self.instr
+        env[id(instr)] = plan_ctx.run_instruction(instr, [env[id(o)] for o in instr.operands])
+
+
+@dataclass
+class WhileStep:
+    instr: object
+    cond: "Plan"
+    body: "Plan"
+
+    def run(self, env, plan_ctx):
+        state = env[id(self.instr.operands[0])]
+        while True:
+            go = self.cond.execute([state], plan_ctx)
+            if not bool(np.asarray(go).reshape(())):
+                break
+            state = self.body.execute([state], plan_ctx)
+        env[id(self.instr)] = state
+
+
+@dataclass
+class CallStep:
+    instr: object
+    body: "Plan"
+
+    def run(self, env, plan_ctx):
+        env[id(self.instr)] = self.body.execute([env[id(o)] for o in self.instr.operands],
+                                                plan_ctx)
+
+
+@dataclass
+class ConditionalStep:
+    instr: object
+    branches: list
+
+    def run(self, env, plan_ctx):
+        instr = self.instr
+        selector = np.asarray(env[id(instr.operands[0])]).reshape(())
+        if selector.dtype == np.bool_:
+            k = 0 if bool(selector) else 1  # true_computation, false_computation
+        else:
+            k = int(selector)
+            if k < 0 or k >= len(self.branches):
+                k = len(self.branches) - 1  # out of range: the last branch (XLA)
+        env[id(instr)] = self.branches[k].execute([env[id(instr.operands[k + 1])]], plan_ctx)
+
+
+# -- plans --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """A computation's steps; ``drops[k]``: the values whose last use is step k."""
+
+    comp: object
+    params: list
+    steps: list
+    drops: list = field(default_factory=list)
+
+    def execute(self, args, plan_ctx):
+        env: dict = {}
+        for p in self.params:
+            env[id(p)] = args[p.parameter_number]
+        for step, drop in zip(self.steps, self.drops):
+            step.run(env, plan_ctx)
+            for key in drop:
+                del env[key]
+        return env[id(self.comp.root)]
+
+
+class Planner:
+    """Turns computations into plans and collects their kernels into one LLVM module."""
+
+    def __init__(self, module):
+        self.module = module
+        self.irmod = ir.Module(name="xlapy_cpu")
+        self.kernels: list[KernelStep] = []
+        self._plans: dict[int, Plan] = {}
+
+    def plan(self, comp) -> Plan:
+        if id(comp) in self._plans:
+            return self._plans[id(comp)]
+        order = comp.post_order()
+        steps = [self._step(instr) for instr in order if instr.opcode != "parameter"]
+        params = [i for i in order if i.opcode == "parameter"]
+        plan = Plan(comp, params, steps)
+        plan.drops = self._drops(comp, steps)
+        self._plans[id(comp)] = plan
+        return plan
+
+    @staticmethod
+    def _drops(comp, steps) -> list:
+        last: dict[int, int] = {}
+        for k, step in enumerate(steps):
+            for o in step.instr.operands:
+                last[id(o)] = k
+            last.setdefault(id(step.instr), k)
+        drops: list[list[int]] = [[] for _ in steps]
+        keep = id(comp.root)
+        for key, k in last.items():
+            if key != keep:
+                drops[k].append(key)
+        return drops
+
+    # -- one instruction -------------------------------------------------------------------
+
+    def _step(self, instr):
+        op = instr.opcode
+        if op == "constant":
+            return ConstantStep(instr, _constant_value(instr))
+        if op in ("tuple", "get-tuple-element"):
+            return ValueStep(instr)
+        if op in ("reshape", "bitcast") and indexing.supports(instr):
+            return ValueStep(instr)
+        if op == "while":
+            return WhileStep(instr, self.plan(instr.attrs["condition"]),
+                             self.plan(instr.attrs["body"]))
+        if op == "call" and not instr.has_side_effect:
+            return CallStep(instr, self.plan(instr.attrs["to_apply"]))
+        if op == "conditional":
+            return ConditionalStep(instr, [self.plan(c) for c in instr.called_computations()])
+        if op == "fusion":
+            step = self._fusion_step(instr)
+            if step is not None:
+                return step
+        elif instr.shape.is_array() and instr.shape.element_type in el.TYPES and \
+                not instr.called_computations() and _generated(instr) and op != "constant":
+            operands = _unique(instr.operands)
+            return self._kernel(instr, [instr], operands, [], {})
+        elif op in ("reduce", "reduce-window") and _reduction is not None and \
+                _reduction.supports(instr):
+            return self._reduce_kernel(instr, instr, _unique(instr.operands), [])
+        if _library is not None and _library.supports(instr):
+            return LibraryStep(instr)
+        return InterpretStep(instr)
+
+    def _fusion_step(self, fusion):
+        comp = fusion.attrs["calls"]
+        root = comp.root
+        params = sorted((i for i in comp.instructions if i.opcode == "parameter"),
+                        key=lambda p: p.parameter_number)
+        roots = list(root.operands) if root.opcode == "tuple" else [root]
+        if not roots or not all(r.shape.is_array() for r in roots):
+            return None
+        kind = fusion.attrs["kind"]
+        consts = [i for i in comp.instructions if i.opcode == "constant"]
+        scalars = {id(c): _constant_value(c) for c in consts if not c.shape.dimensions}
+        big = [c for c in consts if c.shape.dimensions]
+        inputs = params + big
+        members = members_of(roots, inputs)
+        if kind == FusionKind.INPUT and len(roots) == 1 and _reduction is not None and \
+                root.opcode in ("reduce", "reduce-window"):
+            if not _reduction.supports(root):
+                return None
+            producers = members_of(list(root.operands), inputs)
+            if not all(_generated(m) for m in producers):
+                return None
+            return self._reduce_kernel(fusion, root, inputs,
+                                       [np.asarray(_constant_value(c)) for c in big],
+                                       operands=list(fusion.operands))
+        if kind == FusionKind.INPUT:
+            return None
+        dims = tuple(roots[0].shape.dimensions)
+        if any(tuple(r.shape.dimensions) != dims for r in roots):
+            return None
+        if not all(_generated(m) for m in members):
+            return None
+        bound = [_contiguous(_constant_value(c)) for c in big]
+        return self._kernel(fusion, roots, inputs, bound, scalars,
+                            operands=list(fusion.operands), tuple_result=root.opcode == "tuple")
+
+    def _kernel(self, instr, roots, inputs, bound, scalars, operands=None, tuple_result=False):
+        name = f"k{len(self.kernels)}"
+        if operands is None:  # one instruction: embed its rank-0 constant operands
+            scalars = {id(c): _constant_value(c) for c in inputs
+                       if c.opcode == "constant" and not c.shape.dimensions}
+            inputs = [i for i in inputs if id(i) not in scalars]
+        spec = emit_loop(self.irmod, name, roots, inputs, scalars)
+        spec.n_inputs = len(inputs)
+        read = operands if operands is not None else inputs
+        step = KernelStep(instr, read, bound, spec, tuple_result)
+        self.kernels.append(step)
+        return step
+
+    def _reduce_kernel(self, instr, root, inputs, bound, operands=None):
+        name = f"k{len(self.kernels)}"
+        spec = _reduction.emit(self.irmod, name, root, inputs)
+        read = operands if operands is not None else inputs
+        step = KernelStep(instr, read, bound, spec, tuple_result=root.shape.is_tuple())
+        self.kernels.append(step)
+        return step
+
+    def compile(self):
+        """Compile every kernel; bind the function pointers."""
+        if not self.kernels:
+            return None
+        compiled = get_jit().compile(self.irmod)
+        for step in self.kernels:
+            step.fn = _KERNEL_PROTO(compiled.function_address(step.spec.name))
+            if step.spec.then is not None:
+                step.then_fn = _KERNEL_PROTO(compiled.function_address(step.spec.then.name))
+        return compiled
+
+
+def _unique(instrs) -> list:
+    seen, out = set(), []
+    for i in instrs:
+        if id(i) not in seen:
+            seen.add(id(i))
+            out.append(i)
+    return out
 
 
 class CpuProgram(DeviceProgram):
-    def __init__(self, module, steps):
-        self.module = module
-        self.steps = steps
-
-    @property
-    def fusions(self) -> list[Fusion]:
-        return [s for s in self.steps if isinstance(s, Fusion)]
+    def __init__(self, module, entry: Plan, kernels: list, compiled):
+        self.module = module  # the optimised module the plans refer to
+        self.entry = entry
+        self.kernels = kernels
+        self._compiled = compiled  # keeps the machine code alive
 
     def run(self, args, options):
         ctx = EvalContext(self.module, options)
-        env: dict = {}
-        for step in self.steps:
-            if isinstance(step, Fusion):
-                step.run(env)
-            elif step.opcode == "parameter":
-                env[id(step)] = args[step.parameter_number]
-            else:
-                env[id(step)] = ctx.run_instruction(step, [env[id(o)] for o in step.operands])
-        return env[id(self.module.entry.root)]
+        return self.entry.execute(list(args), ctx)
+
+    def steps(self) -> list:
+        return list(self.entry.steps)
+
+
+def compile_module(module) -> CpuProgram:
+    """Compile ``module`` (not modified) for the CPU backend, or take it from the cache."""
+    from xlapy.passes import make_pipeline
+
+    key = fingerprint(module)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    work = module.clone(suffix="")
+    make_pipeline(PIPELINE, verify=False).run(work)
+    planner = Planner(work)
+    entry = planner.plan(work.entry)
+    compiled = planner.compile()
+    program = CpuProgram(work, entry, planner.kernels, compiled)
+    with _CACHE_LOCK:
+        _CACHE[key] = program
+    return program
+
+
+def clear_cache() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
 
 
 class CpuBackend(Backend):
-    """Elementwise fusions compiled with LLVM; everything else through the interpreter."""
+    """Compiled kernels for fusions, library calls for dot/conv/sort/fft, the interpreter's
+    kernels for the rest."""
 
     name = "cpu"
 
     def compile(self, module) -> CpuProgram:
         get_kernel("parameter")  # load the kernels before device threads start
-        steps = plan(module)
-        fns = compile_fusions(module, steps)
-        for f, fn in zip([s for s in steps if isinstance(s, Fusion)], fns):
-            f.fn = fn
-        return CpuProgram(module, steps)
+        return compile_module(module)
 
 
-__all__ = ["CpuBackend", "CpuProgram", "Fusion", "compile_fusions", "fingerprint", "plan"]
+__all__ = ["CpuBackend", "CpuProgram", "KernelStep", "Plan", "clear_cache", "compile_module",
+           "fingerprint"]

@@ -108,7 +108,8 @@ def _slice(em, instr, index):
     b = em.b
     operand = instr.operands[0]
     multi = []
-    for d, (i, (start, _limit, stride)) in enumerate(zip(index.multi, instr.attrs["slice"])):
+    ranges = instr.attrs["slice"]
+    for d, (i, start, stride) in enumerate(zip(index.multi, ranges.starts, ranges.strides)):
         v = i if stride == 1 else b.mul(i, _c(stride), name=f"{instr.name}.s{d}")
         multi.append(v if start == 0 else b.add(v, _c(start), name=f"{instr.name}.o{d}"))
     return em.value_at(operand, Index(b, _dims(operand), multi=multi))
@@ -158,7 +159,7 @@ def _pad(em, instr, index):
     inside = None
     multi = []
     for d, (i, dim) in enumerate(zip(index.multi, instr.attrs["padding"].dimensions)):
-        lo, interior = dim.low, dim.interior
+        lo, interior = dim.edge_padding_low, dim.interior_padding
         shifted = b.sub(i, _c(lo), name=f"{instr.name}.sh{d}")
         ok = b.and_(b.icmp_signed(">=", shifted, _c(0), name=f"{instr.name}.ge{d}"),
                     b.icmp_signed("<=", shifted, _c((odims[d] - 1) * (interior + 1)),

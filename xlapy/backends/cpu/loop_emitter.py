@@ -1,0 +1,155 @@
+"""Loop kernels: one LLVM function computing a loop fusion (or one elementwise/movement
+instruction) over its output's elements, in XLA:CPU's way: a loop nest over the output
+index, each element generated from the inputs by the element generators
+(``elemental.ElementalEmitter``, ``indexing``), so producers never materialise.
+
+``emit_loop(module, name, roots, inputs, scalars)``:
+
+- ``roots``: the instructions whose values are written (one output buffer each, in order;
+  all of the same dimensions - a multi-output loop fusion's tuple elements),
+- ``inputs``: the instructions read from input buffers (``bufs[0..]``),
+- ``scalars``: id(rank-0 constant) -> value, embedded as immediates.
+
+Every instruction reached from a root before an input is generated. When every generated
+instruction maps an output index to the same index of its operands (elementwise ops,
+broadcasts of scalars, identity reshapes) the kernel is one flat counted loop over linear
+positions (work items = elements), which LLVM vectorises. Otherwise the work items are the
+positions along the first dimension larger than 1, with nested loops inside.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from xlapy.backends.cpu import elemental as el
+from xlapy.backends.cpu.indexing import Index
+from xlapy.backends.cpu.kernel_abi import (I64, KernelSpec, buffer_pointer, declare_kernel,
+                                           for_range)
+
+
+def _dims(instr) -> tuple[int, ...]:
+    return tuple(int(d) for d in instr.shape.dimensions)
+
+
+def members_of(roots, inputs) -> list:
+    """The instructions generated for ``roots`` (reachable from them, stopping at inputs),
+    in post order."""
+    stop = {id(i) for i in inputs}
+    seen: set[int] = set()
+    out: list = []
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            instr, expanded = stack.pop()
+            if id(instr) in seen or id(instr) in stop:
+                continue
+            if expanded:
+                seen.add(id(instr))
+                out.append(instr)
+                continue
+            stack.append((instr, True))
+            for o in reversed(instr.operands):
+                if id(o) not in seen and id(o) not in stop:
+                    stack.append((o, False))
+    return out
+
+
+def _flat(members, dims, scalars) -> bool:
+    """True when every member reads its operands at the output's own position."""
+    for m in members:
+        if id(m) in scalars:
+            continue
+        if m.opcode == "broadcast":
+            operand = m.operands[0]
+            if _dims(operand) and not (_dims(operand) == dims and tuple(
+                    m.attrs["dimensions"]) == tuple(range(len(dims)))):
+                return False
+            continue
+        if m.opcode in ("reshape", "bitcast", "copy"):
+            if _dims(m.operands[0]) != dims:
+                return False
+            continue
+        if m.opcode in el.indexing.GENERATORS:
+            return False
+        if _dims(m) != dims:
+            return False
+    return True
+
+
+def immediate(et, value) -> ir.Constant:
+    """A rank-0 constant's value as an LLVM constant of its compute type."""
+    kind, ty = el.TYPES[et]
+    if kind == "p":
+        return ir.Constant(ty, int(bool(value)))
+    if kind == "f":
+        return ir.Constant(ty, float(value))
+    return ir.Constant(ty, int(value) & ((1 << ty.width) - 1))
+
+
+def emit_loop(module: ir.Module, name: str, roots: list, inputs: list,
+              scalars: dict) -> KernelSpec:
+    dims = _dims(roots[0])
+    members = members_of(roots, inputs)
+    member_ids = {id(m) for m in members}
+    fn, b = declare_kernel(module, name)
+    bufs, lo, hi = fn.args
+    in_ptr = {}
+    for k, instr in enumerate(inputs):
+        in_ptr[id(instr)] = buffer_pointer(b, bufs, k, el.memory_type(instr.shape.element_type),
+                                           f"in{k}")
+    out_ptr = [buffer_pointer(b, bufs, len(inputs) + k,
+                              el.memory_type(r.shape.element_type), f"out{k}")
+               for k, r in enumerate(roots)]
+
+    def loader(instr, index):
+        et = instr.shape.element_type
+        if id(instr) in scalars:
+            return immediate(et, scalars[id(instr)])
+        ptr = b.gep(in_ptr[id(instr)], [index.linear], inbounds=True, name=f"{instr.name}.ptr")
+        return el.load_value(b, ptr, et, instr.name)
+
+    def body(index):
+        emitter = el.ElementalEmitter(b, loader, member_ids - set(scalars))
+        for k, r in enumerate(roots):
+            v = emitter.value_at(r, index)
+            ptr = b.gep(out_ptr[k], [index.linear], inbounds=True, name=f"{r.name}.optr")
+            el.store_value(b, v, ptr, r.shape.element_type, r.name)
+
+    n = 1
+    for d in dims:
+        n *= d
+    if _flat(members, dims, scalars) or len(dims) <= 1:
+        with for_range(b, lo, hi, "i") as i:
+            body(Index(b, dims, linear=i))
+        domain, cost = n, 1
+    else:
+        split = next((d for d, size in enumerate(dims) if size > 1), 0)
+        inner = 1
+        for d in dims[split + 1:]:
+            inner *= d
+        domain, cost = dims[split], inner
+        _nest(b, dims, split, lo, hi, body)
+    b.ret_void()
+    outputs = [r.shape for r in roots]
+    return KernelSpec(name, len(inputs), outputs, domain, cost)
+
+
+def _nest(b: ir.IRBuilder, dims, split: int, lo, hi, body) -> None:
+    """Loops over dims[split] in [lo, hi) and every later dimension (earlier ones are 1);
+    ``body(Index)`` emits one element."""
+    zero = ir.Constant(I64, 0)
+
+    def level(d, multi, linear):
+        if d == len(dims):
+            body(Index(b, dims, linear=linear, multi=list(multi)))
+            return
+        start, stop = (lo, hi) if d == split else (0, dims[d])
+        with for_range(b, start, stop, f"i{d}") as i:
+            lin = i if linear is None else b.add(
+                b.mul(linear, ir.Constant(I64, dims[d]), name=f"l{d}.m"), i, name=f"l{d}")
+            level(d + 1, multi + [i], lin)
+
+    level(split, [zero] * split, None)
+
+
+__all__ = ["emit_loop", "immediate", "members_of"]
