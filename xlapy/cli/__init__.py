@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "xlapy.cli.layout_cmd",
     "xlapy.cli.graph_cmd",
     "xlapy.cli.opt_cmd",
+    "xlapy.cli.bench_cmd",
 )
 
 _EPILOG = """\

@@ -1,0 +1,135 @@
+"""The jax side of ``xlapy bench``: one jax function per case of benchmarks/suite.py, and the
+script that regenerates the committed dumps benchmarks/hlo/<case>.<tier>.hlo.
+
+    python benchmarks/make_hlo.py            # rewrite every dump (needs jax)
+    python benchmarks/make_hlo.py --check    # exit 1 if a dump differs from what jax lowers
+
+A dump is ``jax.jit(f).lower(*args).as_text(dialect="hlo")``: the module jax hands to XLA,
+which xlapy runs; the bench runs the same ``f`` through ``jax.jit`` for the XLA:CPU column.
+jax is imported inside the functions: ``xlapy bench`` loads this module only when jax is
+importable (jax is never a dependency of xlapy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import suite  # noqa: E402  (benchmarks/suite.py, a sibling of this script)
+
+
+def _functions() -> dict:
+    """case name -> f(*args), the computation of the case in jax."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def elementwise(x, v, w):
+        t = jnp.tanh(x * 0.5 + v) - w
+        return jnp.where(t > x, jnp.sqrt(jnp.abs(t)), t * w) / (w * w + 1.0)
+
+    def softmax(x):
+        return jax.nn.softmax(x, axis=-1)
+
+    def layernorm(x, gamma, beta):
+        mean = jnp.mean(x, axis=-1, keepdims=True)
+        xc = x - mean
+        var = jnp.mean(xc * xc, axis=-1, keepdims=True)
+        return xc * (1.0 / jnp.sqrt(var + suite.LAYERNORM_EPS)) * gamma + beta
+
+    def matmul(a, b):
+        return a @ b
+
+    def mlp_loss(w1, b1, w2, b2, x, y):
+        h = jnp.maximum(x @ w1 + b1, 0.0)
+        d = h @ w2 + b2 - y
+        return jnp.mean(d * d)
+
+    def mlp_train(x, y, w1, b1, w2, b2):
+        loss, grads = jax.value_and_grad(mlp_loss, argnums=(0, 1, 2, 3))(w1, b1, w2, b2, x, y)
+        return (loss, *grads)
+
+    def conv2d(x, k):
+        return lax.conv_general_dilated(x, k, window_strides=(1, 1), padding="SAME",
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def reduce_sum(x):
+        return jnp.sum(x)
+
+    def while_scalar_for(iters):
+        def while_scalar(c, a, b):
+            return lax.fori_loop(0, iters, lambda i, c: c * a + b, c)
+        return while_scalar
+
+    def while_vector_for(iters):
+        def while_vector(c, w, b):
+            return lax.fori_loop(0, iters, lambda i, c: jnp.tanh(c * w + b), c)
+        return while_vector
+
+    def sort(x):
+        return jnp.sort(x)
+
+    return {
+        "elementwise": lambda p: elementwise,
+        "softmax": lambda p: softmax,
+        "layernorm": lambda p: layernorm,
+        "matmul": lambda p: matmul,
+        "matmul_big": lambda p: matmul,
+        "mlp_train": lambda p: mlp_train,
+        "conv2d": lambda p: conv2d,
+        "reduce_sum": lambda p: reduce_sum,
+        "while_scalar": lambda p: while_scalar_for(p["iters"]),
+        "while_vector": lambda p: while_vector_for(p["iters"]),
+        "sort": lambda p: sort,
+    }
+
+
+def jax_function(name: str, tier: str):
+    """``f`` of case ``name`` at ``tier`` (iteration counts are part of the function)."""
+    return _functions()[name](suite.CASES[name].sizes[tier])
+
+
+def arg_specs(name: str, tier: str) -> list:
+    """jax.ShapeDtypeStruct of every argument (the same shapes the bench's inputs have)."""
+    import jax
+    import numpy as np
+
+    case = suite.CASES[name]
+    args = suite.make_inputs(case, tier)
+    return [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in args]
+
+
+def lower_text(name: str, tier: str) -> str:
+    """The HLO text jax hands to XLA for case ``name`` at ``tier``."""
+    import jax
+
+    return jax.jit(jax_function(name, tier)).lower(*arg_specs(name, tier)).as_text(dialect="hlo")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true",
+                   help="compare instead of writing; exit 1 when a dump is out of date")
+    p.add_argument("--cases", help="comma-separated case names (default all)")
+    args = p.parse_args(argv)
+    names = args.cases.split(",") if args.cases else list(suite.CASES)
+    stale = 0
+    suite.HLO_DIR.mkdir(exist_ok=True)
+    for name in names:
+        for tier in suite.TIERS:
+            path = suite.CASES[name].hlo_path(tier)
+            text = lower_text(name, tier)
+            if args.check:
+                same = path.exists() and path.read_text() == text
+                stale += not same
+                print(f"{'ok   ' if same else 'STALE'} {path.name}")
+            else:
+                path.write_text(text)
+                print(f"wrote {path.relative_to(suite.HERE.parent)} ({len(text)} chars)")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

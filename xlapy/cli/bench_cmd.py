@@ -1,0 +1,652 @@
+"""``xlapy bench``: issue 7's benchmark suite. In one process and one run, every case of
+benchmarks/suite.py runs on xlapy (``--backend``, default cpu), on XLA:CPU through
+``jax.jit`` (when jax is importable; jax is imported here, lazily, never by the rest of
+xlapy) and as eager NumPy, on the same seeded inputs; the table gives the medians, the
+ratios, the issue's target of every case and whether it is met, then the geometric mean of
+xlapy/XLA, the copy-bandwidth reference and the compile times of the MLP module.
+
+Measuring: every side runs once untimed (the warm-up: the first call compiles), then
+``--repeats`` timed runs (time.perf_counter, jax results blocked on); the median counts.
+A side whose warm-up run is slow gets fewer timed runs (at most ``--budget`` seconds of them,
+at least one; marked ``*``). xlapy's warm-up result is checked against NumPy's (each case's
+tolerance in suite.py): a mismatch is printed loudly, marks the row, and makes the exit code
+1. With ``--quick``/``--tiny`` an xlapy compile or run over ``--timeout`` seconds (default 30)
+is abandoned (a SIGALRM interrupts the Python work; native code finishes its call first)
+and the row says ``skipped: >30 s``.
+
+xlapy runs the committed jax dumps benchmarks/hlo/<case>.<tier>.hlo and XLA the jax
+functions of benchmarks/make_hlo.py they were dumped from; when jax lowers a function to a
+different text than the committed dump (a different jax version), a warning says so.
+The benchmarks directory is found next to the xlapy package (a source checkout) or at
+``$XLAPY_BENCHMARKS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import signal
+import statistics
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from xlapy.cli.common import CommandError, add_command
+
+_DEFAULT_REPEATS = {"full": 7, "quick": 5, "tiny": 3}
+_DEFAULT_TIMEOUT = {"full": 900.0, "quick": 30.0, "tiny": 30.0}
+_DEFAULT_BUDGET = {"full": 60.0, "quick": 4.0, "tiny": 2.0}
+_COMPILE_COLD_RUNS = 3
+_RETIRED: list = []  # compiled code dropped from xlapy's cache, kept alive
+
+
+def register(subparsers) -> None:
+    p = add_command(
+        subparsers, "bench",
+        summary="benchmark xlapy against XLA:CPU (jax) and NumPy, with the issue's targets",
+        description="Run the benchmark suite (benchmarks/suite.py) in one process: every case "
+        "on xlapy, on XLA:CPU through jax.jit (if jax is installed) and as eager NumPy, on "
+        "the same seeded inputs. Prints the median times, xlapy/XLA and xlapy/NumPy, each "
+        "case's target and whether it is met, the geometric mean of xlapy/XLA, the achieved "
+        "bandwidth of memory-bound cases against a measured copy, and the compile time of "
+        "the MLP module (cold and cached). Exit code 1 when an xlapy result differs from "
+        "NumPy's.",
+        examples=[
+            ("xlapy bench --quick", "smaller sizes, the whole run in under a minute"),
+            ("xlapy bench", "the issue's sizes (several minutes)"),
+            ("xlapy bench --quick --cases softmax,matmul", "some cases only"),
+            ("xlapy bench --json out.json", "also write every figure as JSON"),
+            ("xlapy bench --list", "the cases and their sizes"),
+        ],
+        run=run,
+    )
+    sizes = p.add_mutually_exclusive_group()
+    sizes.add_argument("--quick", action="store_true",
+                       help="smaller sizes: the whole run takes under a minute")
+    sizes.add_argument("--tiny", action="store_true",
+                       help="tiny sizes (seconds; for tests of the command itself)")
+    p.add_argument("--cases", metavar="A,B", help="comma-separated case names (default all; "
+                   "see --list)")
+    p.add_argument("--repeats", type=int, metavar="N",
+                   help="timed runs per side after the warm-up (default 7; --quick 5)")
+    p.add_argument("--budget", type=float, metavar="SECONDS",
+                   help="time one side may spend on its timed runs; a slower side gets fewer "
+                   "runs, at least one (default 60; --quick 4)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="skip an xlapy case whose compile or single run exceeds this (default "
+                   "30 with --quick/--tiny, 900 otherwise)")
+    p.add_argument("--backend", default="cpu", metavar="NAME",
+                   help="xlapy runtime backend to benchmark (default cpu)")
+    p.add_argument("--no-jax", action="store_true",
+                   help="leave out XLA:CPU even when jax is installed")
+    p.add_argument("--seed", type=int, default=0, help="seed of the inputs (default 0)")
+    p.add_argument("--json", metavar="OUT", help="write every figure to this JSON file")
+    p.add_argument("--list", action="store_true", help="list the cases and exit")
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+class _Timeout(Exception):
+    """An xlapy compile or run went past --timeout."""
+
+
+@contextmanager
+def _deadline(seconds):
+    """Raise _Timeout in this (main) thread after ``seconds``: SIGALRM interrupts Python code
+    between bytecodes; a native call in progress finishes first. No-op off the main thread
+    or without setitimer."""
+    if (seconds is None or not hasattr(signal, "setitimer")
+            or threading.current_thread() is not threading.main_thread()):
+        yield
+        return
+
+    def fire(signum, frame):
+        raise _Timeout()
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@dataclass
+class _Timing:
+    median: float
+    runs: int
+    reduced: bool  # fewer timed runs than --repeats (a slow side)
+
+
+def _measure(fn, repeats: int, budget: float, timeout=None):
+    """Warm up (one untimed call, whose result is returned), then time up to ``repeats``
+    calls, fewer when the warm-up says they would take over ``budget`` seconds."""
+    with _deadline(timeout):
+        start = time.perf_counter()
+        result = fn()
+        first = time.perf_counter() - start
+    runs = repeats
+    if first * repeats > budget:
+        runs = max(1, int(budget / first)) if first > 0 else repeats
+    times = []
+    for _ in range(runs):
+        with _deadline(timeout):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    return result, _Timing(statistics.median(times), runs, runs < repeats)
+
+
+@dataclass
+class _Row:
+    """One line of the table (times in seconds; None where a side did not run)."""
+
+    case: str
+    size: str
+    kind: str = "run"  # run | compile
+    xlapy: _Timing | None = None
+    xla: _Timing | None = None
+    numpy: _Timing | None = None
+    xlapy_note: str = ""  # replaces the xlapy cell (skipped, error)
+    xla_note: str = ""
+    numpy_note: str = ""
+    target: float | None = None  # largest accepted xlapy/XLA, or seconds for target_abs
+    target_abs: bool = False  # target is an absolute time, not a ratio
+    check: str = ""
+    mismatch: bool = False
+    error: bool = False
+    bytes: int | None = None
+    xla_check: str = ""
+
+    def ratio(self, other: _Timing | None) -> float | None:
+        if self.xlapy is None or other is None or self.mismatch or self.error:
+            return None
+        return self.xlapy.median / other.median
+
+    def target_text(self) -> str:
+        if self.target is None:
+            return "-"
+        if self.target_abs:
+            return f"< {self.target * 1e3:g} ms"
+        return f"<= {self.target:g}x"
+
+    def status(self) -> str:
+        if self.mismatch:
+            return "MISMATCH"
+        if self.xlapy_note:
+            return self.xlapy_note
+        if self.target is None:
+            return "-"
+        if self.target_abs:
+            if self.xlapy is None:
+                return "-"
+            return "met" if self.xlapy.median < self.target else "missed"
+        ratio = self.ratio(self.xla)
+        if ratio is None:
+            return "n/a (no XLA)"
+        return "met" if ratio <= self.target else "missed"
+
+
+def _fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.3f} s"
+
+
+def _cell(timing: _Timing | None, note: str) -> str:
+    if note:
+        return note
+    if timing is None:
+        return "-"
+    return _fmt_time(timing.median) + ("*" if timing.reduced else "")
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+def _fmt_ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def _load_suite():
+    """benchmarks/suite.py of the source checkout (or $XLAPY_BENCHMARKS)."""
+    import xlapy
+
+    env = os.environ.get("XLAPY_BENCHMARKS")
+    where = Path(env) if env else Path(xlapy.__file__).resolve().parents[1] / "benchmarks"
+    if not (where / "suite.py").is_file():
+        raise CommandError(f"no benchmark suite at {where / 'suite.py'}: xlapy bench needs a "
+                           f"source checkout of xlapy (pip install -e .) or "
+                           f"XLAPY_BENCHMARKS=<the benchmarks directory>")
+    if str(where) not in sys.path:
+        sys.path.insert(0, str(where))
+    suite = importlib.import_module("suite")
+    if Path(suite.__file__).resolve() != (where / "suite.py").resolve():
+        raise CommandError(f"another module named 'suite' ({suite.__file__}) shadows "
+                           f"{where / 'suite.py'}")
+    return suite
+
+
+def _load_jax(no_jax: bool):
+    """(jax, make_hlo) or (None, why not)."""
+    if no_jax:
+        return None, "left out"
+    try:
+        import jax
+    except ImportError:
+        return None, "jax not installed"
+    make_hlo = importlib.import_module("make_hlo")
+    return (jax, make_hlo), ""
+
+
+def _clear_compile_caches(backend: str) -> str:
+    """Bypass every xlapy compile cache for the next compile; returns what was cleared."""
+    if backend != "cpu":
+        return "no compile cache for this backend"
+    pkg = importlib.import_module("xlapy.backends.cpu")
+    mod = importlib.import_module("xlapy.backends.cpu.backend")
+    for owner in (pkg, mod):
+        clear = getattr(owner, "clear_caches", None)
+        if callable(clear):
+            clear()
+            return f"{owner.__name__}.clear_caches()"
+    cache = getattr(mod, "_CACHE", None)
+    if isinstance(cache, dict):
+        # Keep the dropped machine code alive: freeing an llvmlite MCJIT engine also frees
+        # the target machine it was given, which xlapy.backends.cpu.jit shares between
+        # engines (the next compile then crashes).
+        _RETIRED.extend(cache.values())
+        cache.clear()
+        return f"{mod.__name__}._CACHE cleared (the in-memory cache; no other cache exists)"
+    return "no cache found to clear"
+
+
+def _leaves(value) -> list:
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+class _Bench:
+    def __init__(self, args, suite, tier: str):
+        self.args = args
+        self.suite = suite
+        self.tier = tier
+        self.repeats = args.repeats or _DEFAULT_REPEATS[tier]
+        self.budget = args.budget if args.budget is not None else _DEFAULT_BUDGET[tier]
+        self.timeout = args.timeout if args.timeout is not None else _DEFAULT_TIMEOUT[tier]
+        self.jax_pair, self.jax_note = _load_jax(args.no_jax)
+        self.warnings: list[str] = []
+        self.rows: list[_Row] = []
+
+    def say(self, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)
+        self.say(f"bench: warning: {text}")
+
+    def skipped(self) -> str:
+        return f"skipped: >{self.timeout:g} s"
+
+    # -- one execution case -------------------------------------------------------------------
+
+    def run_case(self, case) -> _Row:
+        import numpy as np
+
+        from xlapy.runtime import Client
+
+        suite, tier = self.suite, self.tier
+        params = case.sizes[tier]
+        row = _Row(case.name, case.describe(params), target=case.target)
+        inputs = suite.make_inputs(case, tier, self.args.seed)
+        text = case.hlo_path(tier).read_text()
+        self.say(f"bench: {case.name} ({row.size}) ...")
+
+        want, row.numpy = _measure(lambda: case.numpy(params, *inputs), self.repeats,
+                                   self.budget)
+        if case.memory_bound:
+            row.bytes = suite.moved_bytes(inputs, want)
+
+        try:
+            client = Client(backend=self.args.backend)
+            with _deadline(self.timeout):
+                exe = client.compile(text)
+            buffers = [client.buffer_from_pyval(np.asarray(a)) for a in inputs]
+
+            def call():
+                return exe.execute([buffers], return_buffers=True)[0]
+
+            got, row.xlapy = _measure(call, self.repeats, self.budget, self.timeout)
+            got = tuple(b.to_numpy() for b in _leaves(got)) if isinstance(got, tuple) \
+                else got.to_numpy()
+            ok, row.check = suite.check_result(case, got, want)
+            if not ok:
+                row.mismatch = True
+                self.warn(f"MISMATCH in {case.name}: xlapy's result differs from NumPy's "
+                          f"({row.check}); its time means nothing")
+        except _Timeout:
+            row.xlapy, row.xlapy_note = None, self.skipped()
+        except Exception as e:  # noqa: BLE001 - reported in the table, the run goes on
+            row.xlapy, row.error = None, True
+            first = str(e).strip().split("\n")[0][:120]
+            row.xlapy_note = "error"
+            self.warn(f"xlapy failed on {case.name}: {type(e).__name__}: {first}")
+
+        if self.jax_pair is None:
+            row.xla_note = self.jax_note
+        else:
+            jax, make_hlo = self.jax_pair
+            jitted = jax.jit(make_hlo.jax_function(case.name, tier))
+            jargs = [jax.device_put(a) for a in inputs]
+            lowered = jitted.lower(*jargs).as_text(dialect="hlo")
+            if lowered != text:
+                self.warn(f"jax {jax.__version__} lowers {case.name} to a different module "
+                          f"than {case.hlo_path(tier).name} (regenerate with "
+                          f"python benchmarks/make_hlo.py): xlapy and XLA may differ in "
+                          f"what they run")
+            xla_out, row.xla = _measure(lambda: jax.block_until_ready(jitted(*jargs)),
+                                        self.repeats, self.budget)
+            xla_out = tuple(np.asarray(o) for o in _leaves(xla_out)) \
+                if isinstance(xla_out, (tuple, list)) else np.asarray(xla_out)
+            ok, row.xla_check = suite.check_result(case, xla_out, want)
+            if not ok:
+                self.warn(f"XLA:CPU differs from NumPy on {case.name} ({row.xla_check}): "
+                          f"the NumPy reference or its tolerance is suspect")
+            del jargs
+        self.say(f"bench:   NumPy {_cell(row.numpy, '')}, xlapy "
+                 f"{_cell(row.xlapy, row.xlapy_note)}, XLA {_cell(row.xla, row.xla_note)}")
+        return row
+
+    # -- the compile case ----------------------------------------------------------------------
+
+    def run_compile(self) -> list[_Row]:
+        from xlapy.runtime import Client
+
+        suite, tier = self.suite, self.tier
+        case = suite.CASES[suite.COMPILE_MODULE]
+        text = case.hlo_path(tier).read_text()
+        size = f"{case.hlo_path(tier).name}"
+        cold = _Row(f"{suite.COMPILE_CASE} cold", size, kind="compile",
+                    target=suite.COMPILE_COLD_TARGET)
+        cached = _Row(f"{suite.COMPILE_CASE} cached", size, kind="compile",
+                      target=suite.COMPILE_CACHED_TARGET_S, target_abs=True)
+        cached.xla_note = cached.numpy_note = cold.numpy_note = "-"
+        self.say(f"bench: {suite.COMPILE_CASE} ({size}) ...")
+        try:
+            times = []
+            for _ in range(_COMPILE_COLD_RUNS):
+                self.cleared = _clear_compile_caches(self.args.backend)
+                with _deadline(self.timeout):
+                    start = time.perf_counter()
+                    Client(backend=self.args.backend).compile(text)
+                    times.append(time.perf_counter() - start)
+            cold.xlapy = _Timing(statistics.median(times), len(times), False)
+            client = Client(backend=self.args.backend)
+            _, cached.xlapy = _measure(lambda: client.compile(text), self.repeats, self.budget,
+                                       self.timeout)
+        except _Timeout:
+            cold.xlapy_note = cached.xlapy_note = self.skipped()
+        except Exception as e:  # noqa: BLE001
+            cold.error = cached.error = True
+            cold.xlapy_note = cached.xlapy_note = "error"
+            self.warn(f"xlapy failed to compile {size}: {type(e).__name__}: "
+                      f"{str(e).strip().splitlines()[0][:120] if str(e).strip() else ''}")
+        if self.jax_pair is None:
+            cold.xla_note = self.jax_note
+        else:
+            cold.xla = self._xla_compile_time(case)
+        return [cold, cached]
+
+    def _xla_compile_time(self, case) -> _Timing:
+        import numpy as np
+
+        jax, make_hlo = self.jax_pair
+        inputs = self.suite.make_inputs(case, self.tier, self.args.seed)
+        specs = [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in inputs]
+        fn = make_hlo.jax_function(case.name, self.tier)
+        old = jax.config.jax_enable_compilation_cache
+        jax.config.update("jax_enable_compilation_cache", False)
+        try:
+            times = []
+            for _ in range(_COMPILE_COLD_RUNS):
+                jax.clear_caches()
+                lowered = jax.jit(fn).lower(*specs)
+                start = time.perf_counter()
+                lowered.compile()
+                times.append(time.perf_counter() - start)
+        finally:
+            jax.config.update("jax_enable_compilation_cache", old)
+        return _Timing(statistics.median(times), len(times), False)
+
+    # -- the copy reference ----------------------------------------------------------------------
+
+    def copy_bandwidth(self) -> tuple[float, int]:
+        """(bytes/s, buffer bytes) of np.copyto between two reused buffers (read + write)."""
+        import numpy as np
+
+        n = self.suite.COPY_ELEMENTS[self.tier]
+        src = np.ones(n, np.float32)
+        dst = np.zeros(n, np.float32)
+        _, timing = _measure(lambda: np.copyto(dst, src), max(self.repeats, 5), self.budget)
+        return 2 * src.nbytes / timing.median, src.nbytes
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max([len(h)] + [len(r[i]) for r in rows if r]) for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    out = [line(headers), "  ".join("-" * w for w in widths)]
+    out += [line(r) if r else "" for r in rows]
+    return out
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _select(suite, spec: str | None) -> list[str]:
+    if not spec:
+        return list(suite.ALL_CASE_NAMES)
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    unknown = [n for n in names if n not in suite.ALL_CASE_NAMES]
+    if unknown or not names:
+        raise CommandError(f"--cases: unknown case {', '.join(map(repr, unknown)) or '(none)'}; "
+                           f"the cases are {', '.join(suite.ALL_CASE_NAMES)}")
+    return [n for n in suite.ALL_CASE_NAMES if n in names]
+
+
+def _list_cases(suite) -> int:
+    rows = []
+    for name in suite.ALL_CASE_NAMES:
+        if name == suite.COMPILE_CASE:
+            c = suite.CASES[suite.COMPILE_MODULE]
+            sizes = [c.hlo_path(t).name for t in ("full", "quick")]
+            target = f"cold <= {suite.COMPILE_COLD_TARGET:g}x XLA, cached < 10 ms"
+            summary = f"compile time of the {suite.COMPILE_MODULE} module"
+        else:
+            c = suite.CASES[name]
+            sizes = [c.describe(c.sizes[t]) for t in ("full", "quick")]
+            target = f"<= {c.target:g}x XLA" + (", >= 80% copy GB/s" if c.memory_bound else "")
+            summary = c.summary
+        rows.append([name, *sizes, target, summary])
+    for line in _table(["case", "size", "--quick size", "target", "what"], rows, set()):
+        print(line)
+    return 0
+
+
+def run(args) -> int:
+    import numpy as np
+
+    suite = _load_suite()
+    if args.list:
+        return _list_cases(suite)
+    tier = "tiny" if args.tiny else "quick" if args.quick else "full"
+    if args.repeats is not None and args.repeats < 1:
+        raise CommandError(f"--repeats must be at least 1, got {args.repeats}")
+    for name in ("timeout", "budget"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            raise CommandError(f"--{name} must be positive, got {value:g}")
+    names = _select(suite, args.cases)
+    import xlapy.runtime  # noqa: F401 - registers the backends
+
+    if args.backend not in xlapy.runtime.BACKENDS:
+        raise CommandError(f"--backend: unknown backend {args.backend!r}; available: "
+                           f"{', '.join(sorted(xlapy.runtime.BACKENDS))}")
+    bench = _Bench(args, suite, tier)
+    bench.cleared = ""
+    started = time.perf_counter()
+    copy_bps, copy_bytes = bench.copy_bandwidth()
+    for name in names:
+        if name == suite.COMPILE_CASE:
+            bench.rows.extend(bench.run_compile())
+        else:
+            bench.rows.append(bench.run_case(suite.CASES[name]))
+    elapsed = time.perf_counter() - started
+    _report(bench, copy_bps, copy_bytes, elapsed, np.__version__)
+    if args.json:
+        _write_json(bench, copy_bps, copy_bytes, elapsed)
+    bad = [r for r in bench.rows if r.mismatch or r.error]
+    return 1 if bad else 0
+
+
+def _xla_label(bench) -> str:
+    if bench.jax_pair is None:
+        return f"XLA:CPU {bench.jax_note}"
+    return f"XLA:CPU (jax {bench.jax_pair[0].__version__}, jax.jit)"
+
+
+def _report(bench, copy_bps: float, copy_bytes: int, elapsed: float, numpy_version: str) -> None:
+    tier_text = {"full": "full sizes", "quick": "--quick sizes", "tiny": "--tiny sizes"}
+    print(f"xlapy bench, {tier_text[bench.tier]}: xlapy backend {bench.args.backend!r} vs "
+          f"{_xla_label(bench)} vs NumPy {numpy_version} (eager); {os.cpu_count()} CPUs")
+    print(f"median of {bench.repeats} timed runs after a warm-up (* fewer: a side gets at "
+          f"most {bench.budget:g} s of timed runs); ratios < 1 mean xlapy is faster")
+    print()
+    rows = []
+    kinds = []
+    for r in bench.rows:
+        if kinds and kinds[-1] != r.kind:
+            rows.append([])
+        kinds.append(r.kind)
+        rows.append([r.case, r.size, _cell(r.xlapy, r.xlapy_note), _cell(r.xla, r.xla_note),
+                     _cell(r.numpy, r.numpy_note), _fmt_ratio(r.ratio(r.xla)),
+                     _fmt_ratio(r.ratio(r.numpy)), r.target_text(), r.status()])
+    headers = ["case", "size", "xlapy", "XLA", "NumPy", "xlapy/XLA", "xlapy/NumPy", "target",
+               "result"]
+    for line in _table(headers, rows, {2, 3, 4, 5, 6}):
+        print(line)
+
+    print()
+    runs = [r for r in bench.rows if r.kind == "run"]
+    ratios = [(r.case, r.ratio(r.xla)) for r in runs]
+    have = [v for _, v in ratios if v is not None]
+    left_out = [c for c, v in ratios if v is None]
+    if have:
+        g = _geomean(have)
+        verdict = "met" if g < 0.9 else "missed"
+        extra = f"; left out: {', '.join(left_out)}" if left_out else ""
+        print(f"geometric mean of xlapy/XLA over {len(have)} cases: {g:.2f}x "
+              f"(target < 0.9x: {verdict}){extra}")
+    else:
+        why = bench.jax_note if bench.jax_pair is None else "no case has both times"
+        print(f"geometric mean of xlapy/XLA: n/a ({why})")
+
+    memory = [r for r in runs if r.bytes]
+    print(f"copy bandwidth (np.copyto between reused {_fmt_bytes(copy_bytes)} buffers, read + "
+          f"write): {copy_bps / 1e9:.2f} GB/s")
+    if memory:
+        mrows = []
+        for r in memory:
+            cells = [r.case, _fmt_bytes(r.bytes)]
+            for t in (r.xlapy, r.xla):
+                ok = t is not None and not (t is r.xlapy and (r.mismatch or r.error))
+                if ok:
+                    gbps = r.bytes / t.median
+                    cells += [f"{gbps / 1e9:.2f}", f"{100 * gbps / copy_bps:.0f}%"]
+                else:
+                    cells += ["-", "-"]
+            target = bench.suite.BANDWIDTH_TARGET
+            if r.mismatch:
+                verdict = "MISMATCH"
+            elif r.xlapy is None:
+                verdict = r.xlapy_note or "-"
+            else:
+                verdict = "met" if r.bytes / r.xlapy.median >= target * copy_bps else "missed"
+            mrows.append(cells + [f">= {100 * target:.0f}%", verdict])
+        print()
+        print("memory-bound cases (bytes: inputs read once + outputs written once):")
+        for line in _table(["case", "bytes", "xlapy GB/s", "of copy", "XLA GB/s", "of copy",
+                            "target", "result"], mrows, {1, 2, 3, 4, 5}):
+            print(line)
+    if any(r.kind == "compile" for r in bench.rows):
+        print()
+        print(f"compile_mlp: cold = median of {_COMPILE_COLD_RUNS} Client.compile calls on the "
+              f"HLO text with xlapy's caches bypassed")
+        print(f"  ({bench.cleared or 'nothing cleared'});")
+        print("  XLA = jax.jit(f).lower(..).compile() with jax's caches cleared (lowering not "
+              "timed); cached = Client.compile of the same text again")
+    problems = [r for r in bench.rows if r.mismatch or r.error]
+    print()
+    for w in bench.warnings:
+        print(f"warning: {w}")
+    if problems:
+        print(f"!!! {len(problems)} case(s) with WRONG OR NO xlapy results: "
+              f"{', '.join(r.case for r in problems)} !!!")
+    print(f"total time {elapsed:.1f} s")
+
+
+def _write_json(bench, copy_bps: float, copy_bytes: int, elapsed: float) -> None:
+    def timing(t: _Timing | None):
+        return None if t is None else {"median_s": t.median, "runs": t.runs}
+
+    cases = []
+    for r in bench.rows:
+        cases.append({
+            "case": r.case, "kind": r.kind, "size": r.size,
+            "xlapy": timing(r.xlapy), "xla": timing(r.xla), "numpy": timing(r.numpy),
+            "xlapy_note": r.xlapy_note or None, "xla_note": r.xla_note or None,
+            "xlapy_over_xla": r.ratio(r.xla), "xlapy_over_numpy": r.ratio(r.numpy),
+            "target": r.target_text(), "result": r.status(),
+            "check": r.check or None, "xla_check": r.xla_check or None,
+            "mismatch": r.mismatch, "error": r.error,
+            "bytes": r.bytes,
+            "xlapy_bandwidth_fraction_of_copy": (r.bytes / r.xlapy.median / copy_bps
+                                                 if r.bytes and r.xlapy else None),
+        })
+    have = [r.ratio(r.xla) for r in bench.rows if r.kind == "run" and r.ratio(r.xla)]
+    data = {
+        "tier": bench.tier, "backend": bench.args.backend, "repeats": bench.repeats,
+        "budget_s": bench.budget, "timeout_s": bench.timeout, "seed": bench.args.seed,
+        "cpus": os.cpu_count(),
+        "jax": bench.jax_pair[0].__version__ if bench.jax_pair else bench.jax_note,
+        "copy_bandwidth_bytes_per_s": copy_bps, "copy_buffer_bytes": copy_bytes,
+        "geomean_xlapy_over_xla": _geomean(have) if have else None,
+        "cases": cases, "warnings": bench.warnings, "elapsed_s": elapsed,
+    }
+    try:
+        with open(bench.args.json, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+    except OSError as e:
+        raise CommandError(f"cannot write {bench.args.json}: {e.strerror}") from None
+
+
+__all__ = ["register", "run"]
