@@ -44,11 +44,14 @@ class Jit:
     def __init__(self):
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        target = llvm.Target.from_default_triple()
+        self.target = llvm.Target.from_default_triple()
         self.triple = llvm.get_process_triple()
         self.cpu = llvm.get_host_cpu_name()
         self.features = llvm.get_host_cpu_features().flatten()
-        self.target_machine = target.create_target_machine(
+        self.target_machine = self._new_target_machine()
+
+    def _new_target_machine(self):
+        return self.target.create_target_machine(
             cpu=self.cpu, features=self.features, opt=3, codemodel="jitdefault")
 
     def _optimise(self, mod) -> None:
@@ -69,7 +72,8 @@ class Jit:
             mod = llvm.parse_assembly(text)
             mod.verify()
             self._optimise(mod)
-            engine = llvm.create_mcjit_compiler(mod, self.target_machine)
+            # the engine owns (and frees) its target machine: give each engine its own
+            engine = llvm.create_mcjit_compiler(mod, self._new_target_machine())
             engine.finalize_object()
             engine.run_static_constructors()
         return CompiledModule(engine, mod, text)
