@@ -227,3 +227,27 @@ def test_xlapy_run_cpu_against_interpreter():
          "--backend", "cpu", "--reference", "interpreter"],
         capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_disk_cache_reloads_object_code(tmp_path, monkeypatch):
+    from xlapy.backends.cpu.backend import clear_cache
+    from xlapy.backends.cpu.jit import get_jit
+
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    text = CHAIN.replace("HloModule chain", "HloModule chain_disk_cache")
+    x = np.linspace(-2, 2, 64 * 33, dtype=np.float32).reshape(64, 33)
+    y, v = x[::-1].copy(), np.linspace(1, 2, 33, dtype=np.float32)
+    results = []
+    for attempt in range(3):  # engines of dropped programs are freed in between
+        clear_cache()
+        exe = Client(backend="cpu").compile(parse_hlo_module(text))
+        assert get_jit().last_from_cache == (attempt > 0)
+        results.append(exe(x, y, v))
+        del exe
+    assert len(list(tmp_path.glob("cpu-*.o"))) == 1
+    _same(results[1], results[0])
+    _same(results[2], results[0])
+    monkeypatch.setenv("XLAPY_DISK_CACHE", "0")
+    clear_cache()
+    Client(backend="cpu").compile(parse_hlo_module(text))
+    assert not get_jit().last_from_cache
