@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import suite  # noqa: E402  (benchmarks/suite.py, a sibling of this script)
+import suite  # benchmarks/suite.py, a sibling of this script
 
 
 def _functions() -> dict:

@@ -42,7 +42,8 @@ _DEFAULT_REPEATS = {"full": 7, "quick": 5, "tiny": 3}
 _DEFAULT_TIMEOUT = {"full": 900.0, "quick": 30.0, "tiny": 30.0}
 _DEFAULT_BUDGET = {"full": 60.0, "quick": 4.0, "tiny": 2.0}
 _COMPILE_COLD_RUNS = 3
-_RETIRED: list = []  # compiled code dropped from xlapy's cache, kept alive
+#: The environment switch of the cpu backend's disk cache (xlapy/backends/cpu/jit.py).
+_DISK_CACHE_SWITCH = "XLAPY_DISK_CACHE"
 
 
 def register(subparsers) -> None:
@@ -254,26 +255,36 @@ def _load_jax(no_jax: bool):
     return (jax, make_hlo), ""
 
 
-def _clear_compile_caches(backend: str) -> str:
-    """Bypass every xlapy compile cache for the next compile; returns what was cleared."""
+def _clear_memory_cache(backend: str) -> str:
+    """Empty the backend's in-memory compile cache; returns what was called."""
     if backend != "cpu":
         return "no compile cache for this backend"
     pkg = importlib.import_module("xlapy.backends.cpu")
     mod = importlib.import_module("xlapy.backends.cpu.backend")
     for owner in (pkg, mod):
-        clear = getattr(owner, "clear_caches", None)
-        if callable(clear):
-            clear()
-            return f"{owner.__name__}.clear_caches()"
+        for name in ("clear_caches", "clear_cache"):
+            clear = getattr(owner, name, None)
+            if callable(clear):
+                clear()
+                return f"{owner.__name__}.{name}()"
     cache = getattr(mod, "_CACHE", None)
     if isinstance(cache, dict):
-        # Keep the dropped machine code alive: freeing an llvmlite MCJIT engine also frees
-        # the target machine it was given, which xlapy.backends.cpu.jit shares between
-        # engines (the next compile then crashes).
-        _RETIRED.extend(cache.values())
         cache.clear()
-        return f"{mod.__name__}._CACHE cleared (the in-memory cache; no other cache exists)"
-    return "no cache found to clear"
+        return f"{mod.__name__}._CACHE.clear()"
+    return "no in-memory cache found"
+
+
+@contextmanager
+def _environ(name: str, value: str):
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
 
 
 def _leaves(value) -> list:
@@ -291,6 +302,7 @@ class _Bench:
         self.jax_pair, self.jax_note = _load_jax(args.no_jax)
         self.warnings: list[str] = []
         self.rows: list[_Row] = []
+        self.cleared = ""  # what the cold compiles cleared
 
     def say(self, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -374,42 +386,63 @@ class _Bench:
     # -- the compile case ----------------------------------------------------------------------
 
     def run_compile(self) -> list[_Row]:
+        """Rows: cold (in-memory cache cleared before every compile, disk cache off), disk
+        (in-memory cache cleared, the disk cache on and holding the module: a new process
+        compiling a module compiled before), cached (in memory)."""
         from xlapy.runtime import Client
 
         suite, tier = self.suite, self.tier
         case = suite.CASES[suite.COMPILE_MODULE]
         text = case.hlo_path(tier).read_text()
         size = f"{case.hlo_path(tier).name}"
-        cold = _Row(f"{suite.COMPILE_CASE} cold", size, kind="compile",
-                    target=suite.COMPILE_COLD_TARGET)
-        cached = _Row(f"{suite.COMPILE_CASE} cached", size, kind="compile",
+        name = suite.COMPILE_CASE
+        cold = _Row(f"{name} cold", size, kind="compile", target=suite.COMPILE_COLD_TARGET)
+        disk = _Row(f"{name} disk cache", size, kind="compile",
+                    target=suite.COMPILE_CACHED_TARGET_S, target_abs=True)
+        cached = _Row(f"{name} cached", size, kind="compile",
                       target=suite.COMPILE_CACHED_TARGET_S, target_abs=True)
-        cached.xla_note = cached.numpy_note = cold.numpy_note = "-"
-        self.say(f"bench: {suite.COMPILE_CASE} ({size}) ...")
-        try:
+        rows = [cold, disk, cached]
+        for r in rows:
+            r.numpy_note = "-"
+        disk.xla_note = cached.xla_note = "-"
+        backend = self.args.backend
+        self.say(f"bench: {name} ({size}) ...")
+
+        def compile_once():
+            return Client(backend=backend).compile(text)
+
+        def timed(before) -> _Timing:
             times = []
             for _ in range(_COMPILE_COLD_RUNS):
-                self.cleared = _clear_compile_caches(self.args.backend)
+                self.cleared = before()
                 with _deadline(self.timeout):
                     start = time.perf_counter()
-                    Client(backend=self.args.backend).compile(text)
+                    compile_once()
                     times.append(time.perf_counter() - start)
-            cold.xlapy = _Timing(statistics.median(times), len(times), False)
-            client = Client(backend=self.args.backend)
-            _, cached.xlapy = _measure(lambda: client.compile(text), self.repeats, self.budget,
-                                       self.timeout)
+            return _Timing(statistics.median(times), len(times), False)
+
+        try:
+            with _environ(_DISK_CACHE_SWITCH, "0"):
+                cold.xlapy = timed(lambda: _clear_memory_cache(backend))
+            compile_once()  # the disk cache holds the module now (if there is one)
+            disk.xlapy = timed(lambda: _clear_memory_cache(backend))
+            compile_once()
+            _, cached.xlapy = _measure(compile_once, self.repeats, self.budget, self.timeout)
         except _Timeout:
-            cold.xlapy_note = cached.xlapy_note = self.skipped()
-        except Exception as e:  # noqa: BLE001
-            cold.error = cached.error = True
-            cold.xlapy_note = cached.xlapy_note = "error"
-            self.warn(f"xlapy failed to compile {size}: {type(e).__name__}: "
-                      f"{str(e).strip().splitlines()[0][:120] if str(e).strip() else ''}")
+            for r in rows:
+                if r.xlapy is None:
+                    r.xlapy_note = self.skipped()
+        except Exception as e:  # noqa: BLE001 - reported in the table, the run goes on
+            for r in rows:
+                if r.xlapy is None:
+                    r.error, r.xlapy_note = True, "error"
+            first = str(e).strip().split("\n")[0][:120]
+            self.warn(f"xlapy failed to compile {size}: {type(e).__name__}: {first}")
         if self.jax_pair is None:
             cold.xla_note = self.jax_note
         else:
             cold.xla = self._xla_compile_time(case)
-        return [cold, cached]
+        return rows
 
     def _xla_compile_time(self, case) -> _Timing:
         import numpy as np
@@ -505,13 +538,12 @@ def run(args) -> int:
         if value is not None and not value > 0:
             raise CommandError(f"--{name} must be positive, got {value:g}")
     names = _select(suite, args.cases)
-    import xlapy.runtime  # noqa: F401 - registers the backends
+    import xlapy.runtime  # the backends register themselves on import
 
     if args.backend not in xlapy.runtime.BACKENDS:
         raise CommandError(f"--backend: unknown backend {args.backend!r}; available: "
                            f"{', '.join(sorted(xlapy.runtime.BACKENDS))}")
     bench = _Bench(args, suite, tier)
-    bench.cleared = ""
     started = time.perf_counter()
     copy_bps, copy_bytes = bench.copy_bandwidth()
     for name in names:
@@ -598,11 +630,13 @@ def _report(bench, copy_bps: float, copy_bytes: int, elapsed: float, numpy_versi
             print(line)
     if any(r.kind == "compile" for r in bench.rows):
         print()
-        print(f"compile_mlp: cold = median of {_COMPILE_COLD_RUNS} Client.compile calls on the "
-              f"HLO text with xlapy's caches bypassed")
-        print(f"  ({bench.cleared or 'nothing cleared'});")
-        print("  XLA = jax.jit(f).lower(..).compile() with jax's caches cleared (lowering not "
-              "timed); cached = Client.compile of the same text again")
+        print(f"{bench.suite.COMPILE_CASE}: Client.compile of the HLO text, median of "
+              f"{_COMPILE_COLD_RUNS}; cold: {bench.cleared} before each and "
+              f"{_DISK_CACHE_SWITCH}=0;")
+        print(f"  disk cache: {bench.cleared} before each, the disk cache on; cached: "
+              f"the in-memory cache hit.")
+        print("  XLA: jax.jit(f).lower(..).compile() with jax's caches cleared (lowering not "
+              "timed).")
     problems = [r for r in bench.rows if r.mismatch or r.error]
     print()
     for w in bench.warnings:
