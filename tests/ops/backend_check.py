@@ -97,7 +97,7 @@ STATS = Stats()
 # -- comparison ----------------------------------------------------------------------------------
 
 
-def _exact_type(dtype: np.dtype) -> bool:
+def exact_type(dtype: np.dtype) -> bool:
     """pred and every integer type (the ml_dtypes int1/int2/int4 ones included)."""
     if dtype == np.bool_ or dtype.kind in "iu":
         return True
@@ -125,7 +125,7 @@ def compare_arrays(got, want, what: str) -> str | None:
     if got.shape != want.shape:
         return f"{what}: shape {got.shape} != interpreter {want.shape}"
     dtype = want.dtype
-    if _exact_type(dtype):
+    if exact_type(dtype):
         bad = got != want
         if bad.any():
             err = np.abs(got.astype(np.float64) - want.astype(np.float64)) if dtype.kind != "b" \
@@ -147,7 +147,9 @@ def compare_arrays(got, want, what: str) -> str | None:
         allowed = rtol * np.abs(w) + norm * scale
         rule = f"{rtol:g} |want| + {norm:g} max|want|"
     else:
-        allowed = np.maximum(_ulp(w, dtype), _ulp(np.where(np.isfinite(g), g, 0.0), dtype))
+        # Neighbours are 1 ulp apart: the smaller spacing of the two (at a power of two
+        # the spacing below is half the spacing above).
+        allowed = np.minimum(_ulp(w, dtype), _ulp(np.where(np.isfinite(g), g, w), dtype))
         rule = "1 ulp"
     ok = (w_nan & g_nan) | (w_inf & (g == w)) | (finite & ~np.isinf(g) & (err <= allowed))
     if ok.all():
@@ -281,5 +283,16 @@ def patch_targets() -> list[tuple[object, str]]:
     return out
 
 
-__all__ = ["BackendMismatch", "STATS", "checked_evaluate", "compare_arrays", "compare_values",
-           "enabled", "module_text", "not_repeatable", "patch_targets", "run_cpu"]
+__all__ = [
+    "STATS",
+    "BackendMismatch",
+    "checked_evaluate",
+    "compare_arrays",
+    "compare_values",
+    "enabled",
+    "exact_type",
+    "module_text",
+    "not_repeatable",
+    "patch_targets",
+    "run_cpu",
+]

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 import backend_check
+import pytest
 
 #: Op tests whose evaluation the CPU backend gets wrong today, by node id, with the bug.
 #: Marked xfail(strict=True, raises=BackendMismatch) while the check is on, so a fix of the

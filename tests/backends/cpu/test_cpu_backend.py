@@ -1,9 +1,9 @@
 """The compiled CPU backend against the interpreter: every compiled op and element type on
-edge-case inputs, a long fused chain, the golden jax fixtures and ``xlapy run``."""
+edge-case inputs, a long fused chain and ``xlapy run`` (the golden jax fixtures are in
+test_cpu_golden.py)."""
 
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
 import sys
@@ -15,11 +15,9 @@ from xlapy.backends.cpu.backend import CpuBackend, InterpretStep, KernelStep, co
 from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter.evaluator import evaluate
 from xlapy.interpreter.values import flatten
-from xlapy.npz import load_npz
 from xlapy.runtime import Client
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-FIXTURES = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "jax", "*.pre.hlo")))
 N = 257  # not a multiple of any vector width: the loop's remainder runs too
 
 FLOATS = {"f32": np.float32, "f64": np.float64}
@@ -200,25 +198,6 @@ def test_unsupported_ops_fall_back_and_cache():
     backend = CpuBackend()
     first = backend.compile(parse_hlo_module(text))
     assert backend.compile(parse_hlo_module(text)) is first  # cached by fingerprint
-
-
-@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: os.path.basename(p)[:-8])
-def test_jax_fixture(path):
-    from xlapy.tools.compare import run_on_backend
-
-    module = parse_hlo_module(open(path).read())
-    data = load_npz(path[: -len(".pre.hlo")] + ".npz")
-    args = [data[f"arg{i}"] for i in range(module.entry.num_parameters)]
-    kw = dict(replicas=module.replica_count, partitions=module.num_partitions)
-    got = run_on_backend(module, args, "cpu", **kw).results
-    want = run_on_backend(module, args, "interpreter", **kw).results
-    for g, w in zip(flatten(tuple(got)), flatten(tuple(want))):
-        g, w = np.asarray(g), np.asarray(w)
-        if g.dtype.kind == "f" and g.dtype.itemsize >= 4:
-            _same(g, w, rtol=2e-5 if g.dtype.itemsize == 4 else 1e-12)
-        else:
-            assert g.dtype == w.dtype and g.shape == w.shape
-            assert g.tobytes() == w.tobytes()
 
 
 def test_xlapy_run_cpu_against_interpreter():
