@@ -63,13 +63,19 @@ def test_table_columns_rows_and_geomean(capsys, tmp_path):
         assert cells[6].endswith("x")  # xlapy/NumPy
         assert cells[7] == "<= 1x"
     assert "copy bandwidth (np.copyto" in out
-    assert "memory-bound cases" in out
+    mem = out[out.index("memory-bound cases"):].splitlines()
+    assert mem[1].split() == ["case", "bytes", "copy", "GB/s", "xlapy", "GB/s", "of", "copy",
+                              "XLA", "GB/s", "of", "copy", "target", "result"]
+    assert [line.split()[0] for line in mem[3:5]] == ["elementwise", "reduce_sum"]
+    assert all(line.split()[-3:-1] == [">=", "80%"] for line in mem[3:5])
     data = json.loads(out_json.read_text())
     assert data["tier"] == "tiny" and data["backend"] == "cpu"
     assert [c["case"] for c in data["cases"]] == ["elementwise", "reduce_sum"]
     for c in data["cases"]:
         assert c["mismatch"] is False and c["xlapy"]["median_s"] > 0 and c["bytes"] > 0
         assert c["check"].startswith("max |error|")
+        assert c["copy_bandwidth_bytes_per_s"] > 0
+        assert c["xlapy_bandwidth_fraction_of_copy"] > 0
     if not HAVE_JAX:
         assert all(cells[3] == "jax not installed" for cells in rows.values())
         assert "geometric mean of xlapy/XLA: n/a (jax not installed)" in out

@@ -145,6 +145,39 @@ def _measure(fn, repeats: int, budget: float, timeout=None):
     return result, _Timing(statistics.median(times), runs, runs < repeats)
 
 
+def _warm(fn, timeout=None):
+    """(result, seconds) of one untimed call (the warm-up: a first call compiles)."""
+    with _deadline(timeout):
+        start = time.perf_counter()
+        result = fn()
+        return result, time.perf_counter() - start
+
+
+def _interleaved(sides: dict, repeats: int, budget: float):
+    """Timed runs of every side in turn: ``sides`` maps a name to (fn, warm-up seconds,
+    timeout). A side whose warm-up says ``repeats`` runs would take over ``budget`` seconds
+    gets fewer (at least one). Returns ({name: _Timing}, {name: the exception that stopped
+    it})."""
+    planned = {k: repeats if first * repeats <= budget or first <= 0
+               else max(1, int(budget / first)) for k, (_, first, _) in sides.items()}
+    times: dict = {k: [] for k in sides}
+    failed: dict = {}
+    for _ in range(max(planned.values(), default=0)):
+        for k, (fn, _, timeout) in sides.items():
+            if k in failed or len(times[k]) >= planned[k]:
+                continue
+            try:
+                with _deadline(timeout):
+                    start = time.perf_counter()
+                    fn()
+                    times[k].append(time.perf_counter() - start)
+            except (_Timeout, Exception) as e:  # noqa: BLE001 - the caller reports it
+                failed[k] = e
+    timings = {k: _Timing(statistics.median(v), len(v), planned[k] < repeats)
+               for k, v in times.items() if k not in failed}
+    return timings, failed
+
+
 @dataclass
 class _Row:
     """One line of the table (times in seconds; None where a side did not run)."""
@@ -164,6 +197,7 @@ class _Row:
     mismatch: bool = False
     error: bool = False
     bytes: int | None = None
+    copy_bps: float | None = None  # the copy reference measured alongside (memory-bound)
     xla_check: str = ""
 
     def ratio(self, other: _Timing | None) -> float | None:
@@ -317,6 +351,9 @@ class _Bench:
     # -- one execution case -------------------------------------------------------------------
 
     def run_case(self, case) -> _Row:
+        """One execution case: the warm-up of every side (NumPy's result is the reference
+        xlapy's and XLA's are checked against), then the timed runs of the sides in turn
+        (round-robin, so a change of the machine's load hits every side alike)."""
         import numpy as np
 
         from xlapy.runtime import Client
@@ -327,11 +364,17 @@ class _Bench:
         inputs = suite.make_inputs(case, tier, self.args.seed)
         text = case.hlo_path(tier).read_text()
         self.say(f"bench: {case.name} ({row.size}) ...")
+        sides = {}  # name -> (fn, warm-up seconds, timeout)
 
-        want, row.numpy = _measure(lambda: case.numpy(params, *inputs), self.repeats,
-                                   self.budget)
+        def numpy_call():
+            return case.numpy(params, *inputs)
+
+        want, first = _warm(numpy_call)
+        sides["numpy"] = (numpy_call, first, None)
         if case.memory_bound:
             row.bytes = suite.moved_bytes(inputs, want)
+            _, first = _warm(self.copy_once)
+            sides["copy"] = (self.copy_once, first, None)
 
         try:
             client = Client(backend=self.args.backend)
@@ -339,24 +382,20 @@ class _Bench:
                 exe = client.compile(text)
             buffers = [client.buffer_from_pyval(np.asarray(a)) for a in inputs]
 
-            def call():
+            def xlapy_call():
                 return exe.execute([buffers], return_buffers=True)[0]
 
-            got, row.xlapy = _measure(call, self.repeats, self.budget, self.timeout)
-            got = tuple(b.to_numpy() for b in _leaves(got)) if isinstance(got, tuple) \
-                else got.to_numpy()
+            got, first = _warm(xlapy_call, self.timeout)
+            sides["xlapy"] = (xlapy_call, first, self.timeout)
+            got = tuple(b.to_numpy() for b in got) if isinstance(got, tuple) else got.to_numpy()
             ok, row.check = suite.check_result(case, got, want)
             if not ok:
                 row.mismatch = True
                 self.warn(f"MISMATCH in {case.name}: xlapy's result differs from NumPy's "
                           f"({row.check}); its time means nothing")
-        except _Timeout:
-            row.xlapy, row.xlapy_note = None, self.skipped()
-        except Exception as e:  # noqa: BLE001 - reported in the table, the run goes on
-            row.xlapy, row.error = None, True
-            first = str(e).strip().split("\n")[0][:120]
-            row.xlapy_note = "error"
-            self.warn(f"xlapy failed on {case.name}: {type(e).__name__}: {first}")
+            del got
+        except (_Timeout, Exception) as e:  # noqa: BLE001 - reported, the run goes on
+            self._xlapy_failed(row, e)
 
         if self.jax_pair is None:
             row.xla_note = self.jax_note
@@ -370,18 +409,45 @@ class _Bench:
                           f"than {case.hlo_path(tier).name} (regenerate with "
                           f"python benchmarks/make_hlo.py): xlapy and XLA may differ in "
                           f"what they run")
-            xla_out, row.xla = _measure(lambda: jax.block_until_ready(jitted(*jargs)),
-                                        self.repeats, self.budget)
-            xla_out = tuple(np.asarray(o) for o in _leaves(xla_out)) \
+
+            def xla_call():
+                return jax.block_until_ready(jitted(*jargs))
+
+            xla_out, first = _warm(xla_call)
+            sides["xla"] = (xla_call, first, None)
+            xla_out = tuple(np.asarray(o) for o in xla_out) \
                 if isinstance(xla_out, (tuple, list)) else np.asarray(xla_out)
             ok, row.xla_check = suite.check_result(case, xla_out, want)
             if not ok:
                 self.warn(f"XLA:CPU differs from NumPy on {case.name} ({row.xla_check}): "
                           f"the NumPy reference or its tolerance is suspect")
-            del jargs
+            del xla_out
+
+        timings, failures = _interleaved(sides, self.repeats, self.budget)
+        row.numpy = timings.get("numpy")
+        row.xla = timings.get("xla")
+        if "copy" in timings:
+            row.copy_bps = 2 * self.copy_src.nbytes / timings["copy"].median
+        if "xlapy" in failures:
+            self._xlapy_failed(row, failures["xlapy"])
+        else:
+            row.xlapy = timings.get("xlapy")
+        for side in ("numpy", "xla", "copy"):
+            if side in failures:
+                raise failures[side]
         self.say(f"bench:   NumPy {_cell(row.numpy, '')}, xlapy "
                  f"{_cell(row.xlapy, row.xlapy_note)}, XLA {_cell(row.xla, row.xla_note)}")
         return row
+
+    def _xlapy_failed(self, row: _Row, e: BaseException) -> None:
+        row.xlapy = None
+        if isinstance(e, _Timeout):
+            row.xlapy_note = self.skipped()
+            return
+        row.error = True
+        row.xlapy_note = "error"
+        first = str(e).strip().split("\n")[0][:120]
+        self.warn(f"xlapy failed on {row.case}: {type(e).__name__}: {first}")
 
     # -- the compile case ----------------------------------------------------------------------
 
@@ -467,15 +533,22 @@ class _Bench:
 
     # -- the copy reference ----------------------------------------------------------------------
 
+    def copy_once(self) -> None:
+        import numpy as np
+
+        np.copyto(self.copy_dst, self.copy_src)
+
     def copy_bandwidth(self) -> tuple[float, int]:
-        """(bytes/s, buffer bytes) of np.copyto between two reused buffers (read + write)."""
+        """(bytes/s, buffer bytes) of np.copyto between two reused buffers, read + write
+        counted (STREAM's copy); the buffers stay for the copies measured alongside the
+        memory-bound cases."""
         import numpy as np
 
         n = self.suite.COPY_ELEMENTS[self.tier]
-        src = np.ones(n, np.float32)
-        dst = np.zeros(n, np.float32)
-        _, timing = _measure(lambda: np.copyto(dst, src), max(self.repeats, 5), self.budget)
-        return 2 * src.nbytes / timing.median, src.nbytes
+        self.copy_src = np.ones(n, np.float32)
+        self.copy_dst = np.zeros(n, np.float32)
+        _, timing = _measure(self.copy_once, max(self.repeats, 5), self.budget)
+        return 2 * self.copy_src.nbytes / timing.median, self.copy_src.nbytes
 
 
 def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
@@ -603,30 +676,31 @@ def _report(bench, copy_bps: float, copy_bytes: int, elapsed: float, numpy_versi
 
     memory = [r for r in runs if r.bytes]
     print(f"copy bandwidth (np.copyto between reused {_fmt_bytes(copy_bytes)} buffers, read + "
-          f"write): {copy_bps / 1e9:.2f} GB/s")
+          f"write counted): {copy_bps / 1e9:.2f} GB/s at the start of the run")
     if memory:
         mrows = []
+        target = bench.suite.BANDWIDTH_TARGET
         for r in memory:
-            cells = [r.case, _fmt_bytes(r.bytes)]
-            for t in (r.xlapy, r.xla):
-                ok = t is not None and not (t is r.xlapy and (r.mismatch or r.error))
-                if ok:
-                    gbps = r.bytes / t.median
-                    cells += [f"{gbps / 1e9:.2f}", f"{100 * gbps / copy_bps:.0f}%"]
-                else:
+            copy = r.copy_bps or copy_bps
+            cells = [r.case, _fmt_bytes(r.bytes), f"{copy / 1e9:.2f}"]
+            for t, bad in ((r.xlapy, r.mismatch or r.error), (r.xla, False)):
+                if t is None or bad:
                     cells += ["-", "-"]
-            target = bench.suite.BANDWIDTH_TARGET
+                else:
+                    gbps = r.bytes / t.median
+                    cells += [f"{gbps / 1e9:.2f}", f"{100 * gbps / copy:.0f}%"]
             if r.mismatch:
                 verdict = "MISMATCH"
             elif r.xlapy is None:
                 verdict = r.xlapy_note or "-"
             else:
-                verdict = "met" if r.bytes / r.xlapy.median >= target * copy_bps else "missed"
+                verdict = "met" if r.bytes / r.xlapy.median >= target * copy else "missed"
             mrows.append(cells + [f">= {100 * target:.0f}%", verdict])
         print()
-        print("memory-bound cases (bytes: inputs read once + outputs written once):")
-        for line in _table(["case", "bytes", "xlapy GB/s", "of copy", "XLA GB/s", "of copy",
-                            "target", "result"], mrows, {1, 2, 3, 4, 5}):
+        print("memory-bound cases (bytes: inputs read once + outputs written once; copy: "
+              "measured in turn with the case's runs):")
+        for line in _table(["case", "bytes", "copy GB/s", "xlapy GB/s", "of copy", "XLA GB/s",
+                            "of copy", "target", "result"], mrows, {1, 2, 3, 4, 5, 6}):
             print(line)
     if any(r.kind == "compile" for r in bench.rows):
         print()
@@ -662,8 +736,10 @@ def _write_json(bench, copy_bps: float, copy_bytes: int, elapsed: float) -> None
             "check": r.check or None, "xla_check": r.xla_check or None,
             "mismatch": r.mismatch, "error": r.error,
             "bytes": r.bytes,
-            "xlapy_bandwidth_fraction_of_copy": (r.bytes / r.xlapy.median / copy_bps
-                                                 if r.bytes and r.xlapy else None),
+            "copy_bandwidth_bytes_per_s": r.copy_bps,
+            "xlapy_bandwidth_fraction_of_copy": (r.bytes / r.xlapy.median / r.copy_bps
+                                                 if r.bytes and r.xlapy and r.copy_bps
+                                                 else None),
         })
     have = [r.ratio(r.xla) for r in bench.rows if r.kind == "run" and r.ratio(r.xla)]
     data = {
