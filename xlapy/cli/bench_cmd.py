@@ -6,9 +6,11 @@ ratios, the issue's target of every case and whether it is met, then the geometr
 xlapy/XLA, the copy-bandwidth reference and the compile times of the MLP module.
 
 Measuring: every side runs once untimed (the warm-up: the first call compiles), then
-``--repeats`` timed runs (time.perf_counter, jax results blocked on); the median counts.
-A side whose warm-up run is slow gets fewer timed runs (at most ``--budget`` seconds of them,
-at least one; marked ``*``). xlapy's warm-up result is checked against NumPy's (each case's
+``--repeats`` timed runs (time.perf_counter, jax results blocked on), the sides taking turns
+(xlapy, XLA, NumPy, and for memory-bound cases a copy of reused buffers, round-robin, so a
+change of the machine's load hits all of them); the median counts. A side whose warm-up is
+slow gets fewer timed runs (at most ``--budget`` seconds of them, at least one; marked ``*``).
+xlapy runs on Buffers made once (return_buffers=True), as jax runs on device arrays. xlapy's warm-up result is checked against NumPy's (each case's
 tolerance in suite.py): a mismatch is printed loudly, marks the row, and makes the exit code
 1. With ``--quick``/``--tiny`` an xlapy compile or run over ``--timeout`` seconds (default 30)
 is abandoned (a SIGALRM interrupts the Python work; native code finishes its call first)
@@ -584,7 +586,7 @@ def _list_cases(suite) -> int:
         if name == suite.COMPILE_CASE:
             c = suite.CASES[suite.COMPILE_MODULE]
             sizes = [c.hlo_path(t).name for t in ("full", "quick")]
-            target = f"cold <= {suite.COMPILE_COLD_TARGET:g}x XLA, cached < 10 ms"
+            target = f"cold <= {suite.COMPILE_COLD_TARGET:g}x XLA, cached/disk < 10 ms"
             summary = f"compile time of the {suite.COMPILE_MODULE} module"
         else:
             c = suite.CASES[name]
