@@ -55,6 +55,10 @@ try:
     from xlapy.backends.cpu import library as _library
 except ImportError:  # pragma: no cover
     _library = None
+try:  # while loops compiled to one native function
+    from xlapy.backends.cpu import control_flow as _control_flow
+except ImportError:  # pragma: no cover
+    _control_flow = None
 
 #: The passes run before planning (names of xlapy.passes.PASSES).
 PIPELINE = ("inline", "simplify", "cse", "dce", "fusion")
@@ -286,8 +290,10 @@ class Planner:
         if op in ("reshape", "bitcast") and indexing.supports(instr):
             return ValueStep(instr)
         if op == "while":
-            return WhileStep(instr, self.plan(instr.attrs["condition"]),
+            step = WhileStep(instr, self.plan(instr.attrs["condition"]),
                              self.plan(instr.attrs["body"]))
+            compiled = _control_flow.compile_while(self, step) if _control_flow else None
+            return compiled or step
         if op == "call" and not instr.has_side_effect:
             return CallStep(instr, self.plan(instr.attrs["to_apply"]))
         if op == "conditional":

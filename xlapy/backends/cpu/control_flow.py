@@ -1,0 +1,604 @@
+"""Compiled control flow: a ``while`` whose condition and body run in native code, with no
+return to Python per iteration.
+
+``compile_while(planner, step)`` looks at a ``WhileStep``'s condition and body plans. When
+every step of both (recursively) can run natively -
+
+- ``KernelStep`` (loop and reduction kernels) whose work is small enough that the runtime
+  would run it on one thread anyway (``buffers.run_parallel``'s rule: a loop over big
+  kernels keeps the Python loop and both cores),
+- ``ConstantStep``, ``ValueStep`` (tuple / get-tuple-element / reshape: no code),
+- a nested while that itself compiled (``CompiledWhileStep``),
+- ``CallStep`` and ``ConditionalStep`` whose plans are made of such steps,
+
+and every value is an array of an element type the kernels know (or a tuple of them), it
+emits ONE LLVM function for the whole loop into ``planner.irmod`` (compiled with the
+kernels) and returns a ``CompiledWhileStep``; otherwise ``None`` and the Python
+``WhileStep`` stays.
+
+The function follows the kernel signature (``void f(i8** bufs, i64 lo, i64 hi)``, ``lo``
+and ``hi`` ignored, so ``Planner.compile`` binds it like a kernel) with its own buffers::
+
+    bufs = [init leaves (n)] + [result block] + [workspace] + [constants (m)]
+
+The *leaves* are the loop state's arrays (the state flattened depth first). The
+*workspace* is one byte buffer holding the state (its first ``state_bytes``) and every
+intermediate value of the condition and the body at static offsets (buffer assignment: a
+slot per kernel output or scratch buffer, recycled after the value's last use, first fit);
+tuples, get-tuple-element and reshapes resolve at emission time to slot pointers, so they
+cost nothing. The *result block* receives the final state (leaf k at ``offsets[k]``). The
+*constants* are the loop's constant arrays (``ConstantStep`` values, kernels' bound
+arrays), owned by the step.
+
+Code: copy the init leaves into the state slots; loop: run the condition's steps (kernels
+are called directly, whole domain, single-threaded: LLVM inlines small ones), load its
+pred, exit or run the body, then move the body's results into the state slots - a result
+that already is its own state slot (an element passed through unchanged) costs nothing,
+one that is another state slot (a permutation) goes through a temporary first, anything
+else is copied; after the loop copy the state to the result block. The state lives in the
+workspace rather than in caller buffers so every address the loop touches is one base
+pointer plus a constant offset: LLVM sees that they do not alias and keeps scalar state in
+registers.
+
+A nested compiled while is a call to its own function (the same ABI: its state and
+workspace are slots of the enclosing workspace, its constants are appended to the
+enclosing ones). A conditional is a ``switch`` over its branches; each branch's result is
+copied into the conditional's result slots.
+
+The Python side (``CompiledWhileStep.run``) is one native call per while execution: the
+result block and the workspace come from ``buffers.POOL``; the results are views of the
+result block.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy.backends.cpu import buffers
+from xlapy.backends.cpu import elemental as el
+from xlapy.backends.cpu.kernel_abi import BUFS, I64, KERNEL_TYPE, KernelSpec
+from xlapy.shape import dtypes
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I8P = I8.as_pointer()
+
+#: Alignment of workspace slots (bytes).
+ALIGN = 64
+
+
+# -- what can be compiled ---------------------------------------------------------------------
+
+
+def _leaf_shapes(shape) -> list | None:
+    """The array leaves of ``shape``, depth first; None when a leaf is not an array of a
+    kernel element type with static dimensions."""
+    if shape.is_tuple():
+        out = []
+        for s in shape.tuple_shapes:
+            sub = _leaf_shapes(s)
+            if sub is None:
+                return None
+            out += sub
+        return out
+    if not shape.is_array() or shape.element_type not in el.TYPES or shape.is_dynamic():
+        return None
+    return [shape]
+
+
+def _nbytes(shape) -> int:
+    n = np.dtype(dtypes.to_dtype(shape.element_type)).itemsize
+    for d in shape.dimensions:
+        n *= int(d)
+    return n
+
+
+def _single_threaded(spec) -> bool:
+    """True when ``run_parallel`` would run ``spec`` (and its ``then``) on one thread."""
+    for s in (spec, spec.then):
+        if s is None:
+            continue
+        if buffers.THREADS >= 2 and s.parallel and s.domain >= 2 and \
+                s.domain * s.cost >= buffers.PARALLEL_MIN_WORK:
+            return False
+    return True
+
+
+def _plan_supported(plan, seen: set) -> bool:
+    if id(plan) in seen:  # a plan reached twice (a shared computation) was checked once
+        return True
+    seen.add(id(plan))
+    for p in plan.params:
+        if _leaf_shapes(p.shape) is None:
+            return False
+    for step in plan.steps:
+        if not _step_supported(step, seen):
+            return False
+    return True
+
+
+def _step_supported(step, seen: set) -> bool:
+    from xlapy.backends.cpu import backend as be
+
+    if _leaf_shapes(step.instr.shape) is None:
+        return False
+    if isinstance(step, (be.ConstantStep, be.ValueStep, CompiledWhileStep)):
+        return True
+    if isinstance(step, be.KernelStep):
+        return _single_threaded(step.spec)
+    if isinstance(step, be.CallStep):
+        return _plan_supported(step.body, seen)
+    if isinstance(step, be.ConditionalStep):
+        selector = step.instr.operands[0].shape
+        if selector.element_type not in (el.PT.PRED, el.PT.S32) or selector.dimensions:
+            return False
+        return all(_plan_supported(p, seen) for p in step.branches)
+    return False
+
+
+def compile_while(planner, step):
+    """A ``CompiledWhileStep`` for the ``WhileStep`` ``step`` (its function added to
+    ``planner.irmod``, the step registered in ``planner.kernels`` so ``Planner.compile``
+    binds it), or None when the loop must stay in Python."""
+    instr = step.instr
+    leaves = _leaf_shapes(instr.shape)
+    if leaves is None or not leaves:
+        return None
+    seen: set = set()
+    if not (_plan_supported(step.cond, seen) and _plan_supported(step.body, seen)):
+        return None
+    cond_root = step.cond.comp.root.shape
+    if not (cond_root.is_array() and cond_root.element_type == el.PT.PRED and
+            not cond_root.dimensions):
+        return None
+    name = planner.irmod.get_unique_name(f"while.{instr.name}")
+    emitter = _Emitter(planner, name, leaves)
+    emitter.emit_while(step.cond, step.body)
+    spec = KernelSpec(name=name, n_inputs=len(leaves), outputs=[], domain=1, parallel=False)
+    compiled = CompiledWhileStep(instr, step.cond, step.body, spec, emitter.fn, leaves,
+                                 emitter.offsets, emitter.state_bytes, emitter.consts,
+                                 emitter.arena.size)
+    planner.kernels.append(compiled)
+    return compiled
+
+
+# -- the step ---------------------------------------------------------------------------------
+
+
+class CompiledWhileStep:
+    """A while loop run by one native call (see the module docstring)."""
+
+    def __init__(self, instr, cond, body, spec, function, leaves, offsets, state_bytes,
+                 consts, ws_bytes):
+        self.instr = instr
+        self.cond, self.body = cond, body  # the plans it was compiled from
+        self.spec = spec
+        self.function = function  # the LLVM function (nested loops call it)
+        self.leaves = leaves  # Shapes of the state leaves
+        self.offsets = offsets  # each leaf's offset in the result block
+        self.state_bytes = state_bytes  # the result block's size
+        self.consts = consts  # the arrays bufs[n + 2:] point at
+        self.ws_bytes = ws_bytes
+        self.fn = None  # bound by Planner.compile (spec.name)
+        self.then_fn = None
+        self._dtypes = [np.dtype(dtypes.to_dtype(s.element_type)) for s in leaves]
+        self._dims = [tuple(int(d) for d in s.dimensions) for s in leaves]
+        self._flat = instr.shape.is_tuple() and all(s.is_array() for s in
+                                                    instr.shape.tuple_shapes)
+        self._bufs_type = ctypes.c_void_p * (len(leaves) + 2 + len(consts))
+        self._const_ptrs = [a.ctypes.data for a in consts]
+
+    def run(self, env, plan_ctx):
+        instr = self.instr
+        init = env[id(instr.operands[0])]
+        if self._flat and isinstance(init, tuple):
+            values = init
+        else:
+            values = _flatten(init)
+        n = len(self.leaves)
+        if len(values) != n:
+            raise ValueError(f"while %{instr.name}: the state has {len(values)} arrays, its "
+                             f"shape {instr.shape} has {n}")
+        bufs = self._bufs_type()
+        keep = []
+        for k, (v, dt, dims) in enumerate(zip(values, self._dtypes, self._dims)):
+            if type(v) is not np.ndarray or v.dtype != dt or v.shape != dims or \
+                    not v.flags.c_contiguous:
+                v = np.ascontiguousarray(np.asarray(v, dt).reshape(dims))
+                keep.append(v)
+            bufs[k] = _address(v)
+        out = buffers.POOL.empty((max(self.state_bytes, 1),), np.uint8)
+        ws = buffers.POOL.empty((max(self.ws_bytes, 1),), np.uint8)
+        bufs[n] = _address(out)
+        bufs[n + 1] = _address(ws)
+        bufs[n + 2:] = self._const_ptrs
+        self.fn(bufs, 0, 1)
+        results = [np.ndarray(dims, dt, out, off)
+                   for dims, dt, off in zip(self._dims, self._dtypes, self.offsets)]
+        env[id(instr)] = tuple(results) if self._flat else _unflatten(instr.shape,
+                                                                     iter(results))
+
+
+_ADDRESSOF = ctypes.addressof
+_FROM_BUFFER = ctypes.c_char.from_buffer
+
+
+def _address(a: np.ndarray) -> int:
+    """The data address of a C-contiguous array (ctypes.addressof is several times faster
+    than ``a.ctypes.data``; it needs a writable buffer)."""
+    if a.flags.writeable and a.size:
+        return _ADDRESSOF(_FROM_BUFFER(a))
+    return a.ctypes.data
+
+
+def _flatten(value) -> list:
+    if isinstance(value, tuple):
+        return [leaf for v in value for leaf in _flatten(v)]
+    return [value]
+
+
+def _unflatten(shape, leaves):
+    if shape.is_tuple():
+        return tuple(_unflatten(s, leaves) for s in shape.tuple_shapes)
+    return next(leaves)
+
+
+# -- buffer assignment ------------------------------------------------------------------------
+
+
+class _Arena:
+    """Static offsets in the workspace: first-fit over freed ranges, ALIGN-aligned."""
+
+    def __init__(self):
+        self.size = 0
+        self._free: list[list[int]] = []  # [start, end) ranges, sorted, coalesced
+
+    def alloc(self, nbytes: int) -> int:
+        n = max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+        for k, (start, end) in enumerate(self._free):
+            if end - start >= n:
+                if end - start == n:
+                    del self._free[k]
+                else:
+                    self._free[k][0] = start + n
+                return start
+        if self._free and self._free[-1][1] == self.size:  # grow the last free range
+            start = self._free.pop()[0]
+        else:
+            start = self.size
+        self.size = start + n
+        return start
+
+    def free(self, offset: int, nbytes: int) -> None:
+        n = max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+        rng = [offset, offset + n]
+        self._free.append(rng)
+        self._free.sort()
+        merged: list[list[int]] = []
+        for r in self._free:
+            if merged and merged[-1][1] == r[0]:
+                merged[-1][1] = r[1]
+            else:
+                merged.append(r)
+        self._free = merged
+
+
+class _Slot:
+    """A workspace range holding one array value; ``pinned`` slots are never freed."""
+
+    __slots__ = ("offset", "nbytes", "ptr", "pinned")
+
+    def __init__(self, offset, nbytes, ptr, pinned=False):
+        self.offset, self.nbytes, self.ptr, self.pinned = offset, nbytes, ptr, pinned
+
+
+class _Leaf:
+    """An array value at emission time: its shape, its address (an i8* computed in the
+    entry block) and the workspace slot it lives in (None: a constant)."""
+
+    __slots__ = ("shape", "ptr", "slot")
+
+    def __init__(self, shape, ptr, slot):
+        self.shape, self.ptr, self.slot = shape, ptr, slot
+
+
+def _leaves(ref) -> list:
+    if isinstance(ref, tuple):
+        return [leaf for r in ref for leaf in _leaves(r)]
+    return [ref]
+
+
+def _build(shape, leaves):
+    if shape.is_tuple():
+        return tuple(_build(s, leaves) for s in shape.tuple_shapes)
+    return next(leaves)
+
+
+# -- the emitter ------------------------------------------------------------------------------
+
+
+class _Emitter:
+    """Emits one compiled while function (see the module docstring)."""
+
+    def __init__(self, planner, name: str, leaves: list):
+        self.planner = planner
+        self.n = len(leaves)
+        self.fn = ir.Function(planner.irmod, KERNEL_TYPE, name=name)
+        self.fn.args[0].name = "bufs"
+        entry = self.fn.append_basic_block("entry")
+        self.pre = ir.IRBuilder(entry)  # pointers, bufs arrays: loop-invariant, emitted once
+        self.b = ir.IRBuilder(self.fn.append_basic_block("start"))
+        self.bufs = self.fn.args[0]
+        self.ws = self._arg(self.n + 1, "ws")
+        self.arena = _Arena()
+        self.consts: list[np.ndarray] = []
+        self._const_leaf: dict[int, _Leaf] = {}
+        self._ptr_at: dict[int, ir.Value] = {}
+        self._refs: dict[int, int] = {}  # id(slot) -> env entries holding it
+        self._slots: dict[int, _Slot] = {}
+        self.memcpy = self._memcpy_fn()
+        self.leaf_shapes = leaves
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _memcpy_fn(self):
+        mod = self.planner.irmod
+        name = "llvm.memcpy.p0.p0.i64"
+        try:
+            return mod.get_global(name)
+        except KeyError:
+            return ir.Function(mod, ir.FunctionType(ir.VoidType(), [I8P, I8P, I64, I1]), name)
+
+    def _arg(self, k: int, name: str):
+        slot = self.pre.gep(self.bufs, [ir.Constant(I64, k)], inbounds=True, name=f"{name}.slot")
+        return self.pre.load(slot, name=name)
+
+    def _copy(self, dst, src, nbytes: int) -> None:
+        if nbytes > 0:
+            self.b.call(self.memcpy, [dst, src, ir.Constant(I64, nbytes), ir.Constant(I1, 0)])
+
+    def _slot(self, shape, pinned=False) -> _Slot:
+        nbytes = _nbytes(shape)
+        return self._bytes_slot(nbytes, pinned)
+
+    def _bytes_slot(self, nbytes: int, pinned=False) -> _Slot:
+        offset = self.arena.alloc(nbytes)
+        slot = _Slot(offset, nbytes, self._ptr(offset), pinned)
+        self._slots[id(slot)] = slot
+        self._refs[id(slot)] = 0
+        return slot
+
+    def _ptr(self, offset: int):
+        """The workspace address ``offset`` (an i8* computed once, in the entry block)."""
+        ptr = self._ptr_at.get(offset)
+        if ptr is None:
+            ptr = self.pre.gep(self.ws, [ir.Constant(I64, offset)], inbounds=True,
+                               name=f"ws.{offset}")
+            self._ptr_at[offset] = ptr
+        return ptr
+
+    def _release_slot(self, slot: _Slot) -> None:
+        if not slot.pinned:
+            self.arena.free(slot.offset, slot.nbytes)
+            del self._refs[id(slot)]
+            del self._slots[id(slot)]
+
+    def _new_leaf(self, shape, pinned=False) -> _Leaf:
+        slot = self._slot(shape, pinned)
+        return _Leaf(shape, slot.ptr, slot)
+
+    def _const(self, array, shape=None) -> _Leaf:
+        """A leaf reading a constant array (kept by the step, passed in bufs); ``shape``
+        converts a ConstantStep's value to its leaf's dtype and dimensions."""
+        key = id(array)
+        leaf = self._const_leaf.get(key)
+        if leaf is not None:
+            return leaf
+        if shape is not None:
+            dt = np.dtype(dtypes.to_dtype(shape.element_type))
+            arr = np.ascontiguousarray(np.asarray(array, dt).reshape(
+                tuple(int(d) for d in shape.dimensions)))
+        else:
+            arr = np.ascontiguousarray(array)
+        self.consts.append(arr)
+        ptr = self._arg(self.n + 1 + len(self.consts), f"const{len(self.consts) - 1}")
+        leaf = _Leaf(shape, ptr, None)
+        self._const_leaf[key] = leaf
+        return leaf
+
+    def _bufs_array(self, ptrs: list):
+        """An i8*[] of ``ptrs`` filled in the entry block; returns it as i8**."""
+        arr = self.pre.alloca(ir.ArrayType(I8P, max(1, len(ptrs))), name="args")
+        for k, p in enumerate(ptrs):
+            dst = self.pre.gep(arr, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True)
+            self.pre.store(p, dst)
+        return self.pre.gep(arr, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True)
+
+    # reference counts: every env entry holds its value's slots
+    def _hold(self, ref) -> None:
+        for slot_id in {id(leaf.slot) for leaf in _leaves(ref) if leaf.slot is not None}:
+            self._refs[slot_id] += 1
+
+    def _drop(self, ref) -> None:
+        for slot_id in {id(leaf.slot) for leaf in _leaves(ref) if leaf.slot is not None}:
+            self._refs[slot_id] -= 1
+            if self._refs[slot_id] == 0:
+                self._release_slot(self._slots[slot_id])
+
+    def _set(self, env, instr, ref) -> None:
+        env[id(instr)] = ref
+        self._hold(ref)
+
+    # -- plans -----------------------------------------------------------------------------
+
+    def emit_plan(self, plan, args: list):
+        """Emit ``plan``'s steps at the builder; returns its root's value, held once for
+        the caller (who drops it)."""
+        env: dict = {}
+        for p in plan.params:
+            self._set(env, p, args[p.parameter_number])
+        for step, drops in zip(plan.steps, plan.drops):
+            self._emit_step(step, env)
+            for key in drops:
+                self._drop(env.pop(key))
+        root = env[id(plan.comp.root)]
+        self._hold(root)
+        for ref in env.values():
+            self._drop(ref)
+        return root
+
+    def _emit_step(self, step, env) -> None:
+        from xlapy.backends.cpu import backend as be
+
+        instr = step.instr
+        if isinstance(step, be.ConstantStep):
+            shapes = _leaf_shapes(instr.shape)
+            values = _flatten(step.value)
+            self._set(env, instr, _build(instr.shape, iter(
+                [self._const(v, s) for v, s in zip(values, shapes)])))
+        elif isinstance(step, be.ValueStep):
+            op = instr.opcode
+            if op == "tuple":
+                ref = tuple(env[id(o)] for o in instr.operands)
+            elif op == "get-tuple-element":
+                ref = env[id(instr.operands[0])][instr.attrs["index"]]
+            else:  # reshape / bitcast of a row-major array: the same bytes
+                src = env[id(instr.operands[0])]
+                ref = _Leaf(instr.shape, src.ptr, src.slot)
+            self._set(env, instr, ref)
+        elif isinstance(step, be.KernelStep):
+            self._emit_kernel(step, env)
+        elif isinstance(step, CompiledWhileStep):
+            self._emit_nested_while(step, env)
+        elif isinstance(step, be.CallStep):
+            root = self.emit_plan(step.body, [env[id(o)] for o in instr.operands])
+            self._set(env, instr, root)
+            self._drop(root)
+        elif isinstance(step, be.ConditionalStep):
+            self._emit_conditional(step, env)
+        else:  # pragma: no cover - compile_while checked the steps
+            raise TypeError(f"compiled while: cannot emit {type(step).__name__} "
+                            f"for %{instr.name}")
+
+    def _emit_kernel(self, step, env) -> None:
+        spec = step.spec
+        ins = [env[id(i)] for i in step.inputs]
+        ins += [self._const(a) for a in step.bound]
+        outs = [self._new_leaf(s) for s in spec.outputs]
+        scratch = [self._bytes_slot(int(n) * np.dtype(dt).itemsize) for dt, n in spec.scratch]
+        ptrs = [leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs] + \
+            [s.ptr for s in scratch]
+        if spec.domain:
+            bufs = self._bufs_array(ptrs)
+            mod = self.planner.irmod
+            self.b.call(mod.get_global(spec.name),
+                        [bufs, ir.Constant(I64, 0), ir.Constant(I64, spec.domain)])
+            then = spec.then
+            if then is not None and then.domain:
+                self.b.call(mod.get_global(then.name),
+                            [bufs, ir.Constant(I64, 0), ir.Constant(I64, then.domain)])
+        for s in scratch:
+            self._release_slot(s)
+        self._set(env, step.instr, tuple(outs) if step.tuple_result else outs[0])
+
+    def _emit_nested_while(self, step, env) -> None:
+        init = _leaves(env[id(step.instr.operands[0])])
+        block = self._bytes_slot(step.state_bytes)
+        outs = [_Leaf(s, self._ptr(block.offset + off), block)
+                for s, off in zip(step.leaves, step.offsets)]
+        ws = self._bytes_slot(step.ws_bytes)
+        consts = [self._const(a) for a in step.consts]
+        ptrs = [leaf.ptr for leaf in init] + [block.ptr, ws.ptr] + [leaf.ptr for leaf in consts]
+        bufs = self._bufs_array(ptrs)
+        self.b.call(step.function, [bufs, ir.Constant(I64, 0), ir.Constant(I64, 1)])
+        self._release_slot(ws)
+        self._set(env, step.instr, _build(step.instr.shape, iter(outs)))
+
+    def _emit_conditional(self, step, env) -> None:
+        instr = step.instr
+        b = self.b
+        outs = [self._new_leaf(s) for s in _leaf_shapes(instr.shape)]
+        selector = env[id(instr.operands[0])]
+        blocks = [self.fn.append_basic_block(f"{instr.name}.branch{k}")
+                  for k in range(len(step.branches))]
+        merge = self.fn.append_basic_block(f"{instr.name}.merge")
+        if instr.operands[0].shape.element_type == el.PT.PRED:
+            value = b.load(b.bitcast(selector.ptr, I8P), name=f"{instr.name}.sel")
+            sw = b.switch(value, blocks[0])  # any non-zero byte: true_computation
+            sw.add_case(ir.Constant(I8, 0), blocks[1])
+        else:  # s32 index; out of range: the last branch
+            value = b.load(b.bitcast(selector.ptr, I32.as_pointer()), name=f"{instr.name}.sel")
+            sw = b.switch(value, blocks[-1])
+            for k in range(len(step.branches) - 1):
+                sw.add_case(ir.Constant(I32, k), blocks[k])
+        for k, (plan, block) in enumerate(zip(step.branches, blocks)):
+            b.position_at_end(block)
+            root = self.emit_plan(plan, [env[id(instr.operands[k + 1])]])
+            for dst, src in zip(outs, _leaves(root)):
+                self._copy(dst.ptr, src.ptr, _nbytes(dst.shape))
+            self._drop(root)
+            self.b.branch(merge)
+        b.position_at_end(merge)
+        self._set(env, instr, _build(instr.shape, iter(outs)))
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def emit_while(self, cond, body) -> None:
+        n = self.n
+        state = [self._new_leaf(s, pinned=True) for s in self.leaf_shapes]
+        self.offsets = [leaf.slot.offset for leaf in state]
+        self.state_bytes = self.arena.size
+        for k, leaf in enumerate(state):
+            self._copy(leaf.ptr, self._arg(k, f"init{k}"), _nbytes(leaf.shape))
+        state_ref = _build(cond.params[0].shape, iter(state))
+        b = self.b
+        header = self.fn.append_basic_block("cond")
+        loop = self.fn.append_basic_block("body")
+        done = self.fn.append_basic_block("done")
+        b.branch(header)
+
+        b.position_at_end(header)
+        pred = self.emit_plan(cond, [state_ref])
+        go = b.load(pred.ptr, name="pred")
+        self._drop(pred)
+        b.cbranch(b.icmp_unsigned("!=", go, ir.Constant(I8, 0), name="go"), loop, done)
+
+        b.position_at_end(loop)
+        root = self.emit_plan(body, [state_ref])
+        new = _leaves(root)
+        state_ids = {id(leaf.slot): k for k, leaf in enumerate(state)}
+        # a result that is another state slot (elements permuted) is read before any state
+        # slot is written: through a temporary
+        staged = []
+        for k, src in enumerate(new):
+            j = state_ids.get(id(src.slot))
+            if j is not None and j != k:
+                tmp = self._slot(src.shape)
+                self._copy(tmp.ptr, src.ptr, tmp.nbytes)
+                staged.append((k, tmp))
+        staged_at = dict(staged)
+        for k, src in enumerate(new):
+            if k in staged_at:
+                src_ptr = staged_at[k].ptr
+            elif state_ids.get(id(src.slot)) == k:
+                continue  # passed through unchanged
+            else:
+                src_ptr = src.ptr
+            self._copy(state[k].ptr, src_ptr, _nbytes(state[k].shape))
+        for _, tmp in staged:
+            self._release_slot(tmp)
+        self._drop(root)
+        b.branch(header)
+
+        b.position_at_end(done)
+        # the state slots are the workspace's first bytes: the result block is their copy
+        self._copy(self._arg(n, "out"), self.ws, self.state_bytes)
+        b.ret_void()
+        self.pre.branch(self.fn.blocks[1])
+
+
+__all__ = ["CompiledWhileStep", "compile_while"]
