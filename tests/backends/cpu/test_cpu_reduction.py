@@ -286,6 +286,42 @@ def test_inner_loops_are_vectorised():
         assert " x float>" in text, root.operands[0].shape
 
 
+NARROW = [("bf16", "add", (5, 60), (1,)), ("bf16", "add", (60, 7), (0,)),
+          ("f16", "maximum", (9, 33), (0, 1)), ("f8e4m3fn", "add", (7, 20), (1,)),
+          ("s8", "add", (300, 5), (0,)), ("u4", "add", (40, 3), (0,)),
+          ("s16", "multiply", (3, 2000), (1,))]
+
+
+@pytest.mark.parametrize("t,op,shape,dims", NARROW, ids=[f"{c[0]}-{c[1]}" for c in NARROW])
+def test_narrow_types(t, op, shape, dims):
+    """Narrow floats are computed in f32 and rounded after every step (never reordered:
+    bit-exact for at most 64 terms per output); narrow integers wrap."""
+    from xlapy.backends.cpu import elemental as el
+    from xlapy.shape import PrimitiveType as PT
+    if PT[t.upper()] not in el.TYPES:
+        pytest.skip(f"the element generators have no {t}")
+    module = _reduce_module(t, op, shape, dims, init="1")
+    root = module.entry.root
+    assert reduction.supports(root)
+    float_type = t[0] in "fb"
+    if float_type:  # rounding at every step: never reordered
+        assert reduction.recognised_op(root.attrs["to_apply"]) is None
+    rng = np.random.default_rng(11)
+    dt = dtypes.to_dtype(root.shape.element_type)
+    x = (rng.standard_normal(shape) * 3).astype(dt) if float_type else \
+        rng.integers(0, 15, shape).astype(dt)
+    batch = Batch()
+    inputs = _unique(root.operands)
+    spec = batch.add(root, inputs)
+    compiled = batch.compile()
+    want = np.asarray(evaluate(module, x)).reshape(-1)
+    for mode in ("whole", "halves"):
+        got = run_kernel(spec, compiled, _input_arrays(inputs, [x]), mode)[0].reshape(-1)
+        assert got.dtype == want.dtype
+        width = np.dtype(f"u{got.dtype.itemsize}")
+        np.testing.assert_array_equal(got.view(width), want.view(width))
+
+
 # -- variadic reduce ----------------------------------------------------------------------------
 
 
