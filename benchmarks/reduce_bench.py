@@ -212,8 +212,9 @@ def main(argv=None) -> None:
         jf = jax.jit(f)
         text = jf.lower(a).as_text(dialect="hlo")
         program = Client(backend="cpu").compile(parse_hlo_module(text))
-        _compare(f"{name} f32{list(shape)} (whole)", lambda: program(a),
-                 lambda: jf(ad).block_until_ready(), a.nbytes, max(3, args.repeats // 2))
+        _compare(f"{name} f32{list(shape)} (whole)", lambda p=program, a=a: p(a),
+                 lambda f=jf, a=ad: f(a).block_until_ready(), a.nbytes,
+                 max(3, args.repeats // 2))
 
 
 if __name__ == "__main__":

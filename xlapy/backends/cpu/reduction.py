@@ -49,17 +49,19 @@ Integer, min/max, and/or and every other reducer are bit-exact.
 
 from __future__ import annotations
 
-from llvmlite import ir
-
 import numpy as np
+from llvmlite import ir
 
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import indexing
 from xlapy.backends.cpu.indexing import Index
-from xlapy.backends.cpu.kernel_abi import (I64, KernelSpec, buffer_pointer, declare_kernel,
-                                           for_range)
-from xlapy.backends.cpu.scalar_computation import (constant_value, immediate,
-                                                   inline_computation, supports_computation)
+from xlapy.backends.cpu.kernel_abi import I64, KernelSpec, buffer_pointer, declare_kernel, for_range
+from xlapy.backends.cpu.scalar_computation import (
+    constant_value,
+    immediate,
+    inline_computation,
+    supports_computation,
+)
 from xlapy.errors import InvalidArgumentError
 from xlapy.shape import dtypes
 
@@ -323,7 +325,7 @@ class _Fn:
     """One kernel function: its buffers, the loader for inputs and constants, and an
     element emitter for the instructions between the inputs and the root."""
 
-    def __init__(self, module, name, root, inputs, n_scratch_types=()):
+    def __init__(self, module, name, root, inputs, scratch_types=()):
         self.module = module
         self.root = root
         self.fn, self.b = declare_kernel(module, name)
@@ -343,7 +345,7 @@ class _Fn:
                                             el.memory_type(shape.element_type), f"out{j}"))
         base += len(self.outs)
         self.scratch = [buffer_pointer(b, bufs, base + s, el.memory_type(et), f"scratch{s}")
-                        for s, et in enumerate(n_scratch_types)]
+                        for s, et in enumerate(scratch_types)]
         stop = {id(i) for i in inputs}
         members = _members(root, stop)
         self.emitter = el.ElementalEmitter(
@@ -555,7 +557,6 @@ def _emit_empty(module, name, root, inputs) -> KernelSpec:
 
 
 def _emit_reduce(module, name, root, inputs) -> KernelSpec:
-    n = len(root.operands) // 2
     base = _dims(root.operands[0])
     reduced = set(root.attrs["dimensions"])
     n_out = _prod(base[d] for d in range(len(base)) if d not in reduced)
@@ -781,22 +782,22 @@ def _emit_reduce_window(module, name, root, inputs) -> KernelSpec:
                     p, ok = position(outer[d], k, d)
                     loops(d + 1, idx + [p], oks + ([ok] if ok is not None else []))
                 return
-            with for_range(b, 0, window[d].size, f"k{d}") as k:
-                with for_range(b, 0, cnt, "m") as m:
-                    p, ok = position(b.add(m0, m, name="col"), k, d)
-                    allok = oks + ([ok] if ok is not None else [])
-                    index = Index(b, base, multi=idx + [p])
-                    xs = [fn.value(o, index) for o in root.operands[:n]]
-                    ptrs = [b.gep(accs[j], [m], inbounds=True) for j in range(n)]
-                    olds = [b.load(q) for q in ptrs]
-                    news = reducer.exact(b, olds, xs)
-                    if allok:
-                        valid = allok[0]
-                        for extra in allok[1:]:
-                            valid = b.and_(valid, extra, name="valid")
-                        news = [b.select(valid, new, old) for new, old in zip(news, olds)]
-                    for q, v in zip(ptrs, news):
-                        b.store(v, q)
+            with for_range(b, 0, window[d].size, f"k{d}") as k, \
+                    for_range(b, 0, cnt, "m") as m:
+                p, ok = position(b.add(m0, m, name="col"), k, d)
+                allok = oks + ([ok] if ok is not None else [])
+                index = Index(b, base, multi=idx + [p])
+                xs = [fn.value(o, index) for o in root.operands[:n]]
+                ptrs = [b.gep(accs[j], [m], inbounds=True) for j in range(n)]
+                olds = [b.load(q) for q in ptrs]
+                news = reducer.exact(b, olds, xs)
+                if allok:
+                    valid = allok[0]
+                    for extra in allok[1:]:
+                        valid = b.and_(valid, extra, name="valid")
+                    news = [b.select(valid, new, old) for new, old in zip(news, olds)]
+                for q, v in zip(ptrs, news):
+                    b.store(v, q)
 
         loops(0, [], [])
         with for_range(b, 0, cnt, "st") as m:

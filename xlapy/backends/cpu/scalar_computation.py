@@ -53,9 +53,7 @@ def supports_computation(comp, _seen=None) -> bool:
         if op == "parameter":
             if not _scalar_array(instr.shape):
                 return False
-        elif op == "constant":
-            continue
-        elif op == "tuple" or op == "get-tuple-element":
+        elif op == "constant" or op == "tuple" or op == "get-tuple-element":
             continue
         elif op == "call":
             called = instr.attrs["to_apply"]
@@ -65,9 +63,7 @@ def supports_computation(comp, _seen=None) -> bool:
                 return False
             if not supports_computation(called, seen):
                 return False
-        elif instr.called_computations():
-            return False
-        elif not (el.supports(instr) or indexing.supports(instr)):
+        elif instr.called_computations() or not (el.supports(instr) or indexing.supports(instr)):
             return False
     return comp.root is not None
 
