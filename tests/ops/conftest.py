@@ -9,16 +9,7 @@ import pytest
 #: Op tests whose evaluation the CPU backend gets wrong today, by node id, with the bug.
 #: Marked xfail(strict=True, raises=BackendMismatch) while the check is on, so a fix of the
 #: backend turns them into XPASS failures: then delete the entry.
-_DYNAMIC = ("a fused loop over a bounded dynamic dimension (f32[<=n]) runs over the bound, "
-            "not the runtime size: the result has the bound's size and reads past the operand")
-KNOWN_BACKEND_BUGS: dict[str, str] = {
-    "tests/ops/test_elementwise_eval.py::test_dynamic_operands_use_their_runtime_size": _DYNAMIC,
-    "tests/ops/test_slice_eval.py::test_dynamic_slice_of_a_too_short_dynamic_operand_is_an_error":
-        _DYNAMIC,
-    "tests/ops/test_slice_eval.py::test_dynamic_slice_index_types[u64-18446744073709551615-0]":
-        "a u64 dynamic-slice start >= 2^63 clamps to the end (read as unsigned); the "
-        "interpreter reads start indices as s64 (2^64-1 is -1: start 0)",
-}
+KNOWN_BACKEND_BUGS: dict[str, str] = {}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -283,6 +283,8 @@ class Planner:
 
     def _step(self, instr):
         op = instr.opcode
+        if _dynamic(instr):  # bounded dynamic shapes: the interpreter tracks runtime sizes
+            return InterpretStep(instr)
         if op == "constant":
             return ConstantStep(instr, _constant_value(instr))
         if op in ("tuple", "get-tuple-element"):
@@ -379,6 +381,15 @@ class Planner:
             if step.spec.then is not None:
                 step.then_fn = _KERNEL_PROTO(compiled.function_address(step.spec.then.name))
         return compiled
+
+
+def _dynamic(instr) -> bool:
+    """Whether ``instr`` or an operand has a dynamic shape (for a fusion: anywhere in it)."""
+    if instr.shape.is_dynamic() or any(o.shape.is_dynamic() for o in instr.operands):
+        return True
+    if instr.opcode == "fusion":
+        return any(_dynamic(i) for i in instr.attrs["calls"].instructions)
+    return False
 
 
 def _unique(instrs) -> list:
