@@ -89,7 +89,7 @@ def run_cli(args, capsys):
 def test_equal_backends_exit_0_with_a_summary(module, capsys):
     code, out, err = run_cli([module, "--reference", "interpreter"], capsys)
     assert code == 0, err
-    assert f"compare {module}: interpreter against reference interpreter" in out
+    assert f"compare {module}: cpu against reference interpreter" in out  # cpu: the default
     assert "out0 f32[4]: max abs error 0, max rel error 0, mismatches 0/4" in out
     assert "OK: 1 output within the tolerances" in out
     assert err == ""
@@ -211,7 +211,7 @@ def test_iterations_report_min_and_median_per_backend(module, capsys):
 def test_iterations_without_reference(module, capsys):
     code, out, _ = run_cli([module, "--iterations", "2", "--quiet"], capsys)
     assert code == 0
-    assert out.startswith("time interpreter: min ") and "over 2 iterations" in out
+    assert out.startswith("time cpu: min ") and "over 2 iterations" in out
 
 
 def test_print_literals_without_reference_prints_inputs_then_results(module, capsys):

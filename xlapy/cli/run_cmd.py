@@ -14,7 +14,7 @@ a ``replica r`` (``replica r partition p``) heading. ``run_devices`` is the whol
 multi-device path.
 
 XLA's run_hlo_module: ``--backend B`` runs on a registered runtime backend (default the
-interpreter); ``--reference R`` also runs on R and compares every output leaf (an element
+compiled CPU backend, ``cpu``; ``interpreter`` is the reference); ``--reference R`` also runs on R and compares every output leaf (an element
 passes if ``|a-b| <= --abs-error`` or ``|a-b| <= --rel-error * |b|``, NaN equals NaN, integers
 and pred exactly), prints a summary per output and, when they differ on one device, bisects:
 the first instruction whose output differs when it runs alone fed the reference values of its
@@ -27,6 +27,9 @@ modules, every module runs; 2 wins over 1)."""
 from __future__ import annotations
 
 from xlapy.cli.common import CommandError, add_command, read_module_text
+
+#: The backend of ``xlapy run`` without --backend: the compiled CPU backend.
+DEFAULT_BACKEND = "cpu"
 
 
 def register(subparsers) -> None:
@@ -71,8 +74,9 @@ def register(subparsers) -> None:
     p.add_argument("--distributed", choices=["mpi"],
                    help="mpi: one device per MPI rank; launch with mpiexec -n N "
                    "(pip install 'xlapy[mpi]'; see xlapy/runtime/mpi_run.py)")
-    p.add_argument("--backend", default="interpreter", metavar="NAME",
-                   help="runtime backend to run on (default interpreter)")
+    p.add_argument("--backend", default=None, metavar="NAME",
+                   help=f"runtime backend to run on (default {DEFAULT_BACKEND}; "
+                   "interpreter: the reference interpreter)")
     p.add_argument("--reference", metavar="NAME",
                    help="also run on this backend and compare the results (exit 1 if they "
                    "differ); a difference is bisected to its first instruction")
@@ -198,6 +202,10 @@ def _check_options(args, paths: list[str]) -> None:
         value = getattr(args, name)
         if not value >= 0:
             raise CommandError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
+    if args.distributed and args.backend not in (None, "interpreter"):
+        raise CommandError("--distributed mpi runs the interpreter; it does not take --backend")
+    if args.backend is None:
+        args.backend = "interpreter" if args.distributed else DEFAULT_BACKEND
     check_backend(args.backend)
     if args.reference is not None:
         check_backend(args.reference)
@@ -209,8 +217,7 @@ def _check_options(args, paths: list[str]) -> None:
                                    f"({', '.join(paths[:3])}{', ...' if len(paths) > 3 else ''})")
         if "-" in paths:
             raise CommandError("- (stdin) cannot be combined with other modules")
-    if args.distributed and (args.reference or args.backend != "interpreter"
-                             or args.iterations is not None):
+    if args.distributed and (args.reference or args.iterations is not None):
         raise CommandError("--distributed mpi runs the interpreter once; it does not take "
                            "--backend, --reference or --iterations")
 
@@ -225,7 +232,7 @@ def _run_module(args, path: str, progress) -> int:
     replicas, partitions = device_counts(module, args)
     if args.reference is not None:
         return compare_module(args, path, module, replicas, partitions, progress)
-    simple = args.backend == "interpreter" and args.iterations is None and not args.print_literals
+    simple = args.iterations is None and not args.print_literals
     if replicas * partitions > 1 and simple:
         return run_devices(args, module, replicas, partitions)
     if simple:
@@ -234,16 +241,17 @@ def _run_module(args, path: str, progress) -> int:
 
 
 def _run_single(args, module) -> int:
-    """One device on the interpreter, once: the original ``xlapy run``."""
-    from xlapy.interpreter import evaluate
+    """One device, once, on ``--backend``."""
     from xlapy.interpreter.fake_args import make_fake_arguments
+    from xlapy.runtime import Client
     from xlapy.interpreter.values import value_to_literal
 
     if args.inputs:
         inputs = _arguments_from_npz(module, args.inputs)
     else:
         inputs = make_fake_arguments(module, args.seed)
-    result = evaluate(module, *inputs)
+    result = Client(backend=args.backend, timeout=args.timeout).compile(
+        module, verify=False)(*inputs)
     if not args.quiet:
         print(value_to_literal(result, module.entry.root.shape).to_string())
     if args.output:
@@ -435,11 +443,11 @@ def device_inputs(module, args, count: int) -> list[list]:
 
 
 def execute_devices(module, inputs: list[list], replicas: int, partitions: int,
-                    timeout: float | None) -> list:
+                    timeout: float | None, backend: str = "interpreter") -> list:
     """Run the module on every device (in-process threads); results in device order."""
     from xlapy.runtime import Client
 
-    client = Client(timeout=timeout)
+    client = Client(backend=backend, timeout=timeout)
     exe = client.compile(module, replicas=replicas, partitions=partitions, verify=False)
     return exe.execute(inputs)
 
@@ -467,6 +475,6 @@ def report_devices(module, args, results: list, partitions: int) -> None:
 def run_devices(args, module, replicas: int, partitions: int) -> int:
     """The multi-device path of ``xlapy run``: inputs per device, execute, report."""
     inputs = device_inputs(module, args, replicas * partitions)
-    results = execute_devices(module, inputs, replicas, partitions, args.timeout)
+    results = execute_devices(module, inputs, replicas, partitions, args.timeout, args.backend)
     report_devices(module, args, results, partitions)
     return 0
