@@ -1,0 +1,568 @@
+"""The CPU backend's library calls (xlapy.backends.cpu.library) against the interpreter's
+kernels: dot and convolution over many dimension numbers, windows and types, sort with
+jax's comparators and others (NaN, -0, ties, stable and unstable, any dimension), fft, and a
+few modules end to end through Client(backend="cpu")."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from xlapy.backends.cpu import blas, library
+from xlapy.hlo.parser import parse_hlo_module
+from xlapy.interpreter.evaluator import EvalContext, EvalOptions, EvaluationError, evaluate
+from xlapy.interpreter.values import flatten
+from xlapy.npz import load_npz
+from xlapy.runtime import Client
+from xlapy.shape import dtypes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "jax")
+
+
+def _root(text: str):
+    module = parse_hlo_module(text)
+    return module, module.entry.root
+
+
+def _module(params: list[str], root: str, extra: str = "") -> str:
+    lines = [f"  p{i} = {s} parameter({i})" for i, s in enumerate(params)]
+    return f"HloModule m\n{extra}\nENTRY e {{\n" + "\n".join(lines) + f"\n  ROOT r = {root}\n}}\n"
+
+
+def _random(shape_text: str, rng, *, kind: str = "normal") -> np.ndarray:
+    from xlapy.shape.text import parse_shape
+
+    shape = parse_shape(shape_text)
+    dt = np.dtype(dtypes.to_dtype(shape.element_type))
+    dims = tuple(shape.dimensions)
+    if dt.kind == "c":
+        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(dt)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return rng.integers(max(info.min, -50), min(info.max, 50), dims, endpoint=True).astype(dt)
+    if dt == np.bool_:
+        return rng.integers(0, 2, dims).astype(bool)
+    return rng.standard_normal(dims).astype(np.float32).astype(dt)
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _interpret(instr, args):
+    return EvalContext(None, EvalOptions()).run_instruction(instr, list(args))
+
+
+def _close(got, want, rtol, atol=None):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    g = got.astype(np.complex128 if got.dtype.kind == "c" else np.float64)
+    w = want.astype(np.complex128 if want.dtype.kind == "c" else np.float64)
+    scale = max(1.0, float(np.max(np.abs(w), initial=0.0)))
+    np.testing.assert_allclose(g, w, rtol=rtol, atol=(atol if atol is not None else rtol) * scale)
+
+
+def _bits_equal(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape,
+                                                                 want.dtype, want.shape)
+    assert got.tobytes() == want.tobytes()
+
+
+RTOL = {"f32": 2e-5, "f64": 1e-12, "c64": 2e-5, "c128": 1e-12, "bf16": 2e-2, "f16": 2e-3}
+
+
+# -- BLAS -------------------------------------------------------------------------------------
+
+
+def test_blas_function_pointer_calls_sgemm_through_ctypes():
+    ptrs = {name: blas.blas_function_pointer(name) for name in ("sgemm", "dgemm", "cgemm", "zgemm")}
+    assert all(isinstance(p, int) and p for p in ptrs.values())
+    assert len(set(ptrs.values())) == 4
+    with pytest.raises(KeyError, match="no routine"):
+        blas.blas_function_pointer("notaroutine")
+    # the pointer is usable from native code: call it as a C function pointer
+    fn = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 13))(ptrs["dgemm"])
+    a = np.arange(6, dtype=np.float64).reshape(2, 3)
+    b = np.arange(12, dtype=np.float64).reshape(3, 4)
+    c = np.zeros((2, 4))
+    i = np.array([4, 2, 3, 4, 3, 4], np.int32)  # n, m, k, ldb, lda, ldc (C^T = B^T A^T)
+    s = np.array([1.0, 0.0])
+    p, q = i.ctypes.data, s.ctypes.data
+    fn(ctypes.c_char_p(b"N"), ctypes.c_char_p(b"N"), p, p + 4, p + 8, q, b.ctypes.data, p + 12,
+       a.ctypes.data, p + 16, q + 8, c.ctypes.data, p + 20)
+    np.testing.assert_array_equal(c, a @ b)
+
+
+@pytest.mark.parametrize("rows,cols,rs,cs,form", [
+    (3, 4, 4, 1, ("r", 4)), (3, 4, 1, 3, ("c", 3)), (3, 4, 8, 1, ("r", 8)),
+    (1, 4, 99, 1, ("r", 4)), (3, 1, 7, 99, ("r", 7)), (3, 4, 2, 2, None), (3, 4, 0, 1, None),
+])
+def test_matrix_form(rows, cols, rs, cs, form):
+    assert blas.matrix_form(rows, cols, rs, cs) == form
+
+
+# -- dot --------------------------------------------------------------------------------------
+
+# (lhs dims, rhs dims, dimension numbers): every placement of batch, contracting, free dims
+DOT_CASES = [
+    ("[33,17]", "[17,29]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("[17,33]", "[17,29]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+    ("[33,17]", "[29,17]", "lhs_contracting_dims={1}, rhs_contracting_dims={1}"),
+    ("[17,33]", "[29,17]", "lhs_contracting_dims={0}, rhs_contracting_dims={1}"),
+    ("[4,33,17]", "[4,17,29]",
+     "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}"),
+    ("[33,4,17]", "[17,29,4]",
+     "lhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_batch_dims={2}, rhs_contracting_dims={0}"),
+    ("[17,33,4]", "[4,29,17]",
+     "lhs_batch_dims={2}, lhs_contracting_dims={0}, rhs_batch_dims={0}, rhs_contracting_dims={2}"),
+    ("[2,3,9,5,7]", "[3,7,2,5,9]",
+     ("lhs_batch_dims={0,1}, lhs_contracting_dims={2,4}, rhs_batch_dims={2,0}, "
+     "rhs_contracting_dims={4,1}")),
+    ("[6,5,7]", "[7,4,5,3]", "lhs_contracting_dims={1,2}, rhs_contracting_dims={2,0}"),
+    ("[6,5,8]", "[3,5,2]", "lhs_contracting_dims={1}, rhs_contracting_dims={1}"),
+    ("[13]", "[13]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+    ("[9,13]", "[13]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("[13]", "[13,9]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+    ("[7]", "[5]", "lhs_contracting_dims={}, rhs_contracting_dims={}"),
+    ("[6,7]", "[6]", ("lhs_batch_dims={0}, lhs_contracting_dims={}, rhs_batch_dims={0}, "
+     "rhs_contracting_dims={}")),
+    ("[64,3,4]", "[64,4,2]",
+     "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}"),
+    ("[5,0]", "[0,4]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("[0,3]", "[3,4]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("[1,1]", "[1,1]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("[1,9]", "[9,1]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+]
+
+DOT_TYPES = [("f32", "f32", "f32"), ("f64", "f64", "f64"), ("c64", "c64", "c64"),
+             ("c128", "c128", "c128"), ("bf16", "bf16", "bf16"), ("bf16", "bf16", "f32"),
+             ("f16", "f16", "f16"), ("f32", "f32", "f64")]
+
+
+def _dot_instr(lt, rt, rtype, lhs_dims, rhs_dims, numbers):
+    text = _module([f"{lt}{lhs_dims}", f"{rt}{rhs_dims}"], f"dot(p0, p1), {numbers}")
+    module, instr = _root(text)
+    if rtype != lt:  # the preferred element type: restate the result with that type
+        shape = str(instr.shape).split("[", 1)[1]
+        text = text.replace("ROOT r = dot", f"ROOT r = {rtype}[{shape} dot")
+        module, instr = _root(text)
+    return module, instr
+
+
+@pytest.mark.parametrize("types", DOT_TYPES, ids=lambda t: "x".join(t))
+@pytest.mark.parametrize("case", DOT_CASES, ids=lambda c: f"{c[0]}x{c[1]}")
+def test_dot_matches_interpreter(case, types):
+    lt, rt, rtype = types
+    _, instr = _dot_instr(lt, rt, rtype, *case)
+    assert library.supports(instr)
+    rng = np.random.default_rng(len(case[2]) + len(case[0]))
+    args = [_random(f"{lt}{case[0]}", rng), _random(f"{rt}{case[1]}", rng)]
+    want = _interpret(instr, args)
+    got = library.run(instr, args)
+    _close(got, want, RTOL[rtype])
+    out = np.full(want.shape, 7, want.dtype)
+    assert library.run(instr, args, out=out) is out
+    _close(out, want, RTOL[rtype])
+
+
+def test_dot_large_transposed_operands_and_views():
+    rng = np.random.default_rng(1)
+    _, instr = _dot_instr("f32", "f32", "f32", "[300,257]", "[190,300]",
+                          "lhs_contracting_dims={0}, rhs_contracting_dims={1}")
+    a = rng.standard_normal((300, 257)).astype(np.float32)
+    b = rng.standard_normal((190, 300)).astype(np.float32)
+    want = _interpret(instr, [a, b])
+    _close(library.run(instr, [a, b]), want, 2e-5)
+    _close(want, (a.T.astype(np.float64) @ b.T.astype(np.float64)).astype(np.float32), 2e-5)
+
+
+def test_dot_special_values_propagate():
+    _, instr = _dot_instr("f32", "f32", "f32", "[2,3]", "[3,2]",
+                          "lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    a = np.array([[np.inf, 1, 0], [np.nan, 0, 1]], np.float32)
+    b = np.array([[1, 0], [2, 3], [-1, np.inf]], np.float32)
+    want = _interpret(instr, [a, b])
+    got = library.run(instr, [a, b])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+
+
+def test_dot_integer_and_pred_stay_on_the_interpreter():
+    _, instr = _dot_instr("s8", "s8", "s32", "[3,4]", "[4,5]",
+                          "lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    assert not library.supports(instr)
+    with pytest.raises(EvaluationError, match="no fast path"):
+        library.run(instr, [np.zeros((3, 4), np.int8), np.zeros((4, 5), np.int8)])
+
+
+def test_dot_runtime_shape_mismatch_names_the_op():
+    _, instr = _dot_instr("f32", "f32", "f32", "[3,4]", "[4,5]",
+                          "lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    with pytest.raises(EvaluationError, match=r"dot %r: .*f32\[3,4\] and f32\[3,5\]"):
+        library.run(instr, [np.zeros((3, 4), np.float32), np.zeros((3, 5), np.float32)])
+
+
+# -- convolution ------------------------------------------------------------------------------
+
+# (lhs, rhs, attributes)
+CONV_CASES = [
+    ("[2,9,9,5]", "[3,3,5,6]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"),
+    ("[2,5,9,10]", "[6,5,3,2]",
+     "window={size=3x2 stride=2x3 pad=1_2x0_1}, dim_labels=bf01_oi01->bf01"),
+    ("[2,9,9,5]", "[3,3,5,6]",
+     "window={size=3x3 rhs_dilate=2x1 pad=2_2x1_0}, dim_labels=b01f_01io->b01f"),
+    ("[2,5,5,4]", "[3,3,4,3]",
+     "window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f"),
+    ("[2,7,7,4]", "[3,3,4,3]",
+     ("window={size=3x3 stride=2x2 pad=1_1x1_1 lhs_dilate=2x1 rhs_dilate=1x2 "
+     "rhs_reversal=1x0}, dim_labels=b01f_01io->b01f")),
+    ("[2,9,9,4]", "[2,2,4,3]", "window={size=2x2 pad=-1_0x0_-2}, dim_labels=b01f_01io->b01f"),
+    ("[3,11,6]", "[3,6,4]", "window={size=3 stride=2 pad=1_1}, dim_labels=b0f_0io->b0f"),
+    ("[2,6,5,4,3]", "[2,3,2,3,4]",
+     "window={size=2x3x2 stride=1x2x1 pad=0_1x1_1x0_0}, dim_labels=b012f_012io->b012f"),
+    ("[2,6,6,8]", "[1,1,8,5]", "window={size=1x1}, dim_labels=b01f_01io->b01f"),
+    ("[2,6,6,8]", "[1,1,8,5]", "window={size=1x1 stride=2x2}, dim_labels=b01f_01io->b01f"),
+    ("[4,7]", "[7,5]", "dim_labels=bf_io->bf"),
+    ("[2,8,8,6]", "[3,3,1,6]",
+     "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=6"),
+    ("[2,8,8,6]", "[3,3,2,9]",
+     ("window={size=3x3 stride=2x2 pad=0_1x0_1}, dim_labels=b01f_01io->b01f, "
+     "feature_group_count=3")),
+    ("[4,6,6,3]", "[3,3,3,6]",
+     "window={size=3x3}, dim_labels=b01f_01io->b01f, batch_group_count=2"),
+    ("[3,8,8,6]", "[3,3,2,6]",
+     "window={size=3x2 pad=1_1x0_0}, dim_labels=f01b_i01o->01bf, batch_group_count=3"),
+    ("[5,4,7,6]", "[3,2,3,4]", "window={size=2x3 stride=1x2}, dim_labels=0f1b_o01i->1b0f"),
+    ("[2,3,3,4]", "[5,5,4,2]", "window={size=5x5}, dim_labels=b01f_01io->b01f"),
+    ("[0,8,8,4]", "[3,3,4,2]", "window={size=3x3}, dim_labels=b01f_01io->b01f"),
+    ("[2,8,8,0]", "[3,3,0,2]", "window={size=3x3}, dim_labels=b01f_01io->b01f"),
+]
+
+
+def _conv_instr(t, case, rtype=None):
+    lhs, rhs, attrs = case
+    text = _module([f"{t}{lhs}", f"{t}{rhs}"], f"convolution(p0, p1), {attrs}")
+    _, instr = _root(text)
+    if rtype is not None and rtype != t:
+        shape = str(instr.shape).split("[", 1)[1]
+        _, instr = _root(text.replace("ROOT r = convolution",
+                                           f"ROOT r = {rtype}[{shape} convolution"))
+    return instr
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16", "c64"])
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: c[2][:40] + c[0])
+def test_convolution_matches_interpreter(case, t):
+    instr = _conv_instr(t, case)
+    assert library.supports(instr)
+    rng = np.random.default_rng(len(case[2]))
+    args = [_random(f"{t}{case[0]}", rng), _random(f"{t}{case[1]}", rng)]
+    want = _interpret(instr, args)
+    got = library.run(instr, args)
+    _close(got, want, RTOL[t])
+    out = np.full(want.shape, 3, want.dtype)
+    assert library.run(instr, args, out=out) is out
+    _close(out, want, RTOL[t])
+
+
+def test_convolution_bf16_operands_to_f32_result():
+    instr = _conv_instr("bf16", CONV_CASES[0], "f32")
+    rng = np.random.default_rng(3)
+    args = [_random("bf16[2,9,9,5]", rng), _random("bf16[3,3,5,6]", rng)]
+    _close(library.run(instr, args), _interpret(instr, args), 2e-5)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1 << 12, 1 << 16])
+def test_convolution_threads_and_small_chunks(monkeypatch, chunk_bytes):
+    """Enough work for both cores, chunks smaller than an image (partial rows of the first
+    spatial dimension), strides and groups: every chunk lands in its place."""
+    monkeypatch.setattr(library, "CHUNK_BYTES", chunk_bytes)
+    rng = np.random.default_rng(5)
+    for case in [("[4,34,30,32]", "[3,3,32,32]",
+                  "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"),
+                 ("[3,33,33,32]", "[3,3,16,48]",
+                  ("window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, "
+                  "feature_group_count=2"))]:
+        instr = _conv_instr("f32", case)
+        args = [_random(f"f32{case[0]}", rng), _random(f"f32{case[1]}", rng)]
+        _close(library.run(instr, args), _interpret(instr, args), 2e-5)
+
+
+def test_convolution_errors_name_the_op():
+    instr = _conv_instr("f32", CONV_CASES[0])
+    with pytest.raises(EvaluationError, match="convolution %r: "):
+        library.run(instr, [np.zeros((2, 9, 9, 4), np.float32),
+                            np.zeros((3, 3, 5, 6), np.float32)])
+
+
+def test_integer_convolution_stays_on_the_interpreter():
+    assert not library.supports(_conv_instr("s32", CONV_CASES[0]))
+
+
+# -- sort -------------------------------------------------------------------------------------
+
+JAX_CANON = """
+cmp {
+  a = f32[] parameter(0)
+  ne.a = pred[] compare(a, a), direction=NE
+  cnan = f32[] constant(nan)
+  czero = f32[] constant(0)
+  eq.a = pred[] compare(a, czero), direction=EQ
+  s.a = f32[] select(eq.a, czero, a)
+  c.a = f32[] select(ne.a, cnan, s.a)
+  b = f32[] parameter(1)
+  ne.b = pred[] compare(b, b), direction=NE
+  eq.b = pred[] compare(b, czero), direction=EQ
+  s.b = f32[] select(eq.b, czero, b)
+  c.b = f32[] select(ne.b, cnan, s.b)
+  EXTRA
+  ROOT lt = pred[] compare(c.a, c.b), direction=LT, type=TOTALORDER
+}
+"""
+
+
+def _cmp(t: str, body: str, nparams: int, types=None) -> str:
+    types = types or [t] * (nparams // 2)
+    params = "\n".join(f"  q{i} = {types[i // 2]}[] parameter({i})" for i in range(nparams))
+    return f"cmp {{\n{params}\n{body}\n}}\n"
+
+
+def _sort_instr(shapes: list[str], dim: int, comparator: str, stable: bool = True):
+    ops = ", ".join(f"p{i}" for i in range(len(shapes)))
+    root = f"sort({ops}), dimensions={{{dim}}}, is_stable={'true' if stable else 'false'}, " \
+           f"to_apply=cmp"
+    if len(shapes) > 1:
+        root = "(" + ", ".join(shapes) + ") " + root
+    _, instr = _root(_module(shapes, root, comparator))
+    return instr
+
+
+def _special_floats(dt, n, rng, *, nan=True, ties=True):
+    x = rng.standard_normal(n).astype(dt)
+    specials = [0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, 1e-40]
+    if nan:
+        specials += [np.nan, -np.nan]
+    x[rng.choice(n, min(n, 3 * len(specials)), replace=False)] = np.resize(
+        np.array(specials, dt), min(n, 3 * len(specials)))
+    if nan:  # a NaN with another payload
+        bits = x.view(np.uint32 if x.itemsize == 4 else np.uint64)
+        bits[rng.integers(n)] = 0x7FC00123 if x.itemsize == 4 else 0x7FF8000000000123
+    if ties:
+        x[rng.choice(n, n // 4)] = x[rng.choice(n, n // 4)]
+    return x
+
+
+def _check_sort(instr, args, *, bits=True):
+    assert library.supports(instr)
+    want = _interpret(instr, args)
+    got = library.run(instr, args)
+    leaves_w = list(want) if isinstance(want, tuple) else [want]
+    leaves_g = list(got) if isinstance(got, tuple) else [got]
+    assert len(leaves_g) == len(leaves_w)
+    for g, w in zip(leaves_g, leaves_w):
+        _bits_equal(g, w)
+    outs = tuple(np.empty_like(w) for w in leaves_w)
+    res = library.run(instr, args, out=outs if len(outs) > 1 else outs[0])
+    for g, w in zip(outs, leaves_w):
+        _bits_equal(g, w)
+    assert (res is outs[0]) if len(outs) == 1 else all(a is b for a, b in zip(res, outs))
+
+
+@pytest.mark.parametrize("stable", [True, False])
+@pytest.mark.parametrize("shape,dim", [("[1000]", 0), ("[37,40]", 0), ("[37,40]", 1),
+                                       ("[5,300,3]", 1), ("[3]", 0)])
+def test_sort_jax_canonical_comparator(shape, dim, stable):
+    instr = _sort_instr([f"f32{shape}"], dim, JAX_CANON.replace("EXTRA", ""), stable)
+    rng = np.random.default_rng(7)
+    dims = [int(v) for v in shape[1:-1].split(",")]
+    x = _special_floats(np.float32, int(np.prod(dims)), rng).reshape(dims)
+    _check_sort(instr, [x])
+
+
+@pytest.mark.parametrize("stable", [True, False])
+def test_sort_argsort_with_iota(stable):
+    comp = JAX_CANON.replace("EXTRA", "i0 = s32[] parameter(2)\n  i1 = s32[] parameter(3)")
+    instr = _sort_instr(["f32[20,300]", "s32[20,300]"], 1, comp, stable)
+    rng = np.random.default_rng(8)
+    x = _special_floats(np.float32, 6000, rng).reshape(20, 300)
+    iota = np.broadcast_to(np.arange(300, dtype=np.int32), (20, 300)).copy()
+    _check_sort(instr, [x, iota])
+
+
+SORT_TYPES = ["f32", "f64", "bf16", "f16", "s32", "u8", "s64", "u64", "pred", "s16"]
+
+
+@pytest.mark.parametrize("t,totalorder", [(t, False) for t in SORT_TYPES] + [
+    (t, True) for t in ("f32", "f64", "bf16", "f16")])
+@pytest.mark.parametrize("direction,order", [("LT", "q0, q1"), ("GT", "q0, q1"),
+                                             ("LT", "q1, q0")])
+def test_sort_plain_compare(t, totalorder, direction, order):
+    float_type = t in ("f32", "f64", "bf16", "f16")
+    ctype = ", type=TOTALORDER" if totalorder else ""
+    comp = _cmp(t, f"  ROOT c = pred[] compare({order}), direction={direction}{ctype}", 2)
+    rng = np.random.default_rng(9)
+    dt = np.dtype(dtypes.to_dtype(dtypes.from_name(t)))
+    for stable in (True, False):
+        instr = _sort_instr([f"{t}[6,200]"], 1, comp, stable)
+        if float_type:
+            x = _special_floats(np.float32 if dt.itemsize <= 4 else np.float64, 1200, rng,
+                                nan=totalorder).astype(dt).reshape(6, 200)
+        else:
+            x = _random(f"{t}[6,200]", rng)
+        _check_sort(instr, [x])
+
+
+def test_sort_float_compare_with_nan_uses_the_interpreters_order():
+    comp = _cmp("f32", "  ROOT c = pred[] compare(q0, q1), direction=LT", 2)
+    instr = _sort_instr(["f32[40]"], 0, comp)
+    rng = np.random.default_rng(10)
+    _check_sort(instr, [_special_floats(np.float32, 40, rng)])
+
+
+@pytest.mark.parametrize("stable", [True, False])
+def test_sort_key_value_with_ties(stable):
+    """Ties in the key with different values: is_stable=false must give std::sort's order
+    (the interpreter replays it); stable keeps the input order."""
+    comp = _cmp("s32", "  ROOT c = pred[] compare(q0, q1), direction=LT", 4, ["s32", "f32"])
+    instr = _sort_instr(["s32[4,100]", "f32[4,100]"], 1, comp, stable)
+    rng = np.random.default_rng(11)
+    keys = rng.integers(0, 5, (4, 100)).astype(np.int32)
+    vals = rng.standard_normal((4, 100)).astype(np.float32)
+    _check_sort(instr, [keys, vals])
+
+
+def test_sort_lexicographic_two_keys():
+    path = os.path.join(FIXTURES, "sort_multi_operand.pre.hlo")
+    module = parse_hlo_module(_read(path))
+    instr = next(i for i in module.entry.instructions if i.opcode == "sort")
+    rng = np.random.default_rng(12)
+    k1 = rng.integers(0, 3, 10).astype(np.int32)
+    k2 = rng.integers(0, 3, 10).astype(np.int32)
+    v = rng.standard_normal(10).astype(np.float32)
+    _check_sort(instr, [k1, k2, v])
+    body = ("  a = pred[] compare(q2, q3), direction=LT\n"
+            "  e = pred[] compare(q0, q1), direction=EQ\n"
+            "  b = pred[] compare(q1, q0), direction=GT\n"
+            "  n = pred[] and(a, e)\n"
+            "  ROOT o = pred[] or(n, b)")
+    comp = _cmp("f64", body, 6, ["f64", "s32", "u8"])
+    for stable in (True, False):
+        instr = _sort_instr(["f64[3,50]", "s32[3,50]", "u8[3,50]"], 1, comp, stable)
+        a = rng.integers(0, 4, (3, 50)).astype(np.float64)
+        a[0, :5] = -0.0
+        b = rng.integers(-2, 2, (3, 50)).astype(np.int32)
+        c = rng.integers(0, 255, (3, 50)).astype(np.uint8)
+        _check_sort(instr, [a, b, c])
+
+
+def test_sort_generic_transform_and_second_operand_key():
+    body = ("  a = f32[] abs(q2)\n  b = f32[] abs(q3)\n  n = f32[] negate(a)\n"
+            "  m = f32[] negate(b)\n  ROOT c = pred[] compare(n, m), direction=LT, "
+            "type=TOTALORDER")
+    comp = _cmp("f32", body, 4, ["s32", "f32"])
+    for stable in (True, False):
+        instr = _sort_instr(["s32[2,64]", "f32[2,64]"], 1, comp, stable)
+        rng = np.random.default_rng(13)
+        x = _special_floats(np.float32, 128, rng).reshape(2, 64)
+        _check_sort(instr, [np.arange(128, dtype=np.int32).reshape(2, 64), x])
+
+
+def test_sort_top_k_fixture_and_every_jax_sort():
+    for name in ("approx_max_k", "argsort", "sort_1d", "sort_2d", "sort_multi_operand"):
+        module = parse_hlo_module(_read(os.path.join(FIXTURES, f"{name}.pre.hlo")))
+        for comp in module.post_order_computations():
+            for instr in comp.instructions:
+                if instr.opcode != "sort":
+                    continue
+                rng = np.random.default_rng(14)
+                args = []
+                for o in instr.operands:
+                    shape = str(o.shape).split("{")[0]
+                    a = _random(shape, rng)
+                    if a.dtype == np.float32:
+                        a = _special_floats(np.float32, a.size, rng).reshape(a.shape)
+                    args.append(a)
+                _check_sort(instr, args)
+
+
+@pytest.mark.parametrize("body", [
+    "  ROOT c = pred[] compare(q0, q1), direction=LE",
+    "  ROOT c = pred[] compare(q0, q3), direction=LT",
+    "  ROOT c = pred[] constant(false)",
+    ("  a = f32[] add(q0, q2)\n  b = f32[] add(q1, q3)\n  ROOT c = pred[] compare(a, b), "
+    "direction=LT"),
+    "  a = f32[] negate(q0)\n  ROOT c = pred[] compare(a, q1), direction=LT",
+])
+def test_sort_unrecognised_comparators_stay_on_the_interpreter(body):
+    instr = _sort_instr(["f32[8]", "f32[8]"], 0, _cmp("f32", body, 4))
+    assert not library.supports(instr)
+
+
+def test_sort_complex_keys_are_not_supported():
+    comp = _cmp("c64", "  ROOT c = pred[] compare(q0, q1), direction=EQ", 2)
+    assert not library.supports(_sort_instr(["c64[8]"], 0, comp))
+
+
+def test_sort_large_unstable_with_mixed_zeros_matches_std_sort():
+    comp = _cmp("f32", "  ROOT c = pred[] compare(q0, q1), direction=GT", 2)
+    instr = _sort_instr(["f32[3000]"], 0, comp, stable=False)
+    rng = np.random.default_rng(15)
+    x = rng.integers(-3, 3, 3000).astype(np.float32)
+    x[rng.choice(3000, 400)] = -0.0
+    _check_sort(instr, [x])
+
+
+# -- fft --------------------------------------------------------------------------------------
+
+FFT_CASES = [
+    ("c64[4,16]", "FFT", "{16}"), ("c128[3,5,12]", "IFFT", "{5,12}"),
+    ("c64[2,4,6,8]", "FFT", "{4,6,8}"), ("f32[5,32]", "RFFT", "{32}"),
+    ("f64[3,6,10]", "RFFT", "{6,10}"), ("c64[5,17]", "IRFFT", "{32}"),
+    ("c128[2,4,6]", "IRFFT", "{4,11}"), ("c64[2,3,4,5]", "IRFFT", "{3,4,8}"),
+    ("f32[2,7]", "RFFT", "{7}"), ("c64[3,0]", "FFT", "{0}"),
+]
+
+
+@pytest.mark.parametrize("case", FFT_CASES, ids=lambda c: f"{c[1]}-{c[0]}")
+def test_fft_matches_interpreter(case):
+    shape, kind, lengths = case
+    _, instr = _root(_module([shape], f"fft(p0), fft_type={kind}, fft_length={lengths}"))
+    assert library.supports(instr)
+    rng = np.random.default_rng(16)
+    x = _random(shape, rng)
+    want = _interpret(instr, [x])
+    t = "c128" if "128" in str(instr.shape) or "f64" in str(instr.shape) else "c64"
+    _close(library.run(instr, [x]), want, 1e-12 if t == "c128" else 3e-5)
+    out = np.empty_like(want)
+    assert library.run(instr, [x], out=out) is out
+    _close(out, want, 1e-12 if t == "c128" else 3e-5)
+
+
+# -- end to end -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["conv2d_nhwc", "matmul_bf16", "sort_2d", "argsort", "fft_fft2",
+                                  "batched_matmul"])
+def test_fixture_end_to_end_through_the_cpu_client(name):
+    path = os.path.join(FIXTURES, f"{name}.pre.hlo")
+    module = parse_hlo_module(_read(path))
+    data = load_npz(os.path.join(FIXTURES, f"{name}.npz"))
+    args = [data[k] for k in sorted((k for k in data if k.startswith("arg")),
+                                    key=lambda k: int(k[3:]))]
+    got = flatten(Client(backend="cpu").compile(module)(*args))
+    want = flatten(evaluate(module, *args))
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if g.dtype.kind in "iub":
+            np.testing.assert_array_equal(g, w)
+        else:
+            _close(g, w, 2e-2 if g.dtype == ml_dtypes.bfloat16 else 1e-5)

@@ -1,0 +1,143 @@
+"""BLAS for the CPU backend: GEMM through the function pointers SciPy exports.
+
+``scipy.linalg.cython_blas`` publishes every BLAS routine of the OpenBLAS SciPy ships as a
+PyCapsule in ``__pyx_capi__`` (Fortran calling convention: every argument by pointer, no
+hidden string lengths). ``blas_function_pointer(name)`` gives the raw address, so native code
+(llvmlite functions) can call BLAS too; ``gemm`` calls xGEMM through ctypes, which releases
+the GIL for the duration of the call.
+
+``gemm_rowmajor`` multiplies row-major matrices given as (pointer, row stride, column stride)
+triples: an operand whose columns are contiguous is passed as is, one whose rows are
+contiguous (a transposed view) with the transpose flag, so transposed operands are never
+copied. ``set_local_threads`` bounds the BLAS threads of the calling thread only (OpenBLAS's
+``openblas_set_num_threads_local``), so two Python threads can each run a single-threaded GEMM
+at once.
+
+Imports numpy, scipy, ctypes only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+
+import numpy as np
+
+_TYPES = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+          np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+INT_MAX = 2 ** 31 - 1  # SciPy's BLAS takes 32-bit integers
+
+_lock = threading.RLock()
+_pointers: dict[str, int] = {}
+_gemms: dict[str, object] = {}
+_local_threads = None  # ctypes function or False when the library does not have it
+
+
+def blas_function_pointer(name: str) -> int:
+    """The address of BLAS routine ``name`` (``sgemm``, ``dgemm``, ``cgemm``, ``zgemm``,
+    ``saxpy``, ...) in SciPy's BLAS: Fortran calling convention, every argument by pointer."""
+    with _lock:
+        if name not in _pointers:
+            from scipy.linalg import cython_blas
+
+            capsule = cython_blas.__pyx_capi__.get(name)
+            if capsule is None:
+                raise KeyError(f"blas_function_pointer: SciPy's BLAS has no routine {name!r}")
+            api = ctypes.pythonapi
+            api.PyCapsule_GetName.restype = ctypes.c_char_p
+            api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+            api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+            api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+            _pointers[name] = int(api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule)))
+        return _pointers[name]
+
+
+def _gemm_fn(prefix: str):
+    fn = _gemms.get(prefix)
+    if fn is None:
+        proto = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p,
+                                 *([ctypes.c_void_p] * 11))
+        fn = proto(blas_function_pointer(prefix + "gemm"))
+        _gemms[prefix] = fn
+    return fn
+
+
+def has_gemm(dtype) -> bool:
+    return np.dtype(dtype) in _TYPES
+
+
+def gemm(dtype, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha, a: int, lda: int,
+         b: int, ldb: int, beta, c: int, ldc: int) -> None:
+    """Column-major xGEMM: C[m,n] = alpha op(A) op(B) + beta C with raw pointers (Fortran
+    conventions: leading dimensions in elements)."""
+    dtype = np.dtype(dtype)
+    fn = _gemm_fn(_TYPES[dtype])
+    ints = np.array([m, n, k, lda, ldb, ldc], np.int32)
+    scalars = np.array([alpha, beta], dtype)
+    ip, sp = ints.ctypes.data, scalars.ctypes.data
+    fn(b"T" if trans_a else b"N", b"T" if trans_b else b"N", ip, ip + 4, ip + 8, sp, a,
+       ip + 12, b, ip + 16, sp + dtype.itemsize, c, ip + 20)
+
+
+def matrix_form(rows: int, cols: int, row_stride: int, col_stride: int):
+    """How BLAS can read a row-major-indexed matrix with these element strides:
+    ('r', ld) when columns are contiguous, ('c', ld) when rows are, None otherwise (the
+    matrix must be copied). Size-1 dimensions take any stride."""
+    if col_stride == 1 or cols == 1:
+        ld = row_stride if rows > 1 else max(cols, 1)
+        if ld >= max(cols, 1):
+            return ("r", ld)
+    if row_stride == 1 or rows == 1:
+        ld = col_stride if cols > 1 else max(rows, 1)
+        if ld >= max(rows, 1):
+            return ("c", ld)
+    return None
+
+
+def gemm_rowmajor(dtype, m: int, n: int, k: int, a: int, a_form, b: int, b_form, c: int,
+                  ldc: int, beta: float = 0.0) -> None:
+    """C[m,n] (row-major, row stride ldc) = A[m,k] B[k,n] (+ beta C), A and B given by
+    pointer and ``matrix_form``. Row-major C = A B is column-major C^T = B^T A^T."""
+    (a_kind, lda), (b_kind, ldb) = a_form, b_form
+    # a row-major matrix is, read column-major, its own transpose: no flag needed
+    gemm(dtype, b_kind == "c", a_kind == "c", n, m, k, 1.0, b, ldb, a, lda, beta, c, ldc)
+
+
+def _openblas_library():
+    import scipy
+
+    base = os.path.dirname(os.path.dirname(scipy.__file__))
+    for folder in (os.path.join(base, "scipy.libs"), os.path.join(base, "scipy_openblas32", "lib")):
+        found = sorted(glob.glob(os.path.join(folder, "libscipy_openblas*.so*")))
+        if found:
+            return found[0]
+    return None
+
+
+def set_local_threads(count: int) -> int | None:
+    """Bound the BLAS threads the calling thread uses (OpenBLAS >= 0.3.27); returns the
+    previous bound, or None when SciPy's BLAS cannot do this (then nothing changes)."""
+    global _local_threads
+    with _lock:
+        if _local_threads is None:
+            _local_threads = False
+            blas_function_pointer("sgemm")  # loads SciPy's BLAS library
+            path = _openblas_library()
+            if path is not None:
+                try:
+                    lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                    fn = lib.openblas_set_num_threads_local
+                    fn.restype = ctypes.c_int
+                    fn.argtypes = [ctypes.c_int]
+                    _local_threads = fn
+                except (OSError, AttributeError):
+                    _local_threads = False
+    if not _local_threads:
+        return None
+    return int(_local_threads(int(count)))
+
+
+__all__ = ["INT_MAX", "blas_function_pointer", "gemm", "gemm_rowmajor", "has_gemm",
+           "matrix_form", "set_local_threads"]

@@ -1,0 +1,915 @@
+"""Library calls of the CPU backend: dot and convolution through BLAS GEMM, sort through
+NumPy's sorts, fft through scipy.fft.
+
+The integrator asks ``supports(instr)`` once per instruction (a fast path exists) and then
+calls ``run(instr, operands, out=None)`` with C-contiguous NumPy arrays (ml_dtypes for narrow
+types) in logical row-major order. ``run`` returns what the interpreter's kernel returns for
+the instruction (``EvalContext(None, EvalOptions()).run_instruction``): same dtype and shape,
+floating values within rounding (BLAS sums in the compute type, the interpreter in f64),
+integers and sort orders bit for bit. With ``out=`` (an array, or a tuple of arrays for a
+tuple-shaped result) the result is written there and ``out`` is returned.
+
+- dot: operands are viewed as [batch, M, K] x [batch, K, N] without copies wherever the
+  dimension numbers allow (transposed views go to BLAS as transpose flags with their
+  leading dimensions), one xGEMM per batch (numpy.matmul's loop for many tiny matrices).
+  Compute type: f32 for results of f32 and narrower floats (operands such as bf16 converted
+  to f32, the sum rounded once to the result type), f64 when the result or an operand is
+  64-bit, c64/c128 for complex results. Integer and pred dots stay on the interpreter.
+- convolution: the input goes channels-last, dilated and padded ([N, spatial..., C]), the
+  kernel to [spatial..., I, O] (reversed dimensions flipped); each feature or batch group is
+  im2col + GEMM over chunks of output rows (a bounded [rows, taps * I] scratch per thread, the
+  taps copied from strided views), chunks spread over the cores with one BLAS thread each.
+  A 1x1 window with unit strides needs no im2col: the input is the GEMM operand.
+- sort: the comparator is pattern-matched into lexicographic keys: ``compare(T(p2i),
+  T(p2i+1))`` LT or GT (either parameter order), chained by ``or(lt_i, and(eq_i, rest))``,
+  where T is the same elementwise expression of the operand on both sides (identity, jax's
+  canonicalisation of -0 and NaN, or any elementwise expression, evaluated once per element
+  by the interpreter's kernels). Keys become integers in comparison order (floats through
+  their TOTALORDER keys; FLOAT comparisons with -0 made +0, and NaNs sent to the interpreter,
+  whose merge sort defines the order of a comparator that is not a strict weak order). A
+  stable order comes from one NumPy sort of (key << 32 | position) for keys of 32 bits or
+  fewer, np.lexsort otherwise; one-operand sorts sort the keys themselves and put the
+  equivalent-but-different elements (zeros, NaNs) back in their original order. For
+  ``is_stable=false`` rows whose equivalent elements differ in bits are replayed through the
+  interpreter's libstdc++ std::sort model, which is what XLA:CPU and the interpreter do.
+- fft: scipy.fft (workers = cores) in the operand's precision, with the interpreter's cutting
+  and zero-padding of each axis to fft_length and to the result.
+
+Imports numpy, scipy, the shape layer, the HLO attributes, the interpreter (its kernels are
+the reference semantics) and xlapy.backends.cpu.blas.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from xlapy.backends.cpu import blas
+from xlapy.backends.cpu.blas import blas_function_pointer
+from xlapy.hlo.attrs.enums import ComparisonDirection as Dir
+from xlapy.hlo.attrs.enums import ComparisonType, FftType
+from xlapy.interpreter.evaluator import EvalContext, EvalOptions, EvaluationError
+from xlapy.interpreter.kernels.dot_conv import from_compute
+from xlapy.interpreter.kernels.reduction import dilate_and_pad
+from xlapy.interpreter.kernels.sort import std_sort_order, total_order_key
+from xlapy.interpreter.registry import get_kernel
+from xlapy.opdefs.registry import ELEMENTWISE, get_opdef
+from xlapy.shape import dtypes
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)
+
+
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+CORES = _cores()
+SCRATCH_BYTES = 64 << 20  # the convolution's im2col scratch, all threads together
+CHUNK_BYTES = 4 << 20  # one im2col chunk (a few MiB keeps it in the outer caches)
+
+
+def supports(instr) -> bool:
+    """A fast path exists for ``instr`` (run gives the interpreter kernel's result)."""
+    check = _SUPPORTS.get(instr.opcode)
+    return bool(check and check(instr))
+
+
+def run(instr, operands, *, out=None):
+    """The value of ``instr`` on ``operands`` (NumPy arrays), written into ``out`` when
+    given (an array of the result's shape and dtype, or a tuple of them)."""
+    fn = _RUN.get(instr.opcode)
+    if fn is None or not supports(instr):
+        raise EvaluationError(f"{instr.opcode}: the CPU backend's library has no fast path for "
+                              f"%{instr.name} = {instr.shape} {instr.opcode}(...)")
+    return fn(instr, [np.asarray(a) for a in operands], out)
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _result_dtype(instr) -> np.dtype:
+    return np.dtype(dtypes.to_dtype(instr.shape.element_type))
+
+
+def _float_kind(dtype: np.dtype) -> str | None:
+    """'f' real floating, 'c' complex, None otherwise (integers, pred)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        return "c"
+    if dtype.kind == "f":
+        return "f"
+    if dtype.kind in "biu":
+        return None
+    t = dtypes.from_dtype(dtype)
+    return "f" if dtypes.is_floating(t) else None
+
+
+def _compute_dtype(result: np.dtype, *operands: np.dtype) -> np.dtype:
+    """The GEMM type: f32/c64 unless the result or an operand is 64-bit."""
+    wide = result in (_F64, _C128) or any(np.dtype(d) in (_F64, _C128) for d in operands)
+    if _float_kind(result) == "c":
+        return _C128 if wide else _C64
+    return _F64 if wide else _F32
+
+
+def _to_compute(x: np.ndarray, compute: np.dtype) -> np.ndarray:
+    if x.dtype.kind == "c" and compute.kind != "c":
+        x = np.real(x)  # the interpreter takes the real part for real results
+    return x if x.dtype == compute else x.astype(compute)
+
+
+def _finish(value: np.ndarray, result: np.dtype, out):
+    """``value`` (compute type, result shape) rounded to ``result``, into ``out`` if given."""
+    if value.dtype != result:
+        value = from_compute(value, result)
+    if out is None:
+        return np.asarray(value, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+    if value is not out:
+        np.copyto(out, value, casting="unsafe")
+    return out
+
+
+def _direct_out(out, shape, dtype):
+    """``out`` when the compute result can be written into it directly."""
+    if (out is not None and isinstance(out, np.ndarray) and out.dtype == dtype
+            and tuple(out.shape) == tuple(shape) and out.flags.c_contiguous
+            and out.flags.writeable):
+        return out
+    return None
+
+
+def _prod(values) -> int:
+    p = 1
+    for v in values:
+        p *= int(v)
+    return p
+
+
+def _hlo_dims(a: np.ndarray) -> str:
+    return f"{_type_name(a.dtype)}[{','.join(str(d) for d in a.shape)}]"
+
+
+def _type_name(dtype) -> str:
+    try:
+        return dtypes.type_name(dtypes.from_dtype(np.dtype(dtype)))
+    except Exception:  # noqa: BLE001 - a dtype xlapy has no name for: say NumPy's
+        return str(dtype)
+
+
+# -- GEMM over [batch, M, K] x [batch, K, N] ---------------------------------------------------
+
+
+def _as3(x: np.ndarray, perm, shape3) -> np.ndarray:
+    """``x`` transposed by ``perm`` and reshaped to ``shape3``, a view when possible."""
+    t = np.transpose(x, perm)
+    try:
+        return t.reshape(shape3, copy=False)
+    except ValueError:
+        return np.ascontiguousarray(t).reshape(shape3)
+
+
+def _form(m3: np.ndarray):
+    isz = m3.itemsize
+    rows, cols = m3.shape[1], m3.shape[2]
+    rs, cs = m3.strides[1], m3.strides[2]
+    if rs % isz or cs % isz or m3.strides[0] % isz:
+        return None
+    return blas.matrix_form(rows, cols, rs // isz, cs // isz)
+
+
+def batched_gemm(a3: np.ndarray, b3: np.ndarray, c3: np.ndarray) -> None:
+    """c3[i] = a3[i] @ b3[i] for [B, M, K] x [B, K, N] -> [B, M, N] (c3 C-contiguous, all of
+    one BLAS type). Strided operands go to BLAS as they are when BLAS can read them."""
+    bsz, m, k = a3.shape
+    n = b3.shape[2]
+    if bsz * m * n == 0:
+        return
+    if k == 0:
+        c3[...] = 0
+        return
+    fa, fb = _form(a3), _form(b3)
+    if fa is None:
+        a3 = np.ascontiguousarray(a3)
+        fa = _form(a3)
+    if fb is None:
+        b3 = np.ascontiguousarray(b3)
+        fb = _form(b3)
+    big = max(m, n, k, fa[1], fb[1]) > blas.INT_MAX
+    if big or (bsz > 4 and m * n * k < 32768) or not blas.has_gemm(c3.dtype):
+        with np.errstate(all="ignore"):
+            np.matmul(a3, b3, out=c3)
+        return
+    dt = c3.dtype
+    pa, pb, pc = a3.ctypes.data, b3.ctypes.data, c3.ctypes.data
+    sa, sb, sc = a3.strides[0], b3.strides[0], c3.strides[0]
+    for i in range(bsz):
+        blas.gemm_rowmajor(dt, m, n, k, pa + i * sa, fa, pb + i * sb, fb, pc + i * sc, n)
+
+
+# -- dot --------------------------------------------------------------------------------------
+
+
+def _supports_dot(instr) -> bool:
+    result = _result_dtype(instr)
+    if _float_kind(result) is None:
+        return False
+    return all(_float_kind(dtypes.to_dtype(o.shape.element_type)) is not None
+               for o in instr.operands)
+
+
+def _run_dot(instr, operands, out):
+    lhs, rhs = operands
+    result = _result_dtype(instr)
+    d = instr.attrs["dot_dimension_numbers"]
+    lb, rb = list(d.lhs_batch_dimensions), list(d.rhs_batch_dimensions)
+    lc, rc = list(d.lhs_contracting_dimensions), list(d.rhs_contracting_dimensions)
+    what = f"dot %{instr.name}"
+    if (len(lb) != len(rb) or len(lc) != len(rc) or max(lb + lc, default=-1) >= lhs.ndim
+            or max(rb + rc, default=-1) >= rhs.ndim):
+        text = ", ".join(f"{k}={v}" for k, v in d.items())
+        raise EvaluationError(f"{what}: dimension numbers {text} do not fit operands "
+                              f"{_hlo_dims(lhs)} and {_hlo_dims(rhs)}")
+    for a, b in list(zip(lb, rb)) + list(zip(lc, rc)):
+        if lhs.shape[a] != rhs.shape[b]:
+            raise EvaluationError(f"{what}: lhs dimension {a} and rhs dimension {b} differ "
+                                  f"in size: {_hlo_dims(lhs)} and {_hlo_dims(rhs)}")
+    lf = [i for i in range(lhs.ndim) if i not in lb and i not in lc]
+    rf = [i for i in range(rhs.ndim) if i not in rb and i not in rc]
+    batch = [lhs.shape[i] for i in lb]
+    m_dims, n_dims = [lhs.shape[i] for i in lf], [rhs.shape[i] for i in rf]
+    bsz, m, n = _prod(batch), _prod(m_dims), _prod(n_dims)
+    k = _prod(lhs.shape[i] for i in lc)
+    compute = _compute_dtype(result, lhs.dtype, rhs.dtype)
+    a3 = _as3(_to_compute(lhs, compute), lb + lf + lc, (bsz, m, k))
+    b3 = _as3(_to_compute(rhs, compute), rb + rc + rf, (bsz, k, n))
+    shape = tuple(batch + m_dims + n_dims)
+    target = _direct_out(out, shape, compute)
+    c = target if target is not None else np.empty(shape, compute)
+    batched_gemm(a3, b3, c.reshape(bsz, m, n))
+    return _finish(c, result, out)
+
+
+# -- convolution ------------------------------------------------------------------------------
+
+
+def _supports_convolution(instr) -> bool:
+    sparsity = instr.attrs["sparsity_config"]
+    if getattr(sparsity, "lhs", None) is not None or getattr(sparsity, "rhs", None) is not None:
+        return False
+    result = _result_dtype(instr)
+    if _float_kind(result) is None:
+        return False
+    return all(_float_kind(dtypes.to_dtype(o.shape.element_type)) is not None
+               for o in instr.operands[:2])
+
+
+class _ConvTask:
+    """One group's im2col + GEMM over chunks of output rows."""
+
+    def __init__(self, xp, w2, y2, outs, window, taps, cg, og, feat0, out0, batch0, nb):
+        self.xp, self.w2, self.y2 = xp, w2, y2  # [N,P...,C], [T*cg, O], [Nout*prod(outs), O]
+        self.outs, self.window, self.taps = outs, window, taps
+        self.cg, self.og, self.feat0, self.out0 = cg, og, feat0, out0
+        self.batch0, self.nb = batch0, nb  # input batch offset, batch size of this group
+
+
+def _conv_chunks(task: _ConvTask, row_budget: int):
+    """(n0, n1, i0, i1): output batches [n0, n1) and rows [i0, i1) of the first spatial
+    dimension (all of it when several batches), at most about ``row_budget`` output rows."""
+    outs = task.outs
+    first = outs[0] if outs else 1
+    inner = _prod(outs[1:])
+    per_batch = first * inner
+    if per_batch <= row_budget:
+        step = max(1, row_budget // max(per_batch, 1))
+        return [(n0, min(n0 + step, task.nb), 0, first) for n0 in range(0, task.nb, step)]
+    step = max(1, row_budget // max(inner, 1))
+    return [(n, n + 1, i0, min(i0 + step, first)) for n in range(task.nb)
+            for i0 in range(0, first, step)]
+
+
+def _conv_chunk(task: _ConvTask, chunk, cols: np.ndarray | None) -> None:
+    n0, n1, i0, i1 = chunk
+    outs, xp = task.outs, task.xp
+    inner = _prod(outs[1:])
+    first = outs[0] if outs else 1
+    rows = (n1 - n0) * (i1 - i0) * inner
+    if rows == 0:
+        return
+    ntaps = len(task.taps)
+    kdim = ntaps * task.cg
+    dt = task.y2.dtype
+    isz = dt.itemsize
+    feat = slice(task.feat0, task.feat0 + task.cg)
+    if cols is None:  # 1x1 window, unit strides: the input rows are the GEMM operand
+        src = xp[task.batch0 + n0:task.batch0 + n1]
+        if outs:
+            src = src[:, i0:i1]
+        a_ptr = src.ctypes.data + task.feat0 * isz
+        a_form = ("r", xp.shape[-1])
+    else:
+        dst = cols[:rows * kdim].reshape((n1 - n0, i1 - i0, *outs[1:], ntaps, task.cg))
+        for t, tap in enumerate(task.taps):
+            index = [slice(task.batch0 + n0, task.batch0 + n1)]
+            for j, (kj, wd) in enumerate(zip(tap, task.window)):
+                lo = kj * wd.window_dilation + (i0 if j == 0 else 0) * wd.stride
+                count = (i1 - i0) if j == 0 else outs[j]
+                index.append(slice(lo, lo + (count - 1) * wd.stride + 1, wd.stride))
+            index.append(feat)
+            dst[..., t, :] = xp[tuple(index)]
+        a_ptr = cols.ctypes.data
+        a_form = ("r", kdim)
+    row0 = (n0 * first + i0) * inner
+    y2, w2 = task.y2, task.w2
+    c_ptr = y2.ctypes.data + (row0 * y2.shape[1] + task.out0) * isz
+    b_ptr = w2.ctypes.data + task.out0 * isz
+    blas.gemm_rowmajor(dt, rows, task.og, kdim, a_ptr, a_form, b_ptr, ("r", w2.shape[1]),
+                       c_ptr, y2.shape[1])
+
+
+def _run_convolution(instr, operands, out):
+    lhs, rhs = operands[:2]
+    what = f"convolution %{instr.name}"
+    result = _result_dtype(instr)
+    dn = instr.attrs["dim_labels"]
+    window = instr.attrs["window"].dimensions
+    fgc, bgc = instr.attrs["feature_group_count"], instr.attrs["batch_group_count"]
+    nsp = len(dn.input_spatial_dimensions)
+    if len(window) != nsp or lhs.ndim != nsp + 2 or rhs.ndim != nsp + 2:
+        raise EvaluationError(f"{what}: operands {_hlo_dims(lhs)} and {_hlo_dims(rhs)} do not "
+                              f"fit dim_labels {dn} with a {len(window)}-dimensional window")
+    compute = _compute_dtype(result, lhs.dtype, rhs.dtype)
+    # channels last: x [N, S..., C], kernel [K..., I, O]
+    x = np.transpose(_to_compute(lhs, compute),
+                     [dn.input_batch_dimension, *dn.input_spatial_dimensions,
+                      dn.input_feature_dimension])
+    w = np.transpose(_to_compute(rhs, compute),
+                     [*dn.kernel_spatial_dimensions, dn.kernel_input_feature_dimension,
+                      dn.kernel_output_feature_dimension])
+    flip = tuple(i for i, wd in enumerate(window) if wd.window_reversal)
+    if flip:
+        w = np.flip(w, axis=flip)
+    n, c = x.shape[0], x.shape[-1]
+    cg, o = w.shape[-2], w.shape[-1]
+    groups = fgc if bgc == 1 else bgc
+    if groups < 1 or c % fgc or o % groups or n % bgc or c // fgc != cg:
+        raise EvaluationError(
+            f"{what}: input features {c}, kernel input features {cg}, output features {o}, "
+            f"batch {n} do not fit feature_group_count {fgc} and batch_group_count {bgc}")
+    ksizes = list(w.shape[:nsp])
+    if ksizes != [wd.size for wd in window]:
+        raise EvaluationError(f"{what}: kernel spatial sizes {ksizes} differ from the window "
+                              f"{instr.attrs['window'].to_text()}")
+    trivial = all(wd.padding_low == 0 and wd.padding_high == 0 and wd.base_dilation == 1
+                  for wd in window)
+    if trivial:
+        xp = np.ascontiguousarray(x)
+    else:
+        xp, _ = dilate_and_pad(x, range(1, nsp + 1), instr.attrs["window"],
+                               np.zeros((), compute), with_mask=False)
+    outs = []
+    for p, wd in zip(xp.shape[1:-1], window):
+        span = 0 if wd.size == 0 else (wd.size - 1) * wd.window_dilation + 1
+        outs.append(0 if p < span or span == 0 else (p - span) // wd.stride + 1)
+    nout = n // bgc
+    canon_shape = (nout, *outs, o)
+    out_perm = [0] * (nsp + 2)  # result axis -> canonical axis
+    out_perm[dn.output_batch_dimension] = 0
+    out_perm[dn.output_feature_dimension] = nsp + 1
+    for i, a in enumerate(dn.output_spatial_dimensions):
+        out_perm[a] = 1 + i
+    natural = out_perm == list(range(nsp + 2))
+    target = _direct_out(out, canon_shape, compute) if natural else None
+    y = target if target is not None else np.empty(canon_shape, compute)
+    rows_total = nout * _prod(outs)
+    if rows_total and o:
+        if cg == 0 or _prod(ksizes) == 0:
+            y[...] = 0
+        else:
+            _conv_gemm(xp, np.ascontiguousarray(w).reshape(-1, o),
+                       y.reshape(rows_total, o), outs, window, ksizes, groups, fgc, bgc, cg,
+                       o // groups, nout)
+    value = y if natural else np.transpose(y, out_perm)
+    return _finish(value, result, out)
+
+
+def _conv_gemm(xp, w2, y2, outs, window, ksizes, groups, fgc, bgc, cg, og, nout) -> None:
+    taps = list(np.ndindex(*ksizes))
+    direct = len(taps) == 1 and all(wd.stride == 1 for wd in window)
+    tasks = []
+    for g in range(groups):
+        feat0 = g * cg if bgc == 1 else 0
+        batch0 = g * nout if bgc > 1 else 0
+        tasks.append(_ConvTask(xp, w2, y2, outs, window, taps, cg, og, feat0, g * og, batch0,
+                               nout))
+    kdim = len(taps) * cg
+    isz = y2.dtype.itemsize
+    flops = 2 * y2.shape[0] * og * kdim * groups
+    threads = CORES if flops >= 50_000_000 else 1
+    budget = max(1, min(CHUNK_BYTES, SCRATCH_BYTES // threads) // max(1, kdim * isz))
+    if direct:
+        budget = max(budget, 1 << 16)
+    work = [(t, ch) for t in tasks for ch in _conv_chunks(t, budget)]
+    threads = min(threads, len(work))
+    scratch_rows = 0 if direct else max(
+        (ch[1] - ch[0]) * (ch[3] - ch[2]) * _prod(outs[1:]) for _, ch in work)
+
+    def worker(items, local: bool) -> None:
+        previous = blas.set_local_threads(1) if local else None
+        try:
+            cols = None if direct else np.empty(scratch_rows * kdim, y2.dtype)
+            for task, chunk in items:
+                _conv_chunk(task, chunk, cols)
+        finally:
+            if previous is not None:
+                blas.set_local_threads(previous)
+
+    if threads <= 1:
+        worker(work, False)
+        return
+    errors: list[BaseException] = []
+
+    def guarded(items):
+        try:
+            worker(items, True)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            errors.append(e)
+
+    pool = [threading.Thread(target=guarded, args=(work[i::threads],), daemon=True)
+            for i in range(1, threads)]
+    for t in pool:
+        t.start()
+    guarded(work[0::threads])
+    for t in pool:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+# -- sort -------------------------------------------------------------------------------------
+
+
+class _Level:
+    """One key of a lexicographic comparator: operand ``operand`` transformed by the
+    expression ``transform`` (None: the operand itself; 'canonical': jax's -0 -> 0, NaN ->
+    ``nan``), compared with ``ctype`` in ascending or descending order."""
+
+    def __init__(self, operand, transform, param, ctype, descending, canon=None):
+        self.operand, self.transform, self.param = operand, transform, param
+        self.ctype, self.descending, self.canon = ctype, descending, canon
+
+
+def _signature(node, param_number):
+    """A structural key of an elementwise expression of one parameter: equal for the two
+    sides of a comparison that apply the same expression to the two elements."""
+    if node.opcode == "parameter":
+        return ("param", node.parameter_number - param_number, str(node.shape))
+    attrs = tuple((k, repr(v)) for k, v in node.attrs.items())
+    return (node.opcode, str(node.shape), attrs,
+            tuple(_signature(o, param_number) for o in node.operands))
+
+
+def _params_of(node, seen=None) -> set:
+    if seen is None:
+        seen = set()
+    if node.opcode == "parameter":
+        seen.add(node.parameter_number)
+    for o in node.operands:
+        _params_of(o, seen)
+    return seen
+
+
+def _elementwise_tree(node) -> bool:
+    if not node.shape.is_array() or node.shape.rank != 0:
+        return False
+    if node.opcode in ("parameter", "constant"):
+        return True
+    if node.opcode in ("rng", "stochastic-convert", "custom-call") or node.called_computations():
+        return False
+    try:
+        if not get_opdef(node.opcode).has(ELEMENTWISE):
+            return False
+    except Exception:  # noqa: BLE001 - an opcode without an OpDef is not elementwise
+        return False
+    return all(_elementwise_tree(o) for o in node.operands)
+
+
+def _constant_value(node):
+    if node.opcode != "constant":
+        return None
+    return np.asarray(get_kernel("constant")(None, node, []))
+
+
+def _canonical_form(node, param):
+    """The NaN constant if ``node`` is jax's canonicalisation of parameter ``param``:
+    select(x != x, NaN, select(x == 0, 0, x)) (either nesting order); else None."""
+    found = {}
+
+    def cond_kind(cond):
+        if cond.opcode != "compare":
+            return None
+        a, b = cond.operands
+        direction = cond.attrs["direction"]
+        if direction == Dir.NE and a is param and b is param:
+            return "nan"
+        if direction == Dir.EQ:
+            for p, q in ((a, b), (b, a)):
+                v = _constant_value(q)
+                if p is param and v is not None and v.dtype.kind == "f" and v == 0:
+                    return "zero"
+        return None
+
+    x = node
+    while x is not param:
+        if x.opcode != "select":
+            return None
+        cond, on_true, on_false = x.operands
+        kind = cond_kind(cond)
+        value = _constant_value(on_true)
+        if kind is None or kind in found or value is None:
+            return None
+        if kind == "nan" and not np.isnan(value):
+            return None
+        if kind == "zero" and not (value == 0 and not np.signbit(value)):
+            return None
+        found[kind] = value
+        x = on_false
+    if set(found) != {"nan", "zero"}:
+        return None
+    return found["nan"]
+
+
+def _match_compare(node, directions, operand_count):
+    """(operand, lhs tree, lhs param, rhs param) of compare(T(pa), T(pb)) with {pa, pb} an
+    operand's pair; None if ``node`` is not such a comparison."""
+    if node.opcode != "compare" or node.attrs["direction"] not in directions:
+        return None
+    lhs, rhs = node.operands
+    if not (_elementwise_tree(lhs) and _elementwise_tree(rhs)):
+        return None
+    pl, pr = _params_of(lhs), _params_of(rhs)
+    if len(pl) != 1 or len(pr) != 1:
+        return None
+    (a,), (b,) = pl, pr
+    if a // 2 != b // 2 or a == b or a // 2 >= operand_count:
+        return None
+    if _signature(lhs, a) != _signature(rhs, b):
+        return None
+    et = lhs.shape.element_type
+    if _float_kind(dtypes.to_dtype(et)) == "c":
+        return None
+    return a // 2, lhs, a, b
+
+
+def _strict(node, operand_count):
+    m = _match_compare(node, (Dir.LT, Dir.GT), operand_count)
+    if m is None:
+        return None
+    operand, tree, a, _ = m
+    descending = (node.attrs["direction"] == Dir.GT) == (a % 2 == 0)
+    param = next(p for p in _walk(tree) if p.opcode == "parameter")
+    transform = None if tree.opcode == "parameter" else tree
+    canon = None
+    if transform is not None:
+        canon = _canonical_form(tree, param)
+    ctype = node.attrs["type"]
+    return _Level(operand, transform, param, ctype, descending, canon)
+
+
+def _walk(node):
+    yield node
+    for o in node.operands:
+        yield from _walk(o)
+
+
+def _match_lexicographic(node, operand_count):
+    level = _strict(node, operand_count)
+    if level is not None:
+        return [level]
+    if node.opcode != "or":
+        return None
+    for first, rest in (node.operands, node.operands[::-1]):
+        level = _strict(first, operand_count)
+        if level is None or rest.opcode != "and":
+            continue
+        for eq, tail in (rest.operands, rest.operands[::-1]):
+            m = _match_compare(eq, (Dir.EQ,), operand_count)
+            if m is None or m[0] != level.operand or eq.attrs["type"] != level.ctype:
+                continue
+            lt_tree = level.transform if level.transform is not None else level.param
+            if _signature(m[1], m[2]) != _signature(lt_tree, level.param.parameter_number):
+                continue
+            more = _match_lexicographic(tail, operand_count)
+            if more is not None:
+                return [level] + more
+    return None
+
+
+_PLANS: dict[int, tuple] = {}
+_PLANS_LOCK = threading.Lock()
+
+
+def _sort_plan(instr):
+    key = id(instr)
+    with _PLANS_LOCK:
+        cached = _PLANS.get(key)
+    if cached is not None and cached[0] is instr:
+        return cached[1]
+    plan = None
+    comp = instr.attrs["to_apply"]
+    dims = instr.attrs["dimensions"]
+    count = len(instr.operands)
+    if comp is not None and len(dims) == 1 and comp.num_parameters == 2 * count:
+        ok = all(_float_kind(dtypes.to_dtype(o.shape.element_type)) != "c"
+                 for o in instr.operands)
+        if ok:
+            plan = _match_lexicographic(comp.root, count)
+    with _PLANS_LOCK:
+        _PLANS[key] = (instr, plan)
+    return plan
+
+
+def _supports_sort(instr) -> bool:
+    return _sort_plan(instr) is not None
+
+
+def _float_bits_key(x: np.ndarray) -> np.ndarray:
+    """Signed integers ordered as TOTALORDER orders f32/f64 ``x`` (an involution on the
+    bits: applying it to the key gives the float's bits back)."""
+    itype = np.int32 if x.dtype.itemsize == 4 else np.int64
+    bits = x.view(itype)
+    shift = itype(31 if itype is np.int32 else 63)
+    mask = itype(0x7FFFFFFF if itype is np.int32 else 0x7FFFFFFFFFFFFFFF)
+    return bits ^ ((bits >> shift) & mask)
+
+
+def _level_values(level, x: np.ndarray, ctx) -> np.ndarray:
+    """The values the comparison sees: T(x)."""
+    if level.transform is None:
+        return x
+    if level.canon is not None:
+        with np.errstate(all="ignore"):
+            t = np.where(x == 0, np.zeros((), x.dtype), x)
+            return np.where(np.isnan(x), level.canon.astype(x.dtype), t)
+    memo = {}
+
+    def ev(node):
+        got = memo.get(id(node))
+        if got is None:
+            if node is level.param:
+                got = x
+            else:
+                got = ctx.run_instruction(node, [ev(o) for o in node.operands])
+            memo[id(node)] = got
+        return got
+
+    return np.broadcast_to(np.asarray(ev(level.transform)), x.shape)
+
+
+def _level_key(level, values: np.ndarray):
+    """Integer keys in the level's ascending order; None when the comparison is not a
+    strict weak order on these values (a FLOAT comparison with NaNs)."""
+    kind = _float_kind(values.dtype)
+    if kind == "f":
+        if level.ctype != ComparisonType.TOTALORDER:
+            if values.dtype not in (_F32, _F64):
+                values = values.astype(_F32)
+            if np.isnan(values).any():
+                return None
+            with np.errstate(all="ignore"):
+                values = values + values.dtype.type(0)  # -0 -> +0: they are equivalent
+        if values.dtype in (_F32, _F64):
+            key = _float_bits_key(np.ascontiguousarray(values))
+        else:  # narrow floats: their keys need at most 17 bits
+            key = total_order_key(values)
+            if values.dtype.itemsize <= 2:
+                key = key.astype(np.int32)
+    elif values.dtype == np.bool_:
+        key = values.view(np.uint8)
+    elif values.dtype.kind in "iu":
+        key = values
+    else:  # ml_dtypes integers (int4, ...)
+        key = values.astype(np.int64)
+    if level.descending:
+        key = ~key
+    return key
+
+
+def _stable_perm(keys: list[np.ndarray]) -> np.ndarray:
+    """The stable sorted order of each row under lexicographic integer ``keys``."""
+    n = keys[0].shape[1]
+    if len(keys) == 1 and keys[0].dtype.itemsize <= 4 and n < (1 << 32):
+        k = keys[0]
+        if k.dtype.kind == "i":
+            bias = 1 << (8 * k.dtype.itemsize - 1)
+            u = (k.astype(np.int64) + bias).astype(np.uint64)
+        else:
+            u = k.astype(np.uint64)
+        packed = (u << np.uint64(32)) | np.arange(n, dtype=np.uint64)
+        packed.sort(axis=-1)
+        return (packed & np.uint64(0xFFFFFFFF)).astype(np.intp)
+    if len(keys) == 1:
+        return np.argsort(keys[0], axis=-1, kind="stable")
+    return np.lexsort(list(reversed(keys)), axis=-1)
+
+
+def _run_sort(instr, operands, out):
+    plan = _sort_plan(instr)
+    (dim,) = instr.attrs["dimensions"]
+    shape = operands[0].shape
+    for i, a in enumerate(operands[1:], 1):
+        if a.shape != shape:
+            raise EvaluationError(f"sort %{instr.name}: operand {i} is {_hlo_dims(a)}, operand "
+                                  f"0 is {_hlo_dims(operands[0])}")
+    if not shape:  # rank 0: nothing moves
+        return _sort_results([np.array(a) for a in operands], out)
+    n = shape[dim]
+    moved = [np.moveaxis(a, dim, -1) for a in operands]
+    rows = _prod(moved[0].shape[:-1])
+    flat = [np.ascontiguousarray(m).reshape(rows, n) for m in moved]
+    if n <= 1 or rows == 0:
+        return _sort_results([np.array(a) for a in operands], out)
+    ctx = EvalContext(None, EvalOptions())
+    values = [_level_values(lv, flat[lv.operand], ctx) for lv in plan]
+    keys = []
+    for lv, v in zip(plan, values):
+        key = _level_key(lv, v)
+        if key is None:  # not a strict weak order: the interpreter's merge sort decides
+            return _sort_results(_interpret(instr, operands), out)
+        keys.append(np.ascontiguousarray(key))
+    stable = instr.attrs["is_stable"]
+    sorted_rows = None
+    if len(flat) == 1 and len(plan) == 1:
+        sorted_rows = _sort_values_only(plan[0], flat[0], values[0], keys[0], stable)
+    if sorted_rows is not None:
+        results = [sorted_rows]
+    else:
+        perm = _stable_perm(keys)
+        if not stable and n > 16:
+            perm = _unstable(perm, keys, flat)
+        results = [np.take_along_axis(f, perm, axis=1) for f in flat]
+    shaped = [np.moveaxis(r.reshape(m.shape), -1, dim) for r, m in zip(results, moved)]
+    return _sort_results(shaped, out)
+
+
+def _sort_values_only(level, x, t, key, stable):
+    """One operand, one key: sort the keys themselves (no permutation), then give the
+    equivalent elements that differ in bits (zeros, NaNs) their stable order. None when this
+    does not apply (then the permutation path runs)."""
+    if level.transform is not None and level.canon is None:
+        return None
+    if x.dtype.kind in "iub" or (x.dtype in (_F32, _F64) and level.transform is None
+                                  and level.ctype == ComparisonType.TOTALORDER):
+        # equivalent elements are identical: any sort gives the stable result
+        if x.dtype in (_F32, _F64):
+            out = _float_bits_key(np.sort(_float_bits_key(x), axis=-1)).view(x.dtype)
+        else:
+            out = np.sort(x, axis=-1)
+        return out[:, ::-1] if level.descending else out
+    if x.dtype not in (_F32, _F64):
+        return None
+    # canonicalised (zeros and NaNs equivalent) or FLOAT compare without NaNs (zeros
+    # equivalent): the sorted canonical values, then the originals of each class in order
+    zeros = x == 0
+    nans = np.isnan(x)
+    mixed = _mixed(x, zeros) or _mixed(x, nans)
+    if mixed and not stable and x.shape[1] > 16:
+        return None  # std::sort's order of the class: the permutation path replays it
+    canonical = t if level.transform is not None else x + x.dtype.type(0)
+    out = _float_bits_key(np.sort(_float_bits_key(np.ascontiguousarray(canonical)),
+                                  axis=-1)).view(x.dtype)
+    if level.descending:
+        out = np.ascontiguousarray(out[:, ::-1])
+    if mixed:
+        for cls in (zeros, nans):
+            if cls.any():
+                target = np.isnan(out) if cls is nans else out == 0
+                out[target] = x[cls]
+    return out
+
+
+def _mixed(x: np.ndarray, cls: np.ndarray) -> bool:
+    """Some members of the class differ in bits."""
+    if not cls.any():
+        return False
+    bits = x[cls].view(np.uint32 if x.dtype == _F32 else np.uint64)
+    return bool((bits != bits[0]).any())
+
+
+def _unstable(perm, keys, flat) -> np.ndarray:
+    """XLA:CPU's order for is_stable=false: rows whose equivalent neighbours (in the stable
+    order) differ in some operand's bits are replayed through std::sort's model."""
+    rows, n = perm.shape
+    sorted_keys = [np.take_along_axis(k, perm, axis=1) for k in keys]
+    same = np.ones((rows, n - 1), bool)
+    for k in sorted_keys:
+        same &= k[:, 1:] == k[:, :-1]
+    if not same.any():
+        return perm
+    identical = np.ones((rows, n - 1), bool)
+    for f in flat:
+        raw = np.take_along_axis(f, perm, axis=1)
+        raw = raw.view(np.uint8).reshape(rows, n, -1)
+        identical &= np.all(raw[:, 1:] == raw[:, :-1], axis=2)
+    visible = np.any(same & ~identical, axis=1)
+    if not visible.any():
+        return perm
+    perm = perm.copy()
+    classes_sorted = np.concatenate([np.zeros((rows, 1), np.int64),
+                                     np.cumsum(~same, axis=1, dtype=np.int64)], axis=1)
+    for r in np.nonzero(visible)[0]:
+        classes = np.empty(n, np.int64)
+        classes[perm[r]] = classes_sorted[r]
+        perm[r] = std_sort_order(classes.tolist())
+    return perm
+
+
+def _interpret(instr, operands):
+    value = EvalContext(None, EvalOptions()).run_instruction(instr, list(operands))
+    return list(value) if isinstance(value, tuple) else [value]
+
+
+def _sort_results(results, out):
+    if out is None:
+        results = [np.asarray(r, order="C") for r in results]
+        return tuple(results) if len(results) > 1 else results[0]
+    targets = list(out) if isinstance(out, (tuple, list)) else [out]
+    if len(targets) != len(results):
+        raise EvaluationError(f"sort: out= has {len(targets)} arrays for {len(results)} "
+                              f"results")
+    for t, r in zip(targets, results):
+        np.copyto(t, r)
+    return tuple(targets) if isinstance(out, (tuple, list)) else targets[0]
+
+
+# -- fft --------------------------------------------------------------------------------------
+
+
+def _supports_fft(instr) -> bool:
+    return _result_dtype(instr) in (_F32, _F64, _C64, _C128) and all(
+        np.dtype(dtypes.to_dtype(o.shape.element_type)) in (_F32, _F64, _C64, _C128)
+        for o in instr.operands)
+
+
+def _fit_axis(x: np.ndarray, axis: int, size: int) -> np.ndarray:
+    n = x.shape[axis]
+    if n == size:
+        return x
+    if n > size:
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(0, size)
+        return x[tuple(index)]
+    pad = [(0, 0)] * x.ndim
+    pad[axis] = (0, size - n)
+    return np.pad(x, pad)
+
+
+def _run_fft(instr, operands, out):
+    import scipy.fft
+
+    (x,) = operands
+    fft_type = instr.attrs["fft_type"]
+    lengths = [int(v) for v in instr.attrs["fft_length"]]
+    rank = len(lengths)
+    what = f"fft %{instr.name}"
+    if not 1 <= rank <= min(3, x.ndim):
+        raise EvaluationError(f"{what}: fft_length {lengths} does not fit an operand "
+                              f"{_hlo_dims(x)}")
+    result = _result_dtype(instr)
+    axes = list(range(x.ndim - rank, x.ndim))
+    out_dims = list(x.shape[:x.ndim - rank]) + list(instr.shape.dimensions[x.ndim - rank:])
+    in_sizes = lengths[:-1] + [lengths[-1] // 2 + 1] if fft_type is FftType.IRFFT else lengths
+    data = x
+    for axis, size in zip(axes, in_sizes):
+        data = _fit_axis(data, axis, size)
+    workers = CORES
+    with np.errstate(all="ignore"):
+        if 0 in lengths or data.size == 0:
+            value = np.zeros([d if i < x.ndim - rank else 0 for i, d in enumerate(out_dims)],
+                             result)
+        elif fft_type is FftType.FFT:
+            value = scipy.fft.fftn(data, axes=axes, workers=workers)
+        elif fft_type is FftType.IFFT:
+            value = scipy.fft.ifftn(data, axes=axes, workers=workers)
+        elif fft_type is FftType.RFFT:
+            value = scipy.fft.rfftn(np.real(data), axes=axes, workers=workers)
+        else:
+            value = scipy.fft.irfftn(data, s=lengths, axes=axes, workers=workers)
+    for axis in axes:
+        value = _fit_axis(value, axis, out_dims[axis])
+    if result.kind != "c":
+        value = np.real(value)
+    return _finish(value.astype(result, copy=False), result, out)
+
+
+_SUPPORTS = {"dot": _supports_dot, "convolution": _supports_convolution, "sort": _supports_sort,
+             "fft": _supports_fft}
+_RUN = {"dot": _run_dot, "convolution": _run_convolution, "sort": _run_sort, "fft": _run_fft}
+
+__all__ = ["CORES", "batched_gemm", "blas_function_pointer", "run", "supports"]
