@@ -388,6 +388,19 @@ def test_sort_jax_canonical_comparator(shape, dim, stable):
 
 
 @pytest.mark.parametrize("stable", [True, False])
+def test_sort_canonicalised_classes_keep_their_bits(stable):
+    """Only -0 zeros, only non-canonical NaNs: the output holds the operand's bits."""
+    instr = _sort_instr(["f32[2,40]"], 1, JAX_CANON.replace("EXTRA", ""), stable)
+    x = np.random.default_rng(17).standard_normal((2, 40)).astype(np.float32)
+    x[:, ::5] = -0.0
+    x.view(np.uint32)[:, 1::7] = 0xFFC00001  # -NaN with a payload
+    _check_sort(instr, [x])
+    got = library.run(instr, [x])
+    assert np.signbit(got[got == 0]).all()
+    assert (got.view(np.uint32)[np.isnan(got)] == 0xFFC00001).all()
+
+
+@pytest.mark.parametrize("stable", [True, False])
 def test_sort_argsort_with_iota(stable):
     comp = JAX_CANON.replace("EXTRA", "i0 = s32[] parameter(2)\n  i1 = s32[] parameter(3)")
     instr = _sort_instr(["f32[20,300]", "s32[20,300]"], 1, comp, stable)

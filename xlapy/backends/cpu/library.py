@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -611,16 +612,17 @@ def _match_lexicographic(node, operand_count):
     return None
 
 
-_PLANS: dict[int, tuple] = {}
+# instruction -> its comparator's keys (None: not recognised); weak, so modules can go
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PLANS_LOCK = threading.Lock()
+_UNSET = object()
 
 
 def _sort_plan(instr):
-    key = id(instr)
     with _PLANS_LOCK:
-        cached = _PLANS.get(key)
-    if cached is not None and cached[0] is instr:
-        return cached[1]
+        cached = _PLANS.get(instr, _UNSET)
+    if cached is not _UNSET:
+        return cached
     plan = None
     comp = instr.attrs["to_apply"]
     dims = instr.attrs["dimensions"]
@@ -631,7 +633,7 @@ def _sort_plan(instr):
         if ok:
             plan = _match_lexicographic(comp.root, count)
     with _PLANS_LOCK:
-        _PLANS[key] = (instr, plan)
+        _PLANS[instr] = plan
     return plan
 
 
@@ -746,7 +748,7 @@ def _run_sort(instr, operands, out):
     stable = instr.attrs["is_stable"]
     sorted_rows = None
     if len(flat) == 1 and len(plan) == 1:
-        sorted_rows = _sort_values_only(plan[0], flat[0], values[0], keys[0], stable)
+        sorted_rows = _sort_values_only(plan[0], flat[0], keys[0], stable)
     if sorted_rows is not None:
         results = [sorted_rows]
     else:
@@ -758,39 +760,39 @@ def _run_sort(instr, operands, out):
     return _sort_results(shaped, out)
 
 
-def _sort_values_only(level, x, t, key, stable):
-    """One operand, one key: sort the keys themselves (no permutation), then give the
-    equivalent elements that differ in bits (zeros, NaNs) their stable order. None when this
-    does not apply (then the permutation path runs)."""
+def _sort_values_only(level, x, key, stable):
+    """One operand, one key: sort the keys themselves (no permutation) and turn them back
+    into values, then give the equivalent elements that differ in bits (zeros, NaNs under a
+    canonicalising or FLOAT comparison) their original order. None when this does not apply
+    (then the permutation path runs)."""
     if level.transform is not None and level.canon is None:
         return None
-    if x.dtype.kind in "iub" or (x.dtype in (_F32, _F64) and level.transform is None
-                                  and level.ctype == ComparisonType.TOTALORDER):
-        # equivalent elements are identical: any sort gives the stable result
-        if x.dtype in (_F32, _F64):
-            out = _float_bits_key(np.sort(_float_bits_key(x), axis=-1)).view(x.dtype)
-        else:
-            out = np.sort(x, axis=-1)
-        return out[:, ::-1] if level.descending else out
-    if x.dtype not in (_F32, _F64):
+    floating = x.dtype in (_F32, _F64)
+    if not floating and x.dtype.kind not in "iub":
         return None
-    # canonicalised (zeros and NaNs equivalent) or FLOAT compare without NaNs (zeros
-    # equivalent): the sorted canonical values, then the originals of each class in order
-    zeros = x == 0
-    nans = np.isnan(x)
-    mixed = _mixed(x, zeros) or _mixed(x, nans)
-    if mixed and not stable and x.shape[1] > 16:
-        return None  # std::sort's order of the class: the permutation path replays it
-    canonical = t if level.transform is not None else x + x.dtype.type(0)
-    out = _float_bits_key(np.sort(_float_bits_key(np.ascontiguousarray(canonical)),
-                                  axis=-1)).view(x.dtype)
+    classes = []
+    if floating and not (level.transform is None and level.ctype == ComparisonType.TOTALORDER):
+        # zeros (and NaNs, when canonicalised) are one class each: equivalent, maybe not equal
+        zeros = x == 0
+        if zeros.any():
+            classes.append((zeros, False))
+        if level.canon is not None:
+            nans = np.isnan(x)
+            if nans.any():
+                classes.append((nans, True))
+        if not stable and x.shape[1] > 16 and any(_mixed(x, c) for c, _ in classes):
+            return None  # std::sort's order of the class: the permutation path replays it
+    ordered = np.sort(key, axis=-1)
     if level.descending:
-        out = np.ascontiguousarray(out[:, ::-1])
-    if mixed:
-        for cls in (zeros, nans):
-            if cls.any():
-                target = np.isnan(out) if cls is nans else out == 0
-                out[target] = x[cls]
+        ordered = ~ordered
+    if floating:
+        out = _float_bits_key(ordered).view(x.dtype)
+    elif x.dtype == np.bool_:
+        out = ordered.view(np.bool_)
+    else:
+        out = ordered
+    for members, is_nan in classes:  # the class's block, filled with its originals in order
+        out[np.isnan(out) if is_nan else out == 0] = x[members]
     return out
 
 

@@ -1,0 +1,162 @@
+"""The CPU backend's library calls (xlapy.backends.cpu.library.run) against XLA:CPU
+(jax.jit, when jax is importable) and eager NumPy on the same inputs: matmul 1024^3 and
+2048^3 f32, conv2d NHWC 32x64x64x64 with a 3x3x64x64 HWIO kernel (SAME), sort of 4M f32
+(jax's comparator). Prints medians and ratios; also GEMM through SciPy's BLAS pointer vs
+numpy.matmul (the two ways xlapy can reach BLAS).
+
+    python benchmarks/library_bench.py [--repeats 7] [--cases matmul1024,matmul2048,conv,sort]
+
+The machine is shared: run it on a quiet machine, and read the ratios, not single numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from xlapy.backends.cpu import blas, library
+from xlapy.hlo.parser import parse_hlo_module
+
+SORT_COMPARATOR = """
+cmp {
+  a = f32[] parameter(0)
+  ne.a = pred[] compare(a, a), direction=NE
+  cnan = f32[] constant(nan)
+  czero = f32[] constant(0)
+  eq.a = pred[] compare(a, czero), direction=EQ
+  s.a = f32[] select(eq.a, czero, a)
+  c.a = f32[] select(ne.a, cnan, s.a)
+  b = f32[] parameter(1)
+  ne.b = pred[] compare(b, b), direction=NE
+  eq.b = pred[] compare(b, czero), direction=EQ
+  s.b = f32[] select(eq.b, czero, b)
+  c.b = f32[] select(ne.b, cnan, s.b)
+  ROOT lt = pred[] compare(c.a, c.b), direction=LT, type=TOTALORDER
+}
+"""
+
+
+def _instr(params: list[str], root: str, extra: str = ""):
+    lines = "\n".join(f"  p{i} = {s} parameter({i})" for i, s in enumerate(params))
+    module = parse_hlo_module(f"HloModule m\n{extra}\nENTRY e {{\n{lines}\n  ROOT r = {root}\n}}")
+    return module.entry.root
+
+
+def _median(fn, repeats: int) -> float:
+    fn()  # warm up (jax compiles, BLAS threads start)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _jax():
+    try:
+        import jax
+        import jax.numpy as jnp
+        from jax import lax
+    except ImportError:
+        return None
+    return jax, jnp, lax
+
+
+def numpy_conv_same(x, w):
+    """Eager NumPy reference: per-tap matmul accumulation on a zero-padded input."""
+    kh, kw = w.shape[:2]
+    n, h, wd, _ = x.shape
+    xp = np.pad(x, ((0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2), (0, 0)))
+    out = np.zeros((n, h, wd, w.shape[3]), x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out += xp[:, i:i + h, j:j + wd] @ w[i, j]
+    return out
+
+
+def _cases(rng, jx):
+    cases = {}
+    for n in (1024, 2048):
+        a = rng.standard_normal((n, n)).astype(np.float32)
+        b = rng.standard_normal((n, n)).astype(np.float32)
+        instr = _instr([f"f32[{n},{n}]", f"f32[{n},{n}]"],
+                       "dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+        jfn = None if jx is None else jx[0].jit(jx[1].dot)
+        cases[f"matmul{n}"] = (f"{n}^3 f32", instr, [a, b], jfn, lambda a, b: a @ b)
+    x = rng.standard_normal((32, 64, 64, 64)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 64, 64)).astype(np.float32)
+    instr = _instr(["f32[32,64,64,64]", "f32[3,3,64,64]"],
+                   "convolution(p0, p1), window={size=3x3 pad=1_1x1_1}, "
+                   "dim_labels=b01f_01io->b01f")
+    jfn = None
+    if jx is not None:
+        lax = jx[2]
+        jfn = jx[0].jit(lambda x, w: lax.conv_general_dilated(
+            x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+    cases["conv"] = ("NHWC 32x64x64x64 * 3x3x64x64", instr, [x, w], jfn, numpy_conv_same)
+    s = rng.standard_normal(1 << 22).astype(np.float32)
+    instr = _instr(["f32[4194304]"], "sort(p0), dimensions={0}, is_stable=true, to_apply=cmp",
+                   SORT_COMPARATOR)
+    jfn = None if jx is None else jx[0].jit(jx[1].sort)
+    cases["sort"] = ("4M f32", instr, [s], jfn, np.sort)
+    return cases
+
+
+def gemm_paths(repeats: int) -> None:
+    """SciPy's BLAS through its function pointer (what library.run uses) vs numpy.matmul
+    (NumPy's own OpenBLAS), same inputs, into a reused output."""
+    rng = np.random.default_rng(1)
+    for n in (1024, 2048):
+        a = rng.standard_normal((n, n)).astype(np.float32)
+        b = rng.standard_normal((n, n)).astype(np.float32)
+        c = np.empty((n, n), np.float32)
+        fa, fb = blas.matrix_form(n, n, n, 1), blas.matrix_form(n, n, n, 1)
+
+        def scipy_gemm():
+            blas.gemm_rowmajor(np.float32, n, n, n, a.ctypes.data, fa, b.ctypes.data, fb,
+                               c.ctypes.data, n)
+
+        t_s = _median(scipy_gemm, repeats)
+        t_n = _median(lambda: np.matmul(a, b, out=c), repeats)
+        print(f"  gemm {n}^3: scipy BLAS pointer {t_s * 1e3:8.1f} ms   numpy.matmul "
+              f"{t_n * 1e3:8.1f} ms   ratio {t_s / t_n:5.2f}")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--cases", default="matmul1024,matmul2048,conv,sort")
+    args = parser.parse_args(argv)
+    jx = _jax()
+    rng = np.random.default_rng(0)
+    cases = _cases(rng, jx)
+    print(f"cores: {library.CORES}; medians of {args.repeats}")
+    print(f"{'case':11} {'size':30} {'xlapy':>9} {'xlapy out=':>10} {'XLA:CPU':>9} "
+          f"{'NumPy':>9} {'xlapy/XLA':>9} {'xlapy/NumPy':>11}")
+    for name in args.cases.split(","):
+        size, instr, operands, jfn, npfn = cases[name]
+        want = npfn(*operands)
+        got = library.run(instr, operands)
+        err = float(np.max(np.abs(got - want))) / max(1.0, float(np.max(np.abs(want))))
+        if err > 1e-3:
+            print(f"!!! {name}: xlapy differs from NumPy (relative error {err:.2e})")
+        out = np.empty_like(got)
+        t_x = _median(lambda: library.run(instr, operands), args.repeats)
+        t_o = _median(lambda: library.run(instr, operands, out=out), args.repeats)
+        t_j = float("nan")
+        if jfn is not None:
+            dev = [jx[1].asarray(o) for o in operands]
+            t_j = _median(lambda: jfn(*dev).block_until_ready(), args.repeats)
+        t_n = _median(lambda: npfn(*operands), args.repeats)
+        best = min(t_x, t_o)
+        print(f"{name:11} {size:30} {t_x * 1e3:7.1f}ms {t_o * 1e3:8.1f}ms {t_j * 1e3:7.1f}ms "
+              f"{t_n * 1e3:7.1f}ms {best / t_j:9.2f} {best / t_n:11.2f}")
+    print("GEMM paths:")
+    gemm_paths(args.repeats)
+
+
+if __name__ == "__main__":
+    main()
