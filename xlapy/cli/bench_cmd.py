@@ -339,6 +339,7 @@ class _Bench:
         self.warnings: list[str] = []
         self.rows: list[_Row] = []
         self.cleared = ""  # what the cold compiles cleared
+        self.load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
     def say(self, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -646,6 +647,10 @@ def _report(bench, copy_bps: float, copy_bytes: int, elapsed: float, numpy_versi
           f"{_xla_label(bench)} vs NumPy {numpy_version} (eager); {os.cpu_count()} CPUs")
     print(f"median of {bench.repeats} timed runs after a warm-up (* fewer: a side gets at "
           f"most {bench.budget:g} s of timed runs); ratios < 1 mean xlapy is faster")
+    if bench.load is not None:
+        busy = " (other work shares the CPUs: the figures are noisy)" \
+            if bench.load > 0.5 * (os.cpu_count() or 1) else ""
+        print(f"load average at the start: {bench.load:.2f}{busy}")
     print()
     rows = []
     kinds = []
@@ -747,7 +752,7 @@ def _write_json(bench, copy_bps: float, copy_bytes: int, elapsed: float) -> None
     data = {
         "tier": bench.tier, "backend": bench.args.backend, "repeats": bench.repeats,
         "budget_s": bench.budget, "timeout_s": bench.timeout, "seed": bench.args.seed,
-        "cpus": os.cpu_count(),
+        "cpus": os.cpu_count(), "load_average_at_start": bench.load,
         "jax": bench.jax_pair[0].__version__ if bench.jax_pair else bench.jax_note,
         "copy_bandwidth_bytes_per_s": copy_bps, "copy_buffer_bytes": copy_bytes,
         "geomean_xlapy_over_xla": _geomean(have) if have else None,
