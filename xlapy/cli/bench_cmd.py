@@ -102,21 +102,26 @@ class _Timeout(Exception):
 @contextmanager
 def _deadline(seconds):
     """Raise _Timeout in this (main) thread after ``seconds``: SIGALRM interrupts Python code
-    between bytecodes; a native call in progress finishes first. No-op off the main thread
+    between bytecodes; a native call in progress finishes first. The alarm repeats every
+    50 ms until it lands (an exception raised inside a gc callback is dropped by Python),
+    and is disarmed before the block's end can be interrupted. No-op off the main thread
     or without setitimer."""
     if (seconds is None or not hasattr(signal, "setitimer")
             or threading.current_thread() is not threading.main_thread()):
         yield
         return
+    armed = [True]
 
     def fire(signum, frame):
-        raise _Timeout()
+        if armed[0]:
+            raise _Timeout()
 
     previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.05)
     try:
         yield
     finally:
+        armed[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
