@@ -596,7 +596,11 @@ class Client:
             module = module.clone(suffix="")
             module.config["replica_count"] = replicas
             module.config["num_partitions"] = partitions
-        if verify:
+        # A backend that caches programs by content may already hold this module's program,
+        # verified when it was first compiled: then the verifier need not run again.
+        lookup = getattr(self.backend, "lookup", None)
+        cached = lookup(module) if lookup is not None else None
+        if verify and not getattr(cached, "verified", False):
             from xlapy.hlo.verifier import verify_module
 
             verify_module(module)
@@ -611,7 +615,9 @@ class Client:
                 raise InvalidArgumentError(
                     f"compile: device_assignment must be {replicas} rows of {partitions} "
                     f"distinct device numbers, got {device_assignment!r}")
-        program = self.backend.compile(module)
+        program = cached if cached is not None else self.backend.compile(module)
+        if verify:
+            program.verified = True
         return Executable(self, module, program, replicas, partitions, assignment)
 
     # -- feeds and host transfers -----------------------------------------------------------------

@@ -402,6 +402,8 @@ def _unique(instrs) -> list:
 
 
 class CpuProgram(DeviceProgram):
+    verified = False  # set by Client.compile once the module passed the verifier
+
     def __init__(self, module, entry: Plan, kernels: list, compiled):
         self.module = module  # the optimised module the plans refer to
         self.entry = entry
@@ -437,8 +439,27 @@ def compile_module(module) -> CpuProgram:
 
 
 def clear_cache() -> None:
+    """Forget the compiled programs held in memory (the disk cache stays)."""
     with _CACHE_LOCK:
         _CACHE.clear()
+
+
+def clear_caches(disk: bool = True) -> None:
+    """Forget every compiled program: the memory cache and (``disk``) the object files of
+    the disk cache (``jit.cache_dir()``)."""
+    import glob
+    import os
+
+    from xlapy.backends.cpu.jit import cache_dir
+
+    clear_cache()
+    directory = cache_dir()
+    if disk and directory is not None:
+        for path in glob.glob(os.path.join(directory, "cpu-*.o")):
+            try:
+                os.remove(path)
+            except OSError:
+                pass
 
 
 class CpuBackend(Backend):
@@ -447,10 +468,15 @@ class CpuBackend(Backend):
 
     name = "cpu"
 
+    def lookup(self, module) -> CpuProgram | None:
+        """The cached program of ``module`` (same fingerprint), or None."""
+        with _CACHE_LOCK:
+            return _CACHE.get(fingerprint(module))
+
     def compile(self, module) -> CpuProgram:
         get_kernel("parameter")  # load the kernels before device threads start
         return compile_module(module)
 
 
-__all__ = ["CpuBackend", "CpuProgram", "KernelStep", "Plan", "clear_cache", "compile_module",
-           "fingerprint"]
+__all__ = ["CpuBackend", "CpuProgram", "KernelStep", "Plan", "clear_cache", "clear_caches",
+           "compile_module", "fingerprint"]
