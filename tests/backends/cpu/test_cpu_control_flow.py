@@ -242,6 +242,39 @@ def test_zero_trip_nested_loop():
     assert int(got[0]) == 1 and int(got[2]) == 0  # the inner loop ran zero times
 
 
+ZERO_SIZE = """HloModule zerosize
+c {
+  s = (s32[], f32[0], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+b {
+  s = (s32[], f32[0], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  e = f32[0] get-tuple-element(s), index=1
+  x = f32[3] get-tuple-element(s), index=2
+  e1 = f32[0] add(e, e)
+  x1 = f32[3] add(x, x)
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], f32[0], f32[3]) tuple(i1, e1, x1)
+}
+ENTRY e {
+  e = f32[0] parameter(0)
+  x = f32[3] parameter(1)
+  zero = s32[] constant(0)
+  init = (s32[], f32[0], f32[3]) tuple(zero, e, x)
+  ROOT r = (s32[], f32[0], f32[3]) while(init), condition=c, body=b
+}
+"""
+
+
+def test_zero_size_state_element():
+    got = _check(ZERO_SIZE, np.zeros(0, np.float32), np.array([1, 2, 3], np.float32))
+    assert got[1].shape == (0,) and got[2].tolist() == [16, 32, 48]
+
+
 SWAP = """HloModule swap
 c {
   s = (s32[], f32[4], f32[4], f32[4], s32[]) parameter(0)
