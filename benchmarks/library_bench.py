@@ -46,13 +46,21 @@ def _instr(params: list[str], root: str, extra: str = ""):
 
 
 def _median(fn, repeats: int) -> float:
-    fn()  # warm up (jax compiles, BLAS threads start)
-    times = []
+    return _interleaved([fn], repeats)[0]
+
+
+def _interleaved(fns, repeats: int) -> list[float]:
+    """Median time of each function, the functions taking turns (a load that comes and goes
+    on a shared machine then hits all of them alike)."""
+    for fn in fns:
+        fn()  # warm up (jax compiles, BLAS threads start)
+    times = [[] for _ in fns]
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, acc in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            acc.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def _jax():
@@ -105,57 +113,65 @@ def _cases(rng, jx):
     return cases
 
 
+def _gemm_pair(n: int, repeats: int) -> tuple[float, float]:
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    c = np.empty((n, n), np.float32)
+    form = blas.matrix_form(n, n, n, 1)
+
+    def scipy_gemm():
+        blas.gemm_rowmajor(np.float32, n, n, n, a.ctypes.data, form, b.ctypes.data, form,
+                           c.ctypes.data, n)
+
+    return tuple(_interleaved([scipy_gemm, lambda: np.matmul(a, b, out=c)], repeats))
+
+
 def gemm_paths(repeats: int) -> None:
     """SciPy's BLAS through its function pointer (what library.run uses) vs numpy.matmul
     (NumPy's own OpenBLAS), same inputs, into a reused output."""
-    rng = np.random.default_rng(1)
     for n in (1024, 2048):
-        a = rng.standard_normal((n, n)).astype(np.float32)
-        b = rng.standard_normal((n, n)).astype(np.float32)
-        c = np.empty((n, n), np.float32)
-        fa, fb = blas.matrix_form(n, n, n, 1), blas.matrix_form(n, n, n, 1)
-
-        def scipy_gemm():
-            blas.gemm_rowmajor(np.float32, n, n, n, a.ctypes.data, fa, b.ctypes.data, fb,
-                               c.ctypes.data, n)
-
-        t_s = _median(scipy_gemm, repeats)
-        t_n = _median(lambda: np.matmul(a, b, out=c), repeats)
+        t_s, t_n = _gemm_pair(n, repeats)
         print(f"  gemm {n}^3: scipy BLAS pointer {t_s * 1e3:8.1f} ms   numpy.matmul "
               f"{t_n * 1e3:8.1f} ms   ratio {t_s / t_n:5.2f}")
+
+
+def bench_case(name: str, case, jx, repeats: int) -> None:
+    size, instr, operands, jfn, npfn = case
+    want = npfn(*operands)
+    got = library.run(instr, operands)
+    err = float(np.max(np.abs(got - want))) / max(1.0, float(np.max(np.abs(want))))
+    if err > 1e-3:
+        print(f"!!! {name}: xlapy differs from NumPy (relative error {err:.2e})")
+    out = np.empty_like(got)
+    fns = [lambda: library.run(instr, operands),
+           lambda: library.run(instr, operands, out=out), lambda: npfn(*operands)]
+    if jfn is not None:
+        dev = [jx[1].asarray(o) for o in operands]
+        fns.append(lambda: jfn(*dev).block_until_ready())
+    t_x, t_o, t_n, *rest = _interleaved(fns, repeats)
+    t_j = rest[0] if rest else float("nan")
+    best = min(t_x, t_o)
+    print(f"{name:11} {size:30} {t_x * 1e3:7.1f}ms {t_o * 1e3:8.1f}ms {t_j * 1e3:7.1f}ms "
+          f"{t_n * 1e3:7.1f}ms {best / t_j:9.2f} {best / t_n:11.2f}")
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--cases", default="matmul1024,matmul2048,conv,sort")
+    parser.add_argument("--no-gemm-paths", action="store_true")
     args = parser.parse_args(argv)
     jx = _jax()
-    rng = np.random.default_rng(0)
-    cases = _cases(rng, jx)
-    print(f"cores: {library.CORES}; medians of {args.repeats}")
+    cases = _cases(np.random.default_rng(0), jx)
+    print(f"cores: {library.CORES}; medians of {args.repeats}, the implementations taking turns")
     print(f"{'case':11} {'size':30} {'xlapy':>9} {'xlapy out=':>10} {'XLA:CPU':>9} "
           f"{'NumPy':>9} {'xlapy/XLA':>9} {'xlapy/NumPy':>11}")
     for name in args.cases.split(","):
-        size, instr, operands, jfn, npfn = cases[name]
-        want = npfn(*operands)
-        got = library.run(instr, operands)
-        err = float(np.max(np.abs(got - want))) / max(1.0, float(np.max(np.abs(want))))
-        if err > 1e-3:
-            print(f"!!! {name}: xlapy differs from NumPy (relative error {err:.2e})")
-        out = np.empty_like(got)
-        t_x = _median(lambda: library.run(instr, operands), args.repeats)
-        t_o = _median(lambda: library.run(instr, operands, out=out), args.repeats)
-        t_j = float("nan")
-        if jfn is not None:
-            dev = [jx[1].asarray(o) for o in operands]
-            t_j = _median(lambda: jfn(*dev).block_until_ready(), args.repeats)
-        t_n = _median(lambda: npfn(*operands), args.repeats)
-        best = min(t_x, t_o)
-        print(f"{name:11} {size:30} {t_x * 1e3:7.1f}ms {t_o * 1e3:8.1f}ms {t_j * 1e3:7.1f}ms "
-              f"{t_n * 1e3:7.1f}ms {best / t_j:9.2f} {best / t_n:11.2f}")
-    print("GEMM paths:")
-    gemm_paths(args.repeats)
+        bench_case(name, cases[name], jx, args.repeats)
+    if not args.no_gemm_paths:
+        print("GEMM paths:")
+        gemm_paths(args.repeats)
 
 
 if __name__ == "__main__":

@@ -421,32 +421,60 @@ def _conv_gemm(xp, w2, y2, outs, window, ksizes, groups, fgc, bgc, cg, og, nout)
     scratch_rows = 0 if direct else max(
         (ch[1] - ch[0]) * (ch[3] - ch[2]) * _prod(outs[1:]) for _, ch in work)
 
-    def worker(items, local: bool) -> None:
-        previous = blas.set_local_threads(1) if local else None
-        try:
-            cols = None if direct else np.empty(scratch_rows * kdim, y2.dtype)
-            for task, chunk in items:
-                _conv_chunk(task, chunk, cols)
-        finally:
-            if previous is not None:
-                blas.set_local_threads(previous)
+    def run_chunks(next_item, local: bool) -> None:
+        cols = None if direct else np.empty(scratch_rows * kdim, y2.dtype)
+        with _blas_threads(1 if local else None):
+            while (item := next_item()) is not None:
+                _conv_chunk(item[0], item[1], cols)
 
-    if threads <= 1:
-        worker(work, False)
-        return
+    parallel(work, run_chunks, threads)
+
+
+class _blas_threads:
+    """Bound the calling thread's BLAS threads inside a with block (None: unchanged)."""
+
+    def __init__(self, count):
+        self.count, self.previous = count, None
+
+    def __enter__(self):
+        if self.count is not None:
+            self.previous = blas.set_local_threads(self.count)
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            blas.set_local_threads(self.previous)
+
+
+def parallel(items: list, body, threads: int) -> None:
+    """Run ``body(next_item, local)`` on ``threads`` threads (the caller is one of them);
+    ``next_item()`` hands out the next of ``items`` (None when none is left), so a thread that
+    the machine slows down takes fewer; ``local`` is True when several threads run (each
+    should then keep BLAS to one thread). The first exception is raised in the caller."""
+    lock = threading.Lock()
+    pending = iter(items)
     errors: list[BaseException] = []
 
-    def guarded(items):
-        try:
-            worker(items, True)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
-            errors.append(e)
+    def next_item():
+        with lock:
+            if errors:
+                return None
+            return next(pending, None)
 
-    pool = [threading.Thread(target=guarded, args=(work[i::threads],), daemon=True)
-            for i in range(1, threads)]
+    if threads <= 1 or len(items) <= 1:
+        body(next_item, False)
+        return
+
+    def guarded():
+        try:
+            body(next_item, True)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            with lock:
+                errors.append(e)
+
+    pool = [threading.Thread(target=guarded, daemon=True) for _ in range(threads - 1)]
     for t in pool:
         t.start()
-    guarded(work[0::threads])
+    guarded()
     for t in pool:
         t.join()
     if errors:
@@ -646,9 +674,10 @@ def _float_bits_key(x: np.ndarray) -> np.ndarray:
     bits: applying it to the key gives the float's bits back)."""
     itype = np.int32 if x.dtype.itemsize == 4 else np.int64
     bits = x.view(itype)
-    shift = itype(31 if itype is np.int32 else 63)
-    mask = itype(0x7FFFFFFF if itype is np.int32 else 0x7FFFFFFFFFFFFFFF)
-    return bits ^ ((bits >> shift) & mask)
+    key = np.right_shift(bits, itype(31 if itype is np.int32 else 63))
+    np.bitwise_and(key, itype(0x7FFFFFFF if itype is np.int32 else 0x7FFFFFFFFFFFFFFF), out=key)
+    np.bitwise_xor(key, bits, out=key)
+    return key
 
 
 def _level_values(level, x: np.ndarray, ctx) -> np.ndarray:
@@ -737,21 +766,22 @@ def _run_sort(instr, operands, out):
     flat = [np.ascontiguousarray(m).reshape(rows, n) for m in moved]
     if n <= 1 or rows == 0:
         return _sort_results([np.array(a) for a in operands], out)
-    ctx = EvalContext(None, EvalOptions())
-    values = [_level_values(lv, flat[lv.operand], ctx) for lv in plan]
-    keys = []
-    for lv, v in zip(plan, values):
-        key = _level_key(lv, v)
-        if key is None:  # not a strict weak order: the interpreter's merge sort decides
-            return _sort_results(_interpret(instr, operands), out)
-        keys.append(np.ascontiguousarray(key))
     stable = instr.attrs["is_stable"]
     sorted_rows = None
     if len(flat) == 1 and len(plan) == 1:
-        sorted_rows = _sort_values_only(plan[0], flat[0], keys[0], stable)
+        sorted_rows = _sort_values_only(plan[0], flat[0], stable)
+        if sorted_rows is _INTERPRET:  # not a strict weak order: the interpreter decides
+            return _sort_results(_interpret(instr, operands), out)
     if sorted_rows is not None:
         results = [sorted_rows]
     else:
+        ctx = EvalContext(None, EvalOptions())
+        keys = []
+        for lv in plan:
+            key = _level_key(lv, _level_values(lv, flat[lv.operand], ctx))
+            if key is None:  # not a strict weak order: the interpreter's merge sort decides
+                return _sort_results(_interpret(instr, operands), out)
+            keys.append(np.ascontiguousarray(key))
         perm = _stable_perm(keys)
         if not stable and n > 16:
             perm = _unstable(perm, keys, flat)
@@ -760,37 +790,51 @@ def _run_sort(instr, operands, out):
     return _sort_results(shaped, out)
 
 
-def _sort_values_only(level, x, key, stable):
-    """One operand, one key: sort the keys themselves (no permutation) and turn them back
-    into values, then give the equivalent elements that differ in bits (zeros, NaNs under a
-    canonicalising or FLOAT comparison) their original order. None when this does not apply
-    (then the permutation path runs)."""
+_INTERPRET = object()  # "the interpreter must run this sort"
+
+
+def _sort_values_only(level, x, stable):
+    """One operand, one key, no transform or jax's canonicalisation: sort the values'
+    TOTALORDER keys themselves (no permutation) and turn them back into values. Under
+    TOTALORDER -0 sits right before +0 and NaNs at the ends, so the classes that the
+    comparison merges (zeros; NaNs when canonicalised) are blocks that get their original
+    members in their original order (stable). None when this does not apply (then the
+    permutation path runs); _INTERPRET for a FLOAT comparison of NaNs."""
     if level.transform is not None and level.canon is None:
         return None
     floating = x.dtype in (_F32, _F64)
-    if not floating and x.dtype.kind not in "iub":
-        return None
-    classes = []
-    if floating and not (level.transform is None and level.ctype == ComparisonType.TOTALORDER):
-        # zeros (and NaNs, when canonicalised) are one class each: equivalent, maybe not equal
-        zeros = x == 0
-        if zeros.any():
-            classes.append((zeros, False))
-        if level.canon is not None:
-            nans = np.isnan(x)
-            if nans.any():
-                classes.append((nans, True))
-        if not stable and x.shape[1] > 16 and any(_mixed(x, c) for c, _ in classes):
-            return None  # std::sort's order of the class: the permutation path replays it
-    ordered = np.sort(key, axis=-1)
-    if level.descending:
-        ordered = ~ordered
     if floating:
-        out = _float_bits_key(ordered).view(x.dtype)
+        key = _float_bits_key(x)
+    elif x.dtype.kind in "iu":
+        key = x.copy()
     elif x.dtype == np.bool_:
-        out = ordered.view(np.bool_)
+        key = x.view(np.uint8).copy()
     else:
-        out = ordered
+        return None
+    if level.descending:
+        np.invert(key, out=key)
+    key.sort(axis=-1)
+    if level.descending:
+        np.invert(key, out=key)
+    if not floating:
+        return key.view(x.dtype)
+    out = _float_bits_key(key).view(x.dtype)
+    if level.transform is None and level.ctype == ComparisonType.TOTALORDER:
+        return out  # equivalent elements are identical
+    ends = out[:, [0, -1]]
+    end_nans = np.isnan(ends)
+    if level.canon is None and end_nans.any():
+        return _INTERPRET  # FLOAT comparison with NaNs: not a strict weak order
+    if level.canon is not None and (end_nans & (np.signbit(ends) != np.signbit(level.canon))).any():
+        return None  # NaNs of the other sign sort at the other end: the permutation path
+    classes = []
+    zeros = x == 0
+    if zeros.any():
+        classes.append((zeros, False))
+    if end_nans.any():
+        classes.append((np.isnan(x), True))
+    if not stable and x.shape[1] > 16 and any(_mixed(x, c) for c, _ in classes):
+        return None  # std::sort's order of the class: the permutation path replays it
     for members, is_nan in classes:  # the class's block, filled with its originals in order
         out[np.isnan(out) if is_nan else out == 0] = x[members]
     return out
