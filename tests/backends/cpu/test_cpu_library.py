@@ -401,6 +401,23 @@ def test_sort_canonicalised_classes_keep_their_bits(stable):
 
 
 @pytest.mark.parametrize("stable", [True, False])
+@pytest.mark.parametrize("direction", ["LT", "GT"])
+def test_sort_canonicalised_positive_nans_and_zeros(stable, direction):
+    """Positive NaNs with several payloads and zeros of both signs (no -NaN): the fast
+    one-operand path, ascending and descending, rows of any length."""
+    comp = JAX_CANON.replace("EXTRA", "").replace("direction=LT", f"direction={direction}")
+    rng = np.random.default_rng(18)
+    for n in (12, 300):
+        instr = _sort_instr([f"f32[3,{n}]"], 1, comp, stable)
+        x = rng.integers(-3, 4, (3, n)).astype(np.float32)
+        x[:, ::4] = -0.0
+        bits = x.view(np.uint32)
+        bits[:, 1::9] = 0x7FC00000
+        bits[:, 2::11] = 0x7F800005
+        _check_sort(instr, [x])
+
+
+@pytest.mark.parametrize("stable", [True, False])
 def test_sort_argsort_with_iota(stable):
     comp = JAX_CANON.replace("EXTRA", "i0 = s32[] parameter(2)\n  i1 = s32[] parameter(3)")
     instr = _sort_instr(["f32[20,300]", "s32[20,300]"], 1, comp, stable)
