@@ -59,7 +59,8 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import buffers
 from xlapy.backends.cpu import elemental as el
-from xlapy.backends.cpu.kernel_abi import BUFS, I64, KERNEL_TYPE, KernelSpec
+from xlapy.backends.cpu.kernel_abi import I64, KERNEL_TYPE, KernelSpec
+from xlapy.errors import InvalidArgumentError
 from xlapy.shape import dtypes
 
 I1 = ir.IntType(1)
@@ -201,8 +202,9 @@ class CompiledWhileStep:
             values = _flatten(init)
         n = len(self.leaves)
         if len(values) != n:
-            raise ValueError(f"while %{instr.name}: the state has {len(values)} arrays, its "
-                             f"shape {instr.shape} has {n}")
+            raise InvalidArgumentError(
+                f"while %{instr.name}: the initial state has {len(values)} arrays, its shape "
+                f"{instr.shape} has {n}")
         bufs = self._bufs_type()
         keep = []
         for k, (v, dt, dims) in enumerate(zip(values, self._dtypes, self._dims)):
