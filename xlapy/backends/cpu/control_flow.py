@@ -192,6 +192,7 @@ class CompiledWhileStep:
                                                     instr.shape.tuple_shapes)
         self._bufs_type = ctypes.c_void_p * (len(leaves) + 2 + len(consts))
         self._const_ptrs = [a.ctypes.data for a in consts]
+        self._one_block = state_bytes + ws_bytes < buffers.POOL_MIN_BYTES
 
     def run(self, env, plan_ctx):
         instr = self.instr
@@ -213,11 +214,18 @@ class CompiledWhileStep:
                 v = np.ascontiguousarray(np.asarray(v, dt).reshape(dims))
                 keep.append(v)
             bufs[k] = _address(v)
-        out = buffers.POOL.empty((max(self.state_bytes, 1),), np.uint8)
-        ws = buffers.POOL.empty((max(self.ws_bytes, 1),), np.uint8)
-        bufs[n] = _address(out)
-        bufs[n + 1] = _address(ws)
-        bufs[n + 2:] = self._const_ptrs
+        if self._one_block:  # small: the result block and the workspace in one allocation
+            out = np.empty(self.state_bytes + self.ws_bytes, np.uint8)
+            base = _address(out)
+            bufs[n] = base
+            bufs[n + 1] = base + self.state_bytes
+        else:
+            out = buffers.POOL.empty((max(self.state_bytes, 1),), np.uint8)
+            ws = buffers.POOL.empty((max(self.ws_bytes, 1),), np.uint8)
+            bufs[n] = _address(out)
+            bufs[n + 1] = _address(ws)
+        if self._const_ptrs:
+            bufs[n + 2:] = self._const_ptrs
         self.fn(bufs, 0, 1)
         results = [np.ndarray(dims, dt, out, off)
                    for dims, dt, off in zip(self._dims, self._dtypes, self.offsets)]
