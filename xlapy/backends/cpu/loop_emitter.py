@@ -123,15 +123,84 @@ def emit_loop(module: ir.Module, name: str, roots: list, inputs: list,
             body(Index(b, dims, linear=i))
         domain, cost = n, 1
     else:
-        split = next((d for d, size in enumerate(dims) if size > 1), 0)
-        inner = 1
-        for d in dims[split + 1:]:
-            inner *= d
-        domain, cost = dims[split], inner
-        _nest(b, dims, split, lo, hi, body)
+        tiles = _transpose_tiles(members, dims)
+        if tiles is not None:
+            domain, cost = _nest_tiled(b, dims, *tiles, lo, hi, body)
+        else:
+            split = next((d for d, size in enumerate(dims) if size > 1), 0)
+            domain, cost = dims[split], n // max(dims[split], 1)
+            _nest(b, dims, split, lo, hi, body)
     b.ret_void()
     outputs = [r.shape for r in roots]
     return KernelSpec(name, len(inputs), outputs, domain, cost)
+
+
+#: Edge of the square tiles a transposing loop nest walks (32 x 32 f32 = 4 KiB per side).
+TILE = 32
+
+
+def _transpose_tiles(members, dims):
+    """(c, a) when a member transposes the minor dimension: output dimension ``c`` walks the
+    transposed operand's contiguous dimension while ``a`` (the last) walks the output's, so
+    a plain row-by-row nest reads one element per cache line; tiling c and a fixes that."""
+    rank = len(dims)
+    for m in members:
+        if m.opcode != "transpose" or len(m.shape.dimensions) != rank:
+            continue
+        perm = tuple(m.attrs["dimensions"])
+        if perm[-1] == rank - 1:
+            continue
+        c = perm.index(rank - 1)
+        a = rank - 1
+        if dims[c] >= 2 * TILE // 2 and dims[a] >= TILE // 2:
+            return c, a
+    return None
+
+
+def _nest_tiled(b: ir.IRBuilder, dims, c: int, a: int, lo, hi, body) -> tuple[int, int]:
+    """A loop nest over ``dims`` with dimensions c and a walked in TILE x TILE tiles (the
+    other dimensions outside, in order). Work items: the first other dimension larger than 1,
+    or else the tiles' rows (blocks of c). Returns (domain, cost per item)."""
+    rank = len(dims)
+    outer = [d for d in range(rank) if d not in (c, a)]
+    split = next((d for d in outer if dims[d] > 1), None)
+    n = 1
+    for d in dims:
+        n *= d
+    blocks_c = -(-dims[c] // TILE)
+    blocks_a = -(-dims[a] // TILE)
+    multi: list = [ir.Constant(I64, 0)] * rank
+
+    def tile_end(start, size, name):
+        end = b.add(start, ir.Constant(I64, TILE), name=f"{name}.end")
+        big = b.icmp_signed(">", end, ir.Constant(I64, size), name=f"{name}.over")
+        return b.select(big, ir.Constant(I64, size), end, name=f"{name}.stop")
+
+    def tiles():
+        start, stop = (lo, hi) if split is None else (0, blocks_c)
+        with for_range(b, start, stop, "cb") as cb:
+            with for_range(b, 0, blocks_a, "ab") as ab:
+                c0 = b.mul(cb, ir.Constant(I64, TILE), name="c0")
+                a0 = b.mul(ab, ir.Constant(I64, TILE), name="a0")
+                with for_range(b, c0, tile_end(c0, dims[c], "c"), "ci") as ci:
+                    with for_range(b, a0, tile_end(a0, dims[a], "a"), "ai") as ai:
+                        multi[c], multi[a] = ci, ai
+                        body(Index(b, dims, multi=list(multi)))
+
+    def level(k):
+        if k == len(outer):
+            tiles()
+            return
+        d = outer[k]
+        start, stop = (lo, hi) if d == split else (0, dims[d])
+        with for_range(b, start, stop, f"o{d}") as i:
+            multi[d] = i
+            level(k + 1)
+
+    level(0)
+    if split is None:
+        return blocks_c, n // blocks_c
+    return dims[split], n // dims[split]
 
 
 def _nest(b: ir.IRBuilder, dims, split: int, lo, hi, body) -> None:
