@@ -277,46 +277,103 @@ def test_zero_size_state_element():
 
 SWAP = """HloModule swap
 c {
-  s = (s32[], f32[4], f32[4], f32[4], s32[]) parameter(0)
+  s = (s32[], f32[N], f32[N], f32[N], s32[]) parameter(0)
   i = s32[] get-tuple-element(s), index=0
   n = s32[] get-tuple-element(s), index=4
   ROOT lt = pred[] compare(i, n), direction=LT
 }
 b {
-  s = (s32[], f32[4], f32[4], f32[4], s32[]) parameter(0)
+  s = (s32[], f32[N], f32[N], f32[N], s32[]) parameter(0)
   i = s32[] get-tuple-element(s), index=0
-  a = f32[4] get-tuple-element(s), index=1
-  bb = f32[4] get-tuple-element(s), index=2
-  cc = f32[4] get-tuple-element(s), index=3
+  a = f32[N] get-tuple-element(s), index=1
+  bb = f32[N] get-tuple-element(s), index=2
+  cc = f32[N] get-tuple-element(s), index=3
   n = s32[] get-tuple-element(s), index=4
   one = s32[] constant(1)
   i1 = s32[] add(i, one)
-  d = f32[4] subtract(a, cc)
-  ROOT t = (s32[], f32[4], f32[4], f32[4], s32[]) tuple(i1, bb, a, d, n)
+  d = f32[N] subtract(a, cc)
+  ROOT t = (s32[], f32[N], f32[N], f32[N], s32[]) tuple(i1, bb, a, d, n)
 }
 ENTRY e {
-  a = f32[4] parameter(0)
-  b = f32[4] parameter(1)
-  c = f32[4] parameter(2)
+  a = f32[N] parameter(0)
+  b = f32[N] parameter(1)
+  c = f32[N] parameter(2)
   n = s32[] parameter(3)
   zero = s32[] constant(0)
-  init2 = (s32[], f32[4], f32[4], f32[4], s32[]) tuple(zero, a, b, c, n)
-  ROOT r = (s32[], f32[4], f32[4], f32[4], s32[]) while(init2), condition=c, body=b
+  init = (s32[], f32[N], f32[N], f32[N], s32[]) tuple(zero, a, b, c, n)
+  ROOT r = (s32[], f32[N], f32[N], f32[N], s32[]) while(init), condition=c, body=b
 }
 """
 
 
+@pytest.mark.parametrize("size", [4, 100])
 @pytest.mark.parametrize("n", [0, 1, 2, 7])
-def test_swapped_and_passed_through_elements(n):
+def test_swapped_and_passed_through_elements(n, size):
     """The body swaps two state elements (each read before either is written), passes
-    the bound through, and computes one from the old value of a swapped one."""
-    a = np.array([1, 2, 3, 4], np.float32)
-    b = np.array([10, 20, 30, 40], np.float32)
-    c = np.array([0.5, -0.5, 0.25, -0.25], np.float32)
-    got = _check(SWAP, a, b, c, np.int32(n))
+    the bound through, and computes one from the old value of a swapped one; at 100
+    elements that one is double-buffered (the loop exits from either copy)."""
+    text = SWAP.replace("[N]", f"[{size}]")
+    loop = [s for s in be.compile_module(parse_hlo_module(text)).entry.steps
+            if isinstance(s, cf.CompiledWhileStep)]
+    assert loop[0].swapped == ([3] if size * 4 >= cf.SWAP_MIN_BYTES else [])
+    rng = np.random.default_rng(n)
+    a, b, c = (rng.standard_normal(size).astype(np.float32) for _ in range(3))
+    got = _check(text, a, b, c, np.int32(n))
     want_a, want_b = (a, b) if n % 2 == 0 else (b, a)
     _same(got[1], want_a)
     _same(got[2], want_b)
+
+
+DOUBLE = """HloModule double
+c {
+  s = (s32[], f32[96], f32[96], f32[96]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(LIMIT)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+b {
+  s = (s32[], f32[96], f32[96], f32[96]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[96] get-tuple-element(s), index=1
+  y = f32[96] get-tuple-element(s), index=2
+  z = f32[96] get-tuple-element(s), index=3
+  h = f32[] constant(0.5)
+  hb = f32[96] broadcast(h), dimensions={}
+  xh = f32[96] multiply(x, hb)
+  x1 = f32[96] add(xh, y)
+  rx = f32[96] reverse(x), dimensions={0}
+  y1 = f32[96] subtract(rx, z)
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], f32[96], f32[96], f32[96]) tuple(i1, x1, y1, x)
+}
+ENTRY e {
+  x = f32[96] parameter(0)
+  y = f32[96] parameter(1)
+  z = f32[96] parameter(2)
+  zero = s32[] constant(0)
+  init = (s32[], f32[96], f32[96], f32[96]) tuple(zero, x, y, z)
+  ROOT r = (s32[], f32[96], f32[96], f32[96]) while(init), condition=c, body=b
+}
+"""
+
+
+@pytest.mark.parametrize("limit", [0, 1, 2, 5])
+def test_double_buffered_state(limit):
+    """Two leaves computed by kernels alternate between two buffers (one of them reads the
+    other's old value reversed, so a kernel writing in place would be wrong); a third is
+    copied from the old value of the first."""
+    text = DOUBLE.replace("LIMIT", str(limit))
+    loop = [s for s in be.compile_module(parse_hlo_module(text)).entry.steps
+            if isinstance(s, cf.CompiledWhileStep)]
+    assert loop[0].swapped == [1, 2]
+    rng = np.random.default_rng(limit)
+    x, y, z = (rng.standard_normal(96).astype(np.float32) for _ in range(3))
+    got = _check(text, x, y, z)
+    for _ in range(limit):
+        x, y, z = x * np.float32(0.5) + y, x[::-1] - z, x
+    for g, w in zip(got[1:], (x, y, z)):
+        _same(g, w)
 
 
 SCAN = """HloModule scan

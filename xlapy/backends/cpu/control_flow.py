@@ -70,6 +70,9 @@ I8P = I8.as_pointer()
 
 #: Alignment of workspace slots (bytes).
 ALIGN = 64
+#: State leaves of at least this size computed by a kernel of the body are double-buffered
+#: (the kernel writes the next iteration's buffer) instead of copied back every iteration.
+SWAP_MIN_BYTES = 256
 
 
 # -- what can be compiled ---------------------------------------------------------------------
@@ -163,6 +166,7 @@ def compile_while(planner, step):
     compiled = CompiledWhileStep(instr, step.cond, step.body, spec, emitter.fn, leaves,
                                  emitter.offsets, emitter.state_bytes, emitter.consts,
                                  emitter.arena.size)
+    compiled.swapped = emitter.swapped
     planner.kernels.append(compiled)
     return compiled
 
@@ -184,6 +188,7 @@ class CompiledWhileStep:
         self.state_bytes = state_bytes  # the result block's size
         self.consts = consts  # the arrays bufs[n + 2:] point at
         self.ws_bytes = ws_bytes
+        self.swapped: list[int] = []  # the double-buffered leaves
         self.fn = None  # bound by Planner.compile (spec.name)
         self.then_fn = None
         self._dtypes = [np.dtype(dtypes.to_dtype(s.element_type)) for s in leaves]
@@ -352,6 +357,7 @@ class _Emitter:
         self._slots: dict[int, _Slot] = {}
         self.memcpy = self._memcpy_fn()
         self.leaf_shapes = leaves
+        self._placement: dict[int, _Leaf] = {}  # id(instr) -> where its kernel writes
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -498,7 +504,8 @@ class _Emitter:
         spec = step.spec
         ins = [env[id(i)] for i in step.inputs]
         ins += [self._const(a) for a in step.bound]
-        outs = [self._new_leaf(s) for s in spec.outputs]
+        placed = self._placement.get(id(step.instr))
+        outs = [placed] if placed is not None else [self._new_leaf(s) for s in spec.outputs]
         scratch = [self._bytes_slot(int(n) * np.dtype(dt).itemsize) for dt, n in spec.scratch]
         ptrs = [leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs] + \
             [s.ptr for s in scratch]
@@ -557,58 +564,104 @@ class _Emitter:
 
     # -- the loop --------------------------------------------------------------------------
 
+    def _swappable(self, body) -> dict:
+        """Leaf k -> id(instruction) for the state leaves the body computes with a kernel of
+        its own (the root tuple's operand k, used once there, a kernel's only output) and
+        that are big enough for a copy to matter: those are double-buffered."""
+        from xlapy.backends.cpu import backend as be
+
+        root = body.comp.root
+        if len(self.leaf_shapes) == 1 and not root.shape.is_tuple():
+            operands = [root]
+        elif root.opcode == "tuple" and len(root.operands) == len(self.leaf_shapes) and \
+                all(o.shape.is_array() for o in root.operands):
+            operands = list(root.operands)
+        else:
+            return {}
+        kernels = {id(st.instr) for st in body.steps
+                   if isinstance(st, be.KernelStep) and not st.tuple_result}
+        out = {}
+        for k, o in enumerate(operands):
+            if id(o) in kernels and sum(x is o for x in operands) == 1 and \
+                    _nbytes(o.shape) >= SWAP_MIN_BYTES:
+                out[k] = id(o)
+        return out
+
     def emit_while(self, cond, body) -> None:
         n = self.n
-        state = [self._new_leaf(s, pinned=True) for s in self.leaf_shapes]
-        self.offsets = [leaf.slot.offset for leaf in state]
+        state0 = [self._new_leaf(s, pinned=True) for s in self.leaf_shapes]
+        self.offsets = [leaf.slot.offset for leaf in state0]
         self.state_bytes = self.arena.size
-        for k, leaf in enumerate(state):
+        for k, leaf in enumerate(state0):
             self._copy(leaf.ptr, self._arg(k, f"init{k}"), _nbytes(leaf.shape))
-        state_ref = _build(cond.params[0].shape, iter(state))
+        swap = self._swappable(body)
+        self.swapped = sorted(swap)
+        halves = [state0]
+        if swap:  # two copies of the loop: the swapped leaves alternate between two slots
+            halves.append([self._new_leaf(leaf.shape, pinned=True) if k in swap else leaf
+                           for k, leaf in enumerate(state0)])
         b = self.b
-        header = self.fn.append_basic_block("cond")
-        loop = self.fn.append_basic_block("body")
-        done = self.fn.append_basic_block("done")
-        b.branch(header)
+        blocks = [(self.fn.append_basic_block(f"cond{h}"), self.fn.append_basic_block(f"body{h}"),
+                   self.fn.append_basic_block(f"done{h}")) for h in range(len(halves))]
+        b.branch(blocks[0][0])
+        for h, state in enumerate(halves):
+            header, loop, done = blocks[h]
+            nxt = halves[(h + 1) % len(halves)]
+            ref = _build(cond.params[0].shape, iter(state))
+            b.position_at_end(header)
+            pred = self.emit_plan(cond, [ref])
+            go = b.load(pred.ptr, name="pred")
+            self._drop(pred)
+            b.cbranch(b.icmp_unsigned("!=", go, ir.Constant(I8, 0), name="go"), loop, done)
 
-        b.position_at_end(header)
-        pred = self.emit_plan(cond, [state_ref])
-        go = b.load(pred.ptr, name="pred")
-        self._drop(pred)
-        b.cbranch(b.icmp_unsigned("!=", go, ir.Constant(I8, 0), name="go"), loop, done)
+            b.position_at_end(loop)
+            self._placement = {swap[k]: nxt[k] for k in swap}
+            root = self.emit_plan(body, [ref])
+            self._placement = {}
+            self._move_results(state, nxt, _leaves(root), swap)
+            self._drop(root)
+            b.branch(blocks[(h + 1) % len(halves)][0])
 
-        b.position_at_end(loop)
-        root = self.emit_plan(body, [state_ref])
-        new = _leaves(root)
-        state_ids = {id(leaf.slot): k for k, leaf in enumerate(state)}
-        # a result that is another state slot (elements permuted) is read before any state
-        # slot is written: through a temporary
-        staged = []
+            b.position_at_end(done)
+            if h == 0:  # the state slots are the workspace's first bytes: copy them whole
+                self._copy(self._arg(n, "out"), self.ws, self.state_bytes)
+            else:
+                out = self._arg(n, "out")
+                for leaf, off in zip(state, self.offsets):
+                    dst = b.gep(out, [ir.Constant(I64, off)], inbounds=True)
+                    self._copy(dst, leaf.ptr, _nbytes(leaf.shape))
+            b.ret_void()
+        self.pre.branch(self.fn.blocks[1])
+
+    def _move_results(self, state, nxt, new, swap) -> None:
+        """Make ``nxt`` (the next iteration's state) hold the body's results ``new``: the
+        swapped leaves are already there (their kernels wrote them); every other leaf that
+        is not passed through unchanged is copied, and a result that is another leaf's
+        slot (elements permuted) is read, through a temporary, before any slot is
+        written."""
+        for k in swap:
+            if new[k].slot is not nxt[k].slot:  # pragma: no cover - _swappable's contract
+                raise AssertionError(f"compiled while: leaf {k} was not computed in place")
+        fixed = {id(leaf.slot): k for k, leaf in enumerate(nxt) if k not in swap}
+        staged = {}
         for k, src in enumerate(new):
-            j = state_ids.get(id(src.slot))
-            if j is not None and j != k:
+            j = fixed.get(id(src.slot))
+            if k not in swap and j is not None and j != k:
                 tmp = self._slot(src.shape)
                 self._copy(tmp.ptr, src.ptr, tmp.nbytes)
-                staged.append((k, tmp))
-        staged_at = dict(staged)
+                staged[k] = tmp
         for k, src in enumerate(new):
-            if k in staged_at:
-                src_ptr = staged_at[k].ptr
-            elif state_ids.get(id(src.slot)) == k:
+            if k in swap:
+                continue
+            if k in staged:
+                src_ptr = staged[k].ptr
+            elif fixed.get(id(src.slot)) == k:
                 continue  # passed through unchanged
             else:
                 src_ptr = src.ptr
-            self._copy(state[k].ptr, src_ptr, _nbytes(state[k].shape))
-        for _, tmp in staged:
+            self._copy(nxt[k].ptr, src_ptr, _nbytes(nxt[k].shape))
+        for tmp in staged.values():
             self._release_slot(tmp)
-        self._drop(root)
-        b.branch(header)
-
-        b.position_at_end(done)
-        # the state slots are the workspace's first bytes: the result block is their copy
-        self._copy(self._arg(n, "out"), self.ws, self.state_bytes)
-        b.ret_void()
-        self.pre.branch(self.fn.blocks[1])
 
 
 __all__ = ["CompiledWhileStep", "compile_while"]
