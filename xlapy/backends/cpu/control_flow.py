@@ -40,6 +40,13 @@ workspace rather than in caller buffers so every address the loop touches is one
 pointer plus a constant offset: LLVM sees that they do not alias and keeps scalar state in
 registers.
 
+Double buffering: a state leaf of at least ``SWAP_MIN_BYTES`` that the body computes with a
+kernel of its own (the root tuple's operand) gets two slots, and the loop is emitted twice,
+iterations alternating between the copies: in one, the state is read from the first slots
+and those kernels write the second ones, in the other the reverse - so nothing is copied
+back, and every address stays a constant offset (no pointer swapping at run time). The
+loop exits from either copy, each copying its own slots to the result block.
+
 A nested compiled while is a call to its own function (the same ABI: its state and
 workspace are slots of the enclosing workspace, its constants are appended to the
 enclosing ones). A conditional is a ``switch`` over its branches; each branch's result is
