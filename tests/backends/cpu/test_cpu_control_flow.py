@@ -24,12 +24,13 @@ BENCH_HLO = ROOT / "benchmarks" / "hlo"
 
 
 def _walk(plan, seen=None):
-    """Every step of ``plan`` and of the plans of its while loops (compiled or not)."""
+    """Every step of ``plan`` and of the plans it runs (while loops compiled or not,
+    calls, conditional branches)."""
     seen = set() if seen is None else seen
     for step in plan.steps:
         yield step
-        for sub in ("cond", "body"):
-            p = getattr(step, sub, None)
+        subs = [getattr(step, "cond", None), getattr(step, "body", None)]
+        for p in subs + list(getattr(step, "branches", [])):
             if p is not None and id(p) not in seen:
                 seen.add(id(p))
                 yield from _walk(p, seen)
@@ -490,6 +491,65 @@ def test_conditionals_in_the_body():
     x = np.array([1.5, -2.0, 0.0, 3.25], np.float32)
     got = _check(COND_BODY, x)
     assert int(got[2]) == 30
+
+
+WHILE_IN_BRANCH = """HloModule n2
+ic {
+  s = (s32[], f32[64]) parameter(0)
+  j = s32[] get-tuple-element(s), index=0
+  k = s32[] constant(3)
+  ROOT lt = pred[] compare(j, k), direction=LT
+}
+ib {
+  s = (s32[], f32[64]) parameter(0)
+  j = s32[] get-tuple-element(s), index=0
+  v = f32[64] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j1 = s32[] add(j, one)
+  v1 = f32[64] add(v, v)
+  ROOT t = (s32[], f32[64]) tuple(j1, v1)
+}
+bt {
+  v = f32[64] parameter(0)
+  z = s32[] constant(0)
+  init = (s32[], f32[64]) tuple(z, v)
+  w = (s32[], f32[64]) while(init), condition=ic, body=ib
+  ROOT r = f32[64] get-tuple-element(w), index=1
+}
+bf {
+  v = f32[64] parameter(0)
+  ROOT r = f32[64] negate(v)
+}
+c {
+  s = (s32[], f32[64]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(6)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+b {
+  s = (s32[], f32[64]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = f32[64] get-tuple-element(s), index=1
+  two = s32[] constant(2)
+  p = pred[] compare(i, two), direction=LT
+  v1 = f32[64] conditional(p, v, v), true_computation=bt, false_computation=bf
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], f32[64]) tuple(i1, v1)
+}
+ENTRY e {
+  v = f32[64] parameter(0)
+  z = s32[] constant(0)
+  init = (s32[], f32[64]) tuple(z, v)
+  ROOT w = (s32[], f32[64]) while(init), condition=c, body=b
+}
+"""
+
+
+def test_while_in_a_conditional_in_a_while():
+    v = np.linspace(-1, 1, 64).astype(np.float32)
+    got = _check(WHILE_IN_BRANCH, v, compiled=2)
+    _same(got[1], v * np.float32(64))  # x8 twice (the inner loop), then negated 4 times
 
 
 CALL_MODULE = """HloModule calls
