@@ -184,6 +184,30 @@ def test_dot_large_transposed_operands_and_views():
     _close(want, (a.T.astype(np.float64) @ b.T.astype(np.float64)).astype(np.float32), 2e-5)
 
 
+def test_dot_batches_spread_over_threads(monkeypatch):
+    """Medium batched GEMMs run one per core (single-threaded BLAS each): every batch lands
+    in its place; an error in a worker thread reaches the caller."""
+    monkeypatch.setattr(library, "CORES", 2)
+    rng = np.random.default_rng(2)
+    _, instr = _dot_instr("f32", "f32", "f32", "[9,100,70]", "[70,9,120]",
+                          "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={1}, "
+                          "rhs_contracting_dims={0}")
+    a = rng.standard_normal((9, 100, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 9, 120)).astype(np.float32)
+    _close(library.run(instr, [a, b]), _interpret(instr, [a, b]), 2e-5)
+    seen = []
+
+    def body(next_item, local):
+        while (item := next_item()) is not None:
+            seen.append(item)
+            if item == 3:
+                raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        library.parallel(list(range(50)), body, 2)
+    assert 3 in seen and len(seen) < 50
+
+
 def test_dot_special_values_propagate():
     _, instr = _dot_instr("f32", "f32", "f32", "[2,3]", "[3,2]",
                           "lhs_contracting_dims={1}, rhs_contracting_dims={0}")
@@ -242,6 +266,10 @@ CONV_CASES = [
      "window={size=3x2 pad=1_1x0_0}, dim_labels=f01b_i01o->01bf, batch_group_count=3"),
     ("[5,4,7,6]", "[3,2,3,4]", "window={size=2x3 stride=1x2}, dim_labels=0f1b_o01i->1b0f"),
     ("[2,3,3,4]", "[5,5,4,2]", "window={size=5x5}, dim_labels=b01f_01io->b01f"),
+    ("[2,16,16,6]", "[3,3,2,9]",
+     "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=3"),
+    ("[1,20,20,4]", "[3,3,4,5]",
+     "window={size=3x3 pad=2_2x2_2 rhs_dilate=2x2}, dim_labels=b01f_01io->b01f"),
     ("[0,8,8,4]", "[3,3,4,2]", "window={size=3x3}, dim_labels=b01f_01io->b01f"),
     ("[2,8,8,0]", "[3,3,0,2]", "window={size=3x3}, dim_labels=b01f_01io->b01f"),
 ]
@@ -280,11 +308,17 @@ def test_convolution_bf16_operands_to_f32_result():
     _close(library.run(instr, args), _interpret(instr, args), 2e-5)
 
 
-@pytest.mark.parametrize("chunk_bytes", [1 << 12, 1 << 16])
-def test_convolution_threads_and_small_chunks(monkeypatch, chunk_bytes):
+@pytest.mark.parametrize("chunk_bytes,flat_rows", [(1 << 12, 40), (1 << 16, 500)])
+def test_convolution_threads_and_small_chunks(monkeypatch, chunk_bytes, flat_rows):
     """Enough work for both cores, chunks smaller than an image (partial rows of the first
     spatial dimension), strides and groups: every chunk lands in its place."""
     monkeypatch.setattr(library, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(library, "FLAT_ROWS", flat_rows)
+    paths = []
+    for name in ("_conv_flat", "_conv_chunk"):
+        original = getattr(library, name)
+        monkeypatch.setattr(library, name, lambda *a, _f=original, _n=name: (
+            paths.append(_n), _f(*a))[1])
     rng = np.random.default_rng(5)
     for case in [("[4,34,30,32]", "[3,3,32,32]",
                   "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"),
@@ -294,6 +328,7 @@ def test_convolution_threads_and_small_chunks(monkeypatch, chunk_bytes):
         instr = _conv_instr("f32", case)
         args = [_random(f"f32{case[0]}", rng), _random(f"f32{case[1]}", rng)]
         _close(library.run(instr, args), _interpret(instr, args), 2e-5)
+    assert set(paths) == {"_conv_flat", "_conv_chunk"}  # both the per-tap and im2col paths
 
 
 def test_convolution_errors_name_the_op():

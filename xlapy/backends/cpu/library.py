@@ -73,6 +73,7 @@ def _cores() -> int:
 CORES = _cores()
 SCRATCH_BYTES = 64 << 20  # the convolution's im2col scratch, all threads together
 CHUNK_BYTES = 4 << 20  # one im2col chunk (a few MiB keeps it in the outer caches)
+BIG_GEMM = 1 << 24  # m*n*k from which one GEMM is worth BLAS's own threads
 
 
 def supports(instr) -> bool:
@@ -209,8 +210,17 @@ def batched_gemm(a3: np.ndarray, b3: np.ndarray, c3: np.ndarray) -> None:
     dt = c3.dtype
     pa, pb, pc = a3.ctypes.data, b3.ctypes.data, c3.ctypes.data
     sa, sb, sc = a3.strides[0], b3.strides[0], c3.strides[0]
-    for i in range(bsz):
-        blas.gemm_rowmajor(dt, m, n, k, pa + i * sa, fa, pb + i * sb, fb, pc + i * sc, n)
+    if bsz == 1 or m * n * k >= BIG_GEMM:  # BLAS spreads each GEMM over the cores
+        for i in range(bsz):
+            blas.gemm_rowmajor(dt, m, n, k, pa + i * sa, fa, pb + i * sb, fb, pc + i * sc, n)
+        return
+
+    def run_batches(next_item, local: bool) -> None:  # one single-threaded GEMM per core
+        with _blas_threads(1):
+            while (i := next_item()) is not None:
+                blas.gemm_rowmajor(dt, m, n, k, pa + i * sa, fa, pb + i * sb, fb, pc + i * sc, n)
+
+    parallel(list(range(bsz)), run_batches, CORES if bsz * m * n * k >= 1 << 22 else 1)
 
 
 # -- dot --------------------------------------------------------------------------------------
@@ -413,6 +423,9 @@ def _conv_gemm(xp, w2, y2, outs, window, ksizes, groups, fgc, bgc, cg, og, nout)
     isz = y2.dtype.itemsize
     flops = 2 * y2.shape[0] * og * kdim * groups
     threads = CORES if flops >= 50_000_000 else 1
+    if not direct and _flat_applies(xp, outs, window):
+        _conv_flat(tasks, threads)
+        return
     budget = max(1, min(CHUNK_BYTES, SCRATCH_BYTES // threads) // max(1, kdim * isz))
     if direct:
         budget = max(budget, 1 << 16)
@@ -423,11 +436,64 @@ def _conv_gemm(xp, w2, y2, outs, window, ksizes, groups, fgc, bgc, cg, og, nout)
 
     def run_chunks(next_item, local: bool) -> None:
         cols = None if direct else np.empty(scratch_rows * kdim, y2.dtype)
-        with _blas_threads(1 if local else None):
+        with _blas_threads(1 if local or not direct else None):
             while (item := next_item()) is not None:
                 _conv_chunk(item[0], item[1], cols)
 
     parallel(work, run_chunks, threads)
+
+
+FLAT_ROWS = 2048  # virtual output rows per GEMM of the per-tap path (a few hundred KiB)
+
+
+def _flat_applies(xp, outs, window) -> bool:
+    """Unit strides and a padded input not much larger than the output: the per-tap path
+    computes every padded position (the ones past the output are discarded)."""
+    if not outs or any(wd.stride != 1 for wd in window) or 0 in outs:
+        return False
+    return _prod(xp.shape[1:-1]) <= 1.5 * _prod(outs)
+
+
+def _conv_flat(tasks, threads: int) -> None:
+    """Per-tap GEMM accumulation with no im2col copy. With unit strides, output position
+    (n, i...) reads input row (n, i...) + offset(tap) of the padded input read as a
+    [rows, C] matrix: for a run of consecutive rows, each tap's operand is a plain
+    [rows, cg] matrix (leading dimension C), and the GEMMs of all taps accumulate into a
+    small [rows, og] scratch; rows whose position lies past the output are dropped when the
+    scratch is copied out."""
+    t0 = tasks[0]
+    xp, w2, outs, window = t0.xp, t0.w2, t0.outs, t0.window
+    pdims = xp.shape[1:-1]
+    c, o = xp.shape[-1], w2.shape[1]
+    stride = [_prod(pdims[j + 1:]) for j in range(len(pdims))]
+    offsets = [sum(k * wd.window_dilation * st for k, wd, st in zip(tap, window, stride))
+               for tap in t0.taps]
+    tail = sum((n - 1) * st for n, st in zip(outs[1:], stride[1:])) + 1
+    step = max(1, FLAT_ROWS // stride[0])
+    y = t0.y2.reshape((-1, *outs, o))
+    inner = (slice(None),) + tuple(slice(0, n) for n in outs[1:])
+    work = [(t, n, i0, min(i0 + step, outs[0])) for t in tasks for n in range(t0.nb)
+            for i0 in range(0, outs[0], step)]
+    dt = y.dtype
+    isz = dt.itemsize
+
+    def run_chunks(next_item, local: bool) -> None:
+        scratch = np.empty((step * stride[0], t0.og), dt)
+        with _blas_threads(1):  # small GEMMs: BLAS's own threads would only synchronise
+            while (item := next_item()) is not None:
+                task, n, i0, i1 = item
+                rows = (i1 - i0 - 1) * stride[0] + tail
+                q0 = ((task.batch0 + n) * pdims[0] + i0) * stride[0]
+                for t, off in enumerate(offsets):
+                    a = xp.ctypes.data + ((q0 + off) * c + task.feat0) * isz
+                    b = w2.ctypes.data + (t * task.cg * o + task.out0) * isz
+                    blas.gemm_rowmajor(dt, rows, task.og, task.cg, a, ("r", c), b, ("r", o),
+                                       scratch.ctypes.data, task.og, beta=1.0 if t else 0.0)
+                block = scratch[:(i1 - i0) * stride[0]].reshape(i1 - i0, *pdims[1:], task.og)
+                y[(n, slice(i0, i1)) + inner[1:] + (slice(task.out0, task.out0 + task.og),)] \
+                    = block[inner]
+
+    parallel(work, run_chunks, min(threads, len(work)))
 
 
 class _blas_threads:
