@@ -266,8 +266,8 @@ CONV_CASES = [
      "window={size=3x2 pad=1_1x0_0}, dim_labels=f01b_i01o->01bf, batch_group_count=3"),
     ("[5,4,7,6]", "[3,2,3,4]", "window={size=2x3 stride=1x2}, dim_labels=0f1b_o01i->1b0f"),
     ("[2,3,3,4]", "[5,5,4,2]", "window={size=5x5}, dim_labels=b01f_01io->b01f"),
-    ("[2,16,16,6]", "[3,3,2,9]",
-     "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=3"),
+    ("[2,16,16,12]", "[3,3,6,8]",
+     "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=2"),
     ("[1,20,20,4]", "[3,3,4,5]",
      "window={size=3x3 pad=2_2x2_2 rhs_dilate=2x2}, dim_labels=b01f_01io->b01f"),
     ("[0,8,8,4]", "[3,3,4,2]", "window={size=3x3}, dim_labels=b01f_01io->b01f"),
@@ -315,7 +315,7 @@ def test_convolution_threads_and_small_chunks(monkeypatch, chunk_bytes, flat_row
     monkeypatch.setattr(library, "CHUNK_BYTES", chunk_bytes)
     monkeypatch.setattr(library, "FLAT_ROWS", flat_rows)
     paths = []
-    for name in ("_conv_flat", "_conv_chunk"):
+    for name in ("_conv_flat", "_conv_chunk", "_conv_small_groups"):
         original = getattr(library, name)
         monkeypatch.setattr(library, name, lambda *a, _f=original, _n=name: (
             paths.append(_n), _f(*a))[1])
@@ -324,11 +324,14 @@ def test_convolution_threads_and_small_chunks(monkeypatch, chunk_bytes, flat_row
                   "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"),
                  ("[3,33,33,32]", "[3,3,16,48]",
                   ("window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, "
-                  "feature_group_count=2"))]:
+                   "feature_group_count=2")),
+                 ("[8,48,48,32]", "[3,3,1,32]",
+                  ("window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, "
+                   "feature_group_count=32"))]:
         instr = _conv_instr("f32", case)
         args = [_random(f"f32{case[0]}", rng), _random(f"f32{case[1]}", rng)]
         _close(library.run(instr, args), _interpret(instr, args), 2e-5)
-    assert set(paths) == {"_conv_flat", "_conv_chunk"}  # both the per-tap and im2col paths
+    assert set(paths) == {"_conv_flat", "_conv_chunk", "_conv_small_groups"}  # every path
 
 
 def test_convolution_errors_name_the_op():

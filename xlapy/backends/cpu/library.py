@@ -402,12 +402,53 @@ def _run_convolution(instr, operands, out):
     if rows_total and o:
         if cg == 0 or _prod(ksizes) == 0:
             y[...] = 0
+        elif groups > 1 and bgc == 1 and cg * (o // groups) <= SMALL_GROUP:
+            _conv_small_groups(xp, np.ascontiguousarray(w), y, outs, window, groups, cg,
+                               o // groups)
         else:
             _conv_gemm(xp, np.ascontiguousarray(w).reshape(-1, o),
                        y.reshape(rows_total, o), outs, window, ksizes, groups, fgc, bgc, cg,
                        o // groups, nout)
     value = y if natural else np.transpose(y, out_perm)
     return _finish(value, result, out)
+
+
+SMALL_GROUP = 16  # cg * og up to which feature groups are multiply-adds, not GEMMs
+
+
+def _conv_small_groups(xp, w, y, outs, window, groups, cg, og) -> None:
+    """Feature groups too small for GEMMs (depthwise convolutions: cg = 1): per tap and
+    group input feature, one broadcast multiply-add over all groups and output positions,
+    chunked over the batch (NumPy releases the GIL: the chunks run on the cores)."""
+    n = xp.shape[0]
+    taps = list(np.ndindex(*w.shape[:-2]))
+    wg = w.reshape(len(taps), cg, groups, og)  # output features are group-major
+    xg = xp.reshape(xp.shape[:-1] + (groups, cg))  # so are the input features
+    yg = y.reshape(y.shape[:-1] + (groups, og))
+    per_batch = _prod(outs) * groups * max(og, cg)
+    step = max(1, (1 << 18) // max(per_batch, 1))
+    work = [(b0, min(b0 + step, n)) for b0 in range(0, n, step)]
+
+    def run_chunks(next_item, local: bool) -> None:
+        while (item := next_item()) is not None:
+            b0, b1 = item
+            acc = yg[b0:b1]
+            tmp = np.empty(acc.shape, y.dtype)
+            first = True
+            for t, tap in enumerate(taps):
+                index = [slice(b0, b1)]
+                for kj, wd, count in zip(tap, window, outs):
+                    lo = kj * wd.window_dilation
+                    index.append(slice(lo, lo + (count - 1) * wd.stride + 1, wd.stride))
+                patch = xg[tuple(index)]  # (batch, outs..., groups, cg)
+                for ci in range(cg):
+                    np.multiply(patch[..., ci:ci + 1], wg[t, ci], out=tmp if not first else acc)
+                    if not first:
+                        acc += tmp
+                    first = False
+
+    threads = CORES if y.size * len(taps) * cg >= 1 << 22 else 1
+    parallel(work, run_chunks, min(threads, len(work)))
 
 
 def _conv_gemm(xp, w2, y2, outs, window, ksizes, groups, fgc, bgc, cg, og, nout) -> None:
