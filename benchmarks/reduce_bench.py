@@ -16,6 +16,8 @@ Cases (fixed sizes; --quick divides them by 16):
 
 Each xlapy kernel runs the way the backend runs it (``buffers.run_parallel``: two halves
 of the work items on two threads, then the ``then`` kernel). GB/s = bytes read / time.
+Ratios are of medians (xlapy / XLA; below 1 is faster), then of the best times (less
+sensitive to other processes on the machine).
 """
 
 from __future__ import annotations
@@ -130,8 +132,9 @@ def _compare(name, ours, theirs, nbytes, repeats, check=None):
         a += _time(ours, repeats)
         b += _time(theirs, repeats)
     ta, tb = statistics.median(a), statistics.median(b)
-    print(f"{name:<34} xlapy {ta * 1e3:8.2f} ms {nbytes / ta / 1e9:6.1f} GB/s   "
-          f"XLA {tb * 1e3:8.2f} ms {nbytes / tb / 1e9:6.1f} GB/s   ratio {ta / tb:5.2f}")
+    print(f"{name:<34} xlapy {ta * 1e3:7.2f} ms {nbytes / ta / 1e9:5.1f} GB/s   "
+          f"XLA {tb * 1e3:7.2f} ms {nbytes / tb / 1e9:5.1f} GB/s   ratio {ta / tb:5.2f}"
+          f"   (best of each: {min(a) / min(b):5.2f})")
     return ta / tb
 
 

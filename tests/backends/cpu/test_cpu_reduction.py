@@ -194,7 +194,7 @@ SHAPES = [
     ((257,), (0,)),                # full, not a multiple of the vector width
     ((5, 257), (1,)),              # rows
     ((257, 5), (0,)),              # columns (minor kept dimension of 5)
-    ((37, 600), (0,)),             # columns in two blocks, the second partial
+    ((37, 4500), (0,)),            # columns in two blocks, the second partial
     ((3, 4, 5), (0, 2)),           # mixed: row type with an outer reduced dimension
     ((3, 4, 5), (1,)),             # column type with an outer kept dimension
     ((2, 3, 4, 5), (1, 3)),
@@ -260,7 +260,9 @@ def test_chunking_and_work_items():
     column reductions with enough outputs do not chunk."""
     full = _reduce_module("f32", "add", (1 << 20,), (0,)).entry.root
     rows = _reduce_module("f32", "add", (4096, 256), (1,)).entry.root
-    cols = _reduce_module("f32", "add", (64, 16 * reduction.BLOCK), (0,)).entry.root
+    block = reduction.block_size(1 << 30, [rows.shape.element_type])
+    assert block == reduction.BLOCK_BYTES // 4
+    cols = _reduce_module("f32", "add", (64, 16 * block), (0,)).entry.root
     argmax_root = parse_hlo_module(_argmax_text((1 << 20,), (0,))).entry.root
     batch = Batch()
     sf = batch.add(full, [full.operands[0]])
@@ -270,7 +272,7 @@ def test_chunking_and_work_items():
     assert sf.then is not None and sf.domain >= reduction.MIN_ITEMS and sf.scratch
     assert sf.then.domain == 1 and sf.scratch[0][1] == sf.domain
     assert sr.then is None and sr.domain == 4096 and sr.cost == 256
-    assert sc.then is None and sc.domain == 16 and sc.cost == 64 * reduction.BLOCK
+    assert sc.then is None and sc.domain == 16 and sc.cost == 64 * block
     assert sa.then is None and sa.domain == 1  # not associative: one in-order loop
 
 
@@ -435,7 +437,7 @@ WINDOWS = [
     ((7, 9), "size=3x3 stride=2x2 pad=1_1x1_1"),
     ((7, 9), "size=2x4 stride=1x3 pad=0_1x2_0 lhs_dilate=2x1 rhs_dilate=1x2"),
     ((2, 8, 9, 3), "size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0"),  # NHWC pooling
-    ((5, 700), "size=1x5 pad=0_0x2_2"),                       # two blocks along the minor dim
+    ((2, 4200), "size=1x5 pad=0_0x2_2"),                      # two blocks along the minor dim
     ((4,), "size=9 pad=4_4"),                                 # windows mostly padding
     ((3,), "size=2 pad=5_5 lhs_dilate=3"),                    # windows entirely padding
     ((0, 3), "size=1x2 pad=1_1x0_0"),                         # empty operand, windows of padding

@@ -20,8 +20,9 @@ are contiguous in its dimensions' row-major order, so each segment is one loop:
   update carries ``reassoc`` (floats) or is an LLVM min/max intrinsic, so LLVM vectorises
   it with several independent vector accumulators, combined at the end; any other reducer
   (variadic argmax-style ones too) runs in order.
-- *column reduction* (the last segment is kept): a work item is a block of up to BLOCK
-  output elements of the minor kept segment (and one position of the other kept segments);
+- *column reduction* (the last segment is kept): a work item is a block of output elements
+  (up to BLOCK_BYTES of accumulators: 4096 f32, whole rows of most shapes, so each
+  work item reads long contiguous runs) of the minor kept segment (and one position of the other kept segments);
   the block's accumulators live on the stack, each reduced position updates the whole block
   in an inner loop over contiguous elements (vectorised across outputs, every output
   accumulated in order: exact whatever the reducer).
@@ -35,7 +36,7 @@ The init value is combined exactly once per output: accumulators start from it (
 identity when chunked, the ``then`` kernel starting from the init value). A reduced
 dimension of size 0 gives the init value.
 
-Reduce-window: a work item is a block of up to BLOCK positions along the output's last
+Reduce-window: a work item is a block of positions (``block_size``) along the output's last
 dimension (at one position of the others); for each window position, in row-major window
 order, the inner loop updates the block's accumulators. Positions falling in padding or
 base-dilation holes are skipped (a branch-free select keeps the accumulator), as the
@@ -65,9 +66,9 @@ from xlapy.backends.cpu.scalar_computation import (
 from xlapy.errors import InvalidArgumentError
 from xlapy.shape import dtypes
 
-#: Output elements per work item of a column reduction or reduce-window (the stack
-#: accumulators of one block).
-BLOCK = 512
+#: Bytes of the stack accumulators of one work item of a column reduction or
+#: reduce-window (a block of output elements; L1-resident).
+BLOCK_BYTES = 16384
 #: Fewer work items than this: chunk the reduction (when recognised and large).
 MIN_ITEMS = 8
 #: Elements per chunk, at least.
@@ -523,6 +524,13 @@ def emit(module: ir.Module, name: str, root, inputs: list) -> KernelSpec:
     return _emit_reduce_window(module, name, root, list(inputs))
 
 
+def block_size(n: int, types: list) -> int:
+    """Output elements per block: at most ``n``, accumulators of ``types`` within
+    BLOCK_BYTES."""
+    width = sum(np.dtype(dtypes.to_dtype(et)).itemsize for et in types)
+    return max(1, min(n, BLOCK_BYTES // width))
+
+
 def _types(root) -> list:
     return [s.element_type for s in _result_shapes(root)]
 
@@ -568,7 +576,7 @@ def _emit_reduce(module, name, root, inputs) -> KernelSpec:
     segs = _segments(base, reduced)
     reducer = Reducer(root.attrs["to_apply"], _types(root))
     column = bool(segs) and not segs[-1].reduced
-    block = min(segs[-1].size, BLOCK) if column else 1
+    block = block_size(segs[-1].size, _types(root)) if column else 1
     items = n_out if not column else (n_out // segs[-1].size) * -(-segs[-1].size // block)
     red_segs = [s for s in segs if s.reduced]
     chunks = 1
@@ -735,7 +743,7 @@ def _emit_reduce_window(module, name, root, inputs) -> KernelSpec:
         b.ret_void()
         return _spec(name, root, inputs, 1, 1)
     last = out_dims[-1]
-    block = min(last, BLOCK)
+    block = block_size(last, types)
     n_blocks = -(-last // block)
     n_outer = _prod(out_dims[:-1])
     accs = [fn.alloca(ty, block, f"acc{j}") for j, ty in enumerate(value_tys)]
@@ -815,5 +823,5 @@ def _emit_reduce_window(module, name, root, inputs) -> KernelSpec:
     return _spec(name, root, inputs, n_outer * n_blocks, cost)
 
 
-__all__ = ["ASSOCIATIVE", "BLOCK", "CHUNK_MIN", "MAX_CHUNKS", "MIN_ITEMS", "Reducer", "emit",
+__all__ = ["ASSOCIATIVE", "BLOCK_BYTES", "CHUNK_MIN", "MAX_CHUNKS", "MIN_ITEMS", "Reducer", "emit",
            "identity", "recognised_op", "supports"]
