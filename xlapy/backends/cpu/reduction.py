@@ -579,15 +579,14 @@ def _emit_reduce(module, name, root, inputs) -> KernelSpec:
     block = block_size(segs[-1].size, _types(root)) if column else 1
     items = n_out if not column else (n_out // segs[-1].size) * -(-segs[-1].size // block)
     red_segs = [s for s in segs if s.reduced]
-    chunks = 1
+    chunks, chunk_seg = 1, None
     if reducer.op is not None and items < MIN_ITEMS and red_segs:
-        longest = max(red_segs, key=lambda s: s.size)
-        chunks = min(MAX_CHUNKS, longest.size, (n_out * k_red) // CHUNK_MIN)
-    if chunks <= 1:
-        return _reduce_kernel(module, name, root, inputs, segs, reducer, column, block, 1,
-                              None)
+        chunk_seg = max(red_segs, key=lambda s: s.size)  # the longest reduced segment
+        chunks = min(MAX_CHUNKS, chunk_seg.size, (n_out * k_red) // CHUNK_MIN)
+        if chunks <= 1:
+            chunks, chunk_seg = 1, None
     return _reduce_kernel(module, name, root, inputs, segs, reducer, column, block, chunks,
-                          max(red_segs, key=lambda s: s.size))
+                          chunk_seg)
 
 
 def _reduce_kernel(module, name, root, inputs, segs, reducer, column, block, chunks,
@@ -614,7 +613,7 @@ def _reduce_kernel(module, name, root, inputs, segs, reducer, column, block, chu
         accs = [fn.alloca(ty, block, f"acc{j}") for j, ty in enumerate(value_tys)]
     else:
         accs = [fn.alloca(ty, 1, f"acc{j}") for j, ty in enumerate(value_tys)]
-    # the destination of the results: the outputs, or this chunk's partials in scratch
+    # results go to the outputs, or (chunked) to this chunk's partials in scratch
     with for_range(b, fn.lo, fn.hi, "item") as item:
         rest, chunk = (item, None)
         if chunked:
