@@ -271,7 +271,40 @@ class Executable:
                 f"{self.module.name}: runs on {self.num_devices} devices ({self.num_replicas} "
                 f"replicas x {self.num_partitions} partitions); call execute() with one "
                 f"argument list per device")
+        if self._plain_call(args):
+            return self._call_plain(list(args))
         return self.execute([list(args)])[0]
+
+    #: Opcodes that need the per-execution machinery of ``execute`` (feeds, channels, host
+    #: transfers: queues and rendezvous state).
+    _STATEFUL = frozenset({"infeed", "outfeed", "send", "send-done", "recv", "recv-done"})
+
+    def _plain_call(self, args) -> bool:
+        """A one-device call with array arguments of a module without feeds or channels:
+        nothing to donate, no queue or rendezvous to set up."""
+        plain = self.__dict__.get("_plain")
+        if plain is None:
+            plain = self.num_devices == 1 and not any(
+                i.opcode in self._STATEFUL for c in self.module.computations
+                for i in c.instructions)
+            self._plain = plain
+        return plain and not any(isinstance(a, (Buffer, tuple, list)) for a in args)
+
+    def _call_plain(self, args: list):
+        """``execute`` for a plain call (see _plain_call): convert, run, copy an output that
+        shares memory with an input."""
+        params = self.module.entry.parameters
+        if len(args) != len(params):
+            return self.execute([args])[0]  # raises the argument-count error
+        label = self._label(0)
+        values = [to_value(a, p.shape, f"execute: argument {p.parameter_number} of {label} "
+                           f"(device {self.devices[0].id})") for a, p in zip(args, params)]
+        options = EvalOptions(rng_seed=self.client.rng_seed, timeout=self.client.timeout)
+        result = self.program.run(values, options)
+        taken = _array_leaves(values)
+        out = self._wrap(0, result, {}, False, taken)
+        taken.clear()  # _wrap's closure cycle holds it (see execute)
+        return out
 
     # -- arguments ----------------------------------------------------------------------------
 

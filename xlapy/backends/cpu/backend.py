@@ -112,11 +112,15 @@ class KernelStep:
     fn: object = None
     then_fn: object = None
 
+    def __post_init__(self):
+        self._outputs = [(tuple(s.dimensions), _dtype(s)) for s in self.spec.outputs]
+        self._keys = [id(i) for i in self.inputs]
+
     def run(self, env, plan_ctx):
         spec = self.spec
-        arrays = [_contiguous(env[id(i)]) for i in self.inputs]
+        arrays = [_contiguous(env[k]) for k in self._keys]
         arrays += self.bound
-        outs = [POOL.empty(tuple(s.dimensions), _dtype(s)) for s in spec.outputs]
+        outs = [POOL.empty(dims, dt) for dims, dt in self._outputs]
         arrays += outs
         arrays += [np.zeros(n, dt) for dt, n in spec.scratch]
         if spec.domain:
@@ -234,15 +238,17 @@ class Plan:
     steps: list
     drops: list = field(default_factory=list)
 
+    def __post_init__(self):
+        self._params = [(id(p), p.parameter_number) for p in self.params]
+        self._root = id(self.comp.root)
+
     def execute(self, args, plan_ctx):
-        env: dict = {}
-        for p in self.params:
-            env[id(p)] = args[p.parameter_number]
+        env: dict = {key: args[k] for key, k in self._params}
         for step, drop in zip(self.steps, self.drops):
             step.run(env, plan_ctx)
             for key in drop:
                 del env[key]
-        return env[id(self.comp.root)]
+        return env[self._root]
 
 
 class Planner:
@@ -401,6 +407,21 @@ def _unique(instrs) -> list:
     return out
 
 
+class _LazyContext:
+    """The interpreter's EvalContext for a run, made when a step first needs one (most
+    programs never do, and making one costs more than a small kernel)."""
+
+    __slots__ = ("module", "options", "_ctx")
+
+    def __init__(self, module, options):
+        self.module, self.options, self._ctx = module, options, None
+
+    def run_instruction(self, instr, args):
+        if self._ctx is None:
+            self._ctx = EvalContext(self.module, self.options)
+        return self._ctx.run_instruction(instr, args)
+
+
 class CpuProgram(DeviceProgram):
     verified = False  # set by Client.compile once the module passed the verifier
 
@@ -411,8 +432,7 @@ class CpuProgram(DeviceProgram):
         self._compiled = compiled  # keeps the machine code alive
 
     def run(self, args, options):
-        ctx = EvalContext(self.module, options)
-        return self.entry.execute(list(args), ctx)
+        return self.entry.execute(list(args), _LazyContext(self.module, options))
 
     def steps(self) -> list:
         return list(self.entry.steps)
