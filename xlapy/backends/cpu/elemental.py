@@ -1,106 +1,492 @@
 """Element generators: the LLVM IR computing one element of an HLO instruction from the
 elements of its operands, per opcode (in the spirit of XLA's ElementalIrEmitter).
 
-``ElementalEmitter(builder, loader)`` emits ``value_at(instr, index)``: the element of
-``instr`` at ``index`` (an Index: the linear position in a row-major array of some
+``ElementalEmitter(builder, loader, members)`` emits ``value_at(instr, index)``: the element
+of ``instr`` at ``index`` (an Index: the linear position in a row-major array of some
 dimensions, with the multi-dimensional index derived on demand). Elementwise opcodes ask
-their operands for the same index, broadcast maps the index through its ``dimensions``,
-and instructions outside the generated expression come from ``loader(instr, index)`` (a
-load from a buffer, or an embedded scalar constant). Every value is named after its
-instruction.
+their operands for the same index (rank-0 operands for the scalar index), data-movement
+opcodes map it (``indexing``), and instructions outside the generated expression come from
+``loader(instr, index)`` (a load from a buffer, or an embedded scalar constant). Every value
+is named after its instruction.
 
-Compiled element types: f32, f64, s32, s64, u32, u64 (and pred as compare results and
-select predicates). Semantics are the interpreter's (xlapy.interpreter.kernels.elementwise)
-and XLA:CPU's: integer x / 0 = -1 and INT_MIN / -1 = INT_MIN, two's-complement wrap,
-NaN-propagating maximum/minimum ordering -0 < +0, float -> int truncating with saturation
-and NaN -> 0 (llvm.fptosi.sat), f32 transcendentals computed in f64 and rounded (as the
-interpreter's libm helper) so the results agree bit for bit, except f32 tanh (a
-vectorisable rational approximation, within a few ulp).
+Element types (``TYPES[et] = (kind, compute type)``; ``memory_type``/``load_value``/
+``store_value`` are the one place where storage and compute types meet):
+
+- pred ("p", i1; stored as one byte), signed "s" and unsigned "u" integers of every width
+  s1..s64/u1..u64 (computed in iN, so wrap-around is LLVM's; sub-byte types are stored one
+  per byte, low bits, as ml_dtypes does), f32 and f64 ("f").
+- the narrow floats bf16, f16, every f8 (e5m2, e4m3, e4m3fn, e4m3fnuz, e5m2fnuz,
+  e4m3b11fnuz, e3m4, e8m0fnu), f6e2m3fn, f6e3m2fn, f4e2m1fn ("f", computed in f32 as XLA
+  does). Their compute value is always an f32 holding a value of the narrow type: loads
+  decode the bits exactly, every operation producing a narrow float rounds its f32 result
+  (``round_to``: round-to-nearest-even with the format's overflow/NaN rules, bit for bit as
+  ml_dtypes/the interpreter's ``convert``), stores encode. The codecs are integer bit
+  manipulation (no libcall, vectorisable); values below a format's normal range are rounded
+  with one f32 addition of a power of two.
+
+Semantics are the interpreter's (xlapy.interpreter.kernels.elementwise, numeric): integer
+x / 0 = -1, x % 0 = x, INT_MIN / -1 = INT_MIN, shifts by >= the width give 0 (or the sign
+fill), power by squaring (negative exponents: 0 except bases 1 and -1), NaN-propagating
+maximum/minimum ordering -0 < +0, float -> int truncating with saturation and NaN -> 0,
+int -> narrow float through f32, f64 -> f8/f6/f4 rounded once, f64 -> bf16/f16/e8m0 through
+f32, TOTALORDER on the sign-magnitude keys of the encodings.
+
+Transcendentals: exp, expm1, log, log1p, tanh, logistic (f32, f64, and narrow floats through
+f32) and f32 power are vectorisable polynomial/range-reduction IR (``fmath``); measured
+maximum errors against the interpreter (libm in f64, rounded): exp 1 ulp, log 1 ulp, expm1
+2, log1p 1-2, tanh 2 (f32) / 3 (f64), logistic 2, f32 power 1 ulp (``fmath.ULP_BOUNDS``,
+re-measured by tests/backends/cpu/test_cpu_elementwise_ops.py). Narrow results of these are
+within one ulp of the narrow type. sqrt, rsqrt (in f64 for f32) and every other operation
+are exact (bit for bit the interpreter's). sin, cos, tan, atan2, cbrt, erf, the inverse
+trigonometric/hyperbolic functions, sinh, cosh, remainder (fmod) and f64 power call libm
+per element (f32 through f64, as the interpreter).
+
+Not generated (``supports`` says False, the interpreter runs them): complex element types,
+stochastic-convert, bitcast-convert between different bit widths, TOTALORDER compares of
+mixed precision. Known difference: non-canonical NaN encodings of f8e5m2/f8e4m3/f8e3m4
+(several NaN payloads) read as the canonical NaN, so a bitcast-convert or TOTALORDER compare
+of such a loaded value sees the canonical encoding.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from llvmlite import ir
 
 from xlapy.hlo.attrs.enums import ComparisonType
 from xlapy.shape import PrimitiveType as PT
+from xlapy.shape import dtypes
 
 from xlapy.backends.cpu import indexing
+from xlapy.backends.cpu.fmath import FMath
 from xlapy.backends.cpu.indexing import I64, Index
 
 F32, F64 = ir.FloatType(), ir.DoubleType()
-I1, I8 = ir.IntType(1), ir.IntType(8)
+I1, I8, I16, I32 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32)
 
-# element type -> (kind, LLVM value type): kind "f" float, "s" signed, "u" unsigned, "p" pred
-TYPES = {
-    PT.F32: ("f", F32), PT.F64: ("f", F64),
-    PT.S32: ("s", ir.IntType(32)), PT.S64: ("s", I64),
-    PT.U32: ("u", ir.IntType(32)), PT.U64: ("u", I64),
-    PT.PRED: ("p", I1),
+
+# -- narrow float formats -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """A narrow float encoding, stored in the low ``bits`` of one byte (two for 16 bits).
+
+    ``special``: "bf16" (the top half of an f32), "ieee" (the top exponent holds inf and
+    NaNs), "fn" (no inf; the all-ones magnitude is NaN, overflow gives NaN), "fnuz" (no inf,
+    no -0; the negative-zero encoding is the only NaN), "sat" (no inf, no NaN: overflow
+    saturates), "e8m0" (an unsigned power of two; 0xFF is NaN)."""
+
+    bits: int
+    exponent: int
+    mantissa: int
+    bias: int
+    special: str
+
+    @property
+    def storage(self) -> ir.IntType:
+        return I16 if self.bits > 8 else I8
+
+
+FORMATS: dict[PT, FloatFormat] = {
+    PT.BF16: FloatFormat(16, 8, 7, 127, "bf16"),
+    PT.F16: FloatFormat(16, 5, 10, 15, "ieee"),
+    PT.F8E5M2: FloatFormat(8, 5, 2, 15, "ieee"),
+    PT.F8E4M3: FloatFormat(8, 4, 3, 7, "ieee"),
+    PT.F8E3M4: FloatFormat(8, 3, 4, 3, "ieee"),
+    PT.F8E4M3FN: FloatFormat(8, 4, 3, 7, "fn"),
+    PT.F8E4M3FNUZ: FloatFormat(8, 4, 3, 8, "fnuz"),
+    PT.F8E5M2FNUZ: FloatFormat(8, 5, 2, 16, "fnuz"),
+    PT.F8E4M3B11FNUZ: FloatFormat(8, 4, 3, 11, "fnuz"),
+    PT.F8E8M0FNU: FloatFormat(8, 8, 0, 127, "e8m0"),
+    PT.F6E2M3FN: FloatFormat(6, 2, 3, 1, "sat"),
+    PT.F6E3M2FN: FloatFormat(6, 3, 2, 3, "sat"),
+    PT.F4E2M1FN: FloatFormat(4, 2, 1, 1, "sat"),
 }
 
-UNARY = {"negate", "abs", "exponential", "log", "sqrt", "tanh"}
-BINARY = {"add", "subtract", "multiply", "divide", "maximum", "minimum"}
-ELEMENTWISE = UNARY | BINARY | {"compare", "select", "convert"}
-FLOAT_ONLY = {"exponential", "log", "sqrt", "tanh"}
-_TRANSCENDENTAL = {"exponential": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt"}
+# element type -> (kind, LLVM compute type): kind "f" float, "s" signed, "u" unsigned, "p" pred
+TYPES: dict[PT, tuple[str, ir.Type]] = {
+    PT.PRED: ("p", I1), PT.F32: ("f", F32), PT.F64: ("f", F64),
+    **{t: ("s", ir.IntType(dtypes.bit_width(t)))
+       for t in (PT.S1, PT.S2, PT.S4, PT.S8, PT.S16, PT.S32, PT.S64)},
+    **{t: ("u", ir.IntType(dtypes.bit_width(t)))
+       for t in (PT.U1, PT.U2, PT.U4, PT.U8, PT.U16, PT.U32, PT.U64)},
+    **{t: ("f", F32) for t in FORMATS},
+}
 
-_FCMP = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+
+def _intrinsic(module: ir.Module, name: str, ret, args) -> ir.Function:
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ret, args), name=name)
+    return fn
+
+
+def _c(ty, v):
+    return ir.Constant(ty, v)
+
+
+def _umin(b: ir.IRBuilder, x, c: int, name: str):
+    k = _c(x.type, c)
+    return b.select(b.icmp_unsigned(">", x, k, name=f"{name}.gt"), k, x, name=name)
+
+
+def decode(b: ir.IRBuilder, raw, fmt: FloatFormat, name: str):
+    """The f32 value of the narrow encoding ``raw`` (fmt.storage), exactly as ml_dtypes
+    widens it (NaN payloads: bf16 and f16 keep theirs, the f8 types give the quiet NaN)."""
+    x = b.zext(raw, I32, name=f"{name}.w")
+    if fmt.special == "bf16":
+        return _with_encoding(b.bitcast(b.shl(x, _c(I32, 16), name=f"{name}.sh"), F32,
+                                        name=f"{name}.f32"), fmt, raw)
+    if fmt.bits < fmt.storage.width:
+        x = b.and_(x, _c(I32, (1 << fmt.bits) - 1), name=f"{name}.low")
+    if fmt.special == "e8m0":  # 2^(x - 127); x = 0 is 2^-127 (an f32 denormal), 0xFF NaN
+        v = b.shl(x, _c(I32, 23), name=f"{name}.exp")
+        v = b.select(b.icmp_unsigned("==", x, _c(I32, 0), name=f"{name}.min"),
+                     _c(I32, 0x00400000), v, name=f"{name}.v0")
+        v = b.select(b.icmp_unsigned("==", x, _c(I32, 0xFF), name=f"{name}.isnan"),
+                     _c(I32, 0x7FC00000), v, name=f"{name}.v1")
+        return _with_encoding(b.bitcast(v, F32, name=f"{name}.f32"), fmt, raw)
+    top = fmt.bits - 1
+    m = fmt.mantissa
+    mag = b.and_(x, _c(I32, (1 << top) - 1), name=f"{name}.mag")
+    sign = b.shl(b.lshr(x, _c(I32, top), name=f"{name}.s"), _c(I32, 31), name=f"{name}.sign")
+    # the magnitude's exponent and mantissa placed as an f32's, then rebiased by a power
+    # of two (exact; encodings with a zero exponent become f32 denormals first)
+    placed = b.bitcast(b.shl(mag, _c(I32, 23 - m), name=f"{name}.place"), F32,
+                       name=f"{name}.placed")
+    v = b.bitcast(b.fmul(placed, _c(F32, 2.0 ** (127 - fmt.bias)), name=f"{name}.scaled"),
+                  I32, name=f"{name}.vb")
+    if fmt.special == "ieee":
+        inf = ((1 << fmt.exponent) - 1) << m
+        mant = b.and_(mag, _c(I32, (1 << m) - 1), name=f"{name}.mant")
+        if fmt.bits == 16:  # f16 keeps its NaN payload (numpy)
+            payload = b.shl(mant, _c(I32, 23 - m), name=f"{name}.payload")
+            special = b.or_(payload, _c(I32, 0x7F800000), name=f"{name}.special")
+        else:  # the quiet NaN (ml_dtypes); other NaN encodings keep a marker in the low bits
+            marker = b.xor(mant, _c(I32, 1 << (m - 1)), name=f"{name}.marker")
+            special = b.select(b.icmp_unsigned("==", mag, _c(I32, inf), name=f"{name}.isinf"),
+                               _c(I32, 0x7F800000),
+                               b.or_(marker, _c(I32, 0x7FC00000), name=f"{name}.qnan"),
+                               name=f"{name}.special")
+        v = b.select(b.icmp_unsigned(">=", mag, _c(I32, inf), name=f"{name}.top"), special, v,
+                     name=f"{name}.v")
+    elif fmt.special == "fn":
+        v = b.select(b.icmp_unsigned("==", mag, _c(I32, (1 << top) - 1), name=f"{name}.isnan"),
+                     _c(I32, 0x7FC00000), v, name=f"{name}.v")
+    elif fmt.special == "fnuz":
+        v = b.select(b.icmp_unsigned("==", x, _c(I32, 1 << top), name=f"{name}.isnan"),
+                     _c(I32, 0x7FC00000), v, name=f"{name}.v")
+    v = b.or_(v, sign, name=f"{name}.signed")
+    return _with_encoding(b.bitcast(v, F32, name=f"{name}.f32"), fmt, raw)
+
+
+def _with_encoding(value, fmt: FloatFormat, raw):
+    """Remember that the f32 ``value`` decodes ``raw`` (fmt.storage), so a store or a bit
+    view of it reuses the encoding instead of re-encoding (loads stored unchanged cost
+    nothing)."""
+    value._xlapy_encoding = (fmt, raw)
+    return value
+
+
+def encoding_of(b: ir.IRBuilder, value, fmt: FloatFormat, name: str):
+    """The storage encoding of the narrow compute value ``value``: the decoded bits when
+    ``value`` came from ``decode``, else ``encode(..., keep_nan=True)``."""
+    known = getattr(value, "_xlapy_encoding", None)
+    if known is not None and known[0] == fmt:
+        return known[1]
+    return encode(b, value, fmt, name, keep_nan=True)
+
+
+def encode(b: ir.IRBuilder, value, fmt: FloatFormat, name: str, keep_nan: bool = False):
+    """The narrow encoding (fmt.storage) of the f32 (or, for the f8/f6/f4 formats other
+    than e8m0, f64) ``value``, rounded to nearest even once, with the format's overflow and
+    NaN rules (ml_dtypes' conversion bit for bit). ``keep_nan``: a NaN that ``decode`` made
+    keeps its encoding (bf16 payloads, the f8 NaN markers; stores and bit views), otherwise
+    NaNs become the format's conversion result (a computed value)."""
+    src = value.type
+    wide = src == F64
+    if wide and fmt.special in ("bf16", "e8m0") or wide and fmt.bits == 16:
+        raise ValueError(f"encode: {fmt} is converted from f32 only")
+    iw = I64 if wide else I32
+    width, sm, sb = (64, 52, 1023) if wide else (32, 23, 127)
+    bits = b.bitcast(value, iw, name=f"{name}.bits")
+    sign = b.lshr(bits, _c(iw, width - 1), name=f"{name}.s")
+    a = b.and_(bits, _c(iw, (1 << (width - 1)) - 1), name=f"{name}.a")
+    inf_bits = ((1 << (width - sm - 1)) - 1) << sm
+    isnan = b.icmp_unsigned(">", a, _c(iw, inf_bits), name=f"{name}.isnan")
+    store = fmt.storage
+
+    def out(v):
+        v = b.trunc(v, store, name=f"{name}.enc") if iw.width > store.width else v
+        return v
+
+    if fmt.special == "bf16":
+        rnd = b.add(b.and_(b.lshr(a, _c(I32, 16), name=f"{name}.lsb0"), _c(I32, 1),
+                           name=f"{name}.lsb"), _c(I32, 0x7FFF), name=f"{name}.bias")
+        mag = b.lshr(b.add(a, rnd, name=f"{name}.r"), _c(I32, 16), name=f"{name}.mag")
+        nan = _c(I32, 0x7FC0)
+        if keep_nan:  # the NaN's own top half (unless only its low half held a payload)
+            top = b.lshr(a, _c(I32, 16), name=f"{name}.top")
+            nan = b.select(b.icmp_unsigned(">", top, _c(I32, 0x7F80), name=f"{name}.ok"), top,
+                           nan, name=f"{name}.keep")
+        mag = b.select(isnan, nan, mag, name=f"{name}.nan")
+        return out(b.or_(mag, b.shl(sign, _c(I32, 15), name=f"{name}.sh"), name=f"{name}.v"))
+    if fmt.special == "e8m0":
+        normal = b.lshr(b.add(a, _c(I32, 0x400000), name=f"{name}.r"), _c(I32, 23),
+                        name=f"{name}.normal")  # ties round up
+        # f32 denormals: at most 2^-127 is 2^-127 (encoding 0), anything above 2^-126
+        denormal = b.zext(b.icmp_unsigned(">", a, _c(I32, 0x400000), name=f"{name}.up"), I32,
+                          name=f"{name}.den")
+        n = b.select(b.icmp_unsigned("<", a, _c(I32, 0x800000), name=f"{name}.small"),
+                     denormal, normal, name=f"{name}.n")
+        bad = b.or_(b.or_(isnan, b.icmp_unsigned("!=", sign, _c(I32, 0), name=f"{name}.neg"),
+                          name=f"{name}.b0"),
+                    b.or_(b.icmp_unsigned("==", a, _c(I32, 0), name=f"{name}.zero"),
+                          b.icmp_unsigned("==", a, _c(I32, inf_bits), name=f"{name}.inf"),
+                          name=f"{name}.b1"), name=f"{name}.bad")
+        return out(b.select(bad, _c(I32, 0xFF), _umin(b, n, 0xFF, f"{name}.cap"),
+                            name=f"{name}.v"))
+    m = fmt.mantissa
+    shift = sm - m
+    # normal range: round the mantissa to m bits (to nearest even), rebias the exponent
+    lsb = b.and_(b.lshr(a, _c(iw, shift), name=f"{name}.lsb0"), _c(iw, 1), name=f"{name}.lsb")
+    r = b.add(a, b.add(lsb, _c(iw, (1 << (shift - 1)) - 1), name=f"{name}.bias"),
+              name=f"{name}.r")
+    normal = b.sub(b.lshr(r, _c(iw, shift), name=f"{name}.top"), _c(iw, (sb - fmt.bias) << m),
+                   name=f"{name}.normal")
+    # below the smallest normal: |x| + 2^(1 - bias - m + sm) rounds |x| to a multiple of
+    # the smallest denormal; the added power's encoding subtracted leaves the magnitude
+    magic = 2.0 ** (1 - fmt.bias - m + sm)
+    fabs = _intrinsic(b.module, f"llvm.fabs.{'f64' if wide else 'f32'}", src, [src])
+    t = b.fadd(b.call(fabs, [value], name=f"{name}.abs"), _c(src, magic), name=f"{name}.t")
+    magic_bits = b.bitcast(_c(src, magic), iw)
+    denormal = b.sub(b.bitcast(t, iw, name=f"{name}.tb"), magic_bits, name=f"{name}.den")
+    small = b.icmp_unsigned("<", a, _c(iw, (sb + 1 - fmt.bias) << sm), name=f"{name}.small")
+    mag = b.select(small, denormal, normal, name=f"{name}.mag")
+    top = fmt.bits - 1
+    signed = b.shl(sign, _c(iw, top), name=f"{name}.sbit")
+    if fmt.special == "ieee":
+        inf = ((1 << fmt.exponent) - 1) << m
+        mag = _umin(b, mag, inf, f"{name}.ovf")  # overflow and inf -> inf
+        if fmt.bits == 16:  # f16 keeps the top of the payload (numpy), never becoming inf
+            payload = b.lshr(b.and_(a, _c(iw, 0x7FFFFF), name=f"{name}.pl"), _c(iw, 13),
+                             name=f"{name}.payload")
+            payload = b.select(b.icmp_unsigned("==", payload, _c(iw, 0), name=f"{name}.pl0"),
+                               _c(iw, 1), payload, name=f"{name}.pl1")
+            nan = b.or_(payload, _c(iw, inf), name=f"{name}.nanv")
+        elif keep_nan:  # decode's marker back to the mantissa (never 0: that is inf)
+            quiet = 1 << (m - 1)
+            mant = b.xor(b.and_(a, _c(iw, (1 << m) - 1), name=f"{name}.mk"), _c(iw, quiet),
+                         name=f"{name}.mant")
+            mant = b.select(b.icmp_unsigned("==", mant, _c(iw, 0), name=f"{name}.m0"),
+                            _c(iw, quiet), mant, name=f"{name}.m1")
+            nan = b.or_(mant, _c(iw, inf), name=f"{name}.nanv")
+        else:
+            nan = _c(iw, inf | (1 << (m - 1)))
+        mag = b.select(isnan, nan, mag, name=f"{name}.nan")
+        return out(b.or_(mag, signed, name=f"{name}.v"))
+    if fmt.special == "fn":
+        nan_mag = (1 << top) - 1
+        over = b.or_(isnan, b.icmp_unsigned(">", mag, _c(iw, nan_mag - 1), name=f"{name}.big"),
+                     name=f"{name}.over")
+        mag = b.select(over, _c(iw, nan_mag), mag, name=f"{name}.nan")
+        return out(b.or_(mag, signed, name=f"{name}.v"))
+    if fmt.special == "fnuz":
+        over = b.or_(isnan, b.icmp_unsigned(">", mag, _c(iw, (1 << top) - 1), name=f"{name}.big"),
+                     name=f"{name}.over")
+        v = b.select(b.icmp_unsigned("==", mag, _c(iw, 0), name=f"{name}.zero"), _c(iw, 0),
+                     b.or_(mag, signed, name=f"{name}.sv"), name=f"{name}.nz")  # no -0
+        return out(b.select(over, _c(iw, 1 << top), v, name=f"{name}.v"))
+    # "sat": no inf or NaN; overflow saturates. NaN: f4 gives -0, f6 the zero of the
+    # opposite sign (ml_dtypes).
+    mag = _umin(b, mag, (1 << top) - 1, f"{name}.sat")
+    v = b.or_(mag, signed, name=f"{name}.sv")
+    if fmt.bits == 4:
+        nan = _c(iw, 1 << top)
+    else:
+        nan = b.shl(b.xor(sign, _c(iw, 1), name=f"{name}.ns"), _c(iw, top), name=f"{name}.nanv")
+    return out(b.select(isnan, nan, v, name=f"{name}.v"))
+
+
+def round_to(b: ir.IRBuilder, value, et, name: str):
+    """``value`` (an f32, or f64 for the f8/f6/f4 types) as element type ``et``'s compute
+    value: rounded to the narrow format for narrow floats (XLA's convert), unchanged
+    otherwise."""
+    fmt = FORMATS.get(et)
+    if fmt is None:
+        return value
+    if value.type == F64 and (fmt.special in ("bf16", "e8m0") or fmt.bits == 16):
+        value = b.fptrunc(value, F32, name=f"{name}.f32")  # XLA rounds these through f32
+    return decode(b, encode(b, value, fmt, f"{name}.rnd"), fmt, f"{name}.dec")
 
 
 def memory_type(et) -> ir.Type:
-    """How an element of type ``et`` is stored in a buffer (pred: one byte)."""
+    """How an element of type ``et`` is stored in a buffer: pred and the sub-byte integers
+    in one byte, narrow floats as their encoding (i8, or i16 for bf16/f16)."""
     kind, ty = TYPES[et]
-    return I8 if kind == "p" else ty
+    if kind == "p":
+        return I8
+    if et in FORMATS:
+        return FORMATS[et].storage
+    if kind in "su" and ty.width < 8:
+        return I8
+    return ty
 
 
 def load_value(builder: ir.IRBuilder, ptr, et, name: str):
     """Load the element at ``ptr`` (a pointer to memory_type(et)) as its compute value
-    (pred: i1)."""
+    (pred: i1; narrow floats: f32; sub-byte integers: iN)."""
     v = builder.load(ptr, name=f"{name}.load")
-    if TYPES[et][0] == "p":
-        v = builder.icmp_unsigned("!=", v, ir.Constant(I8, 0), name=f"{name}.pred")
+    kind, ty = TYPES[et]
+    if kind == "p":
+        return builder.icmp_unsigned("!=", v, ir.Constant(I8, 0), name=f"{name}.pred")
+    if et in FORMATS:
+        return decode(builder, v, FORMATS[et], name)
+    if kind in "su" and ty.width < 8:
+        return builder.trunc(v, ty, name=f"{name}.val")
     return v
 
 
 def store_value(builder: ir.IRBuilder, value, ptr, et, name: str) -> None:
     """Store the compute value ``value`` of element type ``et`` at ``ptr``."""
-    if TYPES[et][0] == "p":
+    kind, ty = TYPES[et]
+    if kind == "p" or (kind in "su" and ty.width < 8):
         value = builder.zext(value, I8, name=f"{name}.byte")
+    elif et in FORMATS:
+        value = encoding_of(builder, value, FORMATS[et], f"{name}.st")
     builder.store(value, ptr)
+
+
+def immediate(et, value) -> ir.Constant:
+    """A scalar ``value`` (NumPy/Python) of element type ``et`` as an LLVM constant of its
+    compute type."""
+    kind, ty = TYPES[et]
+    if kind == "p":
+        return ir.Constant(ty, int(bool(value)))
+    if kind == "f":
+        return ir.Constant(ty, float(value))
+    return ir.Constant(ty, int(value) & ((1 << ty.width) - 1))
+
+
+# -- which instructions are generated -------------------------------------------------------
+
+FLOAT_UNARY = {
+    "abs", "negate", "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even",
+    "is-finite", "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic",
+    "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "erf", "real", "imag", "acos",
+    "acosh", "asin", "asinh", "atanh", "cosh", "sinh",
+}
+INT_UNARY = {"abs", "negate", "sign", "not", "popcnt", "count-leading-zeros"}
+PRED_UNARY = {"not"}
+FLOAT_BINARY = {"add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
+                "power", "atan2"}
+INT_BINARY = {"add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
+              "power", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
+              "shift-right-logical", "mulhi"}
+# pred arithmetic is int8(x) OP int8(y) != 0 (XLA's EmitPredBinaryOp)
+PRED_BINARY = {"add": "or", "maximum": "or", "or": "or", "multiply": "and", "minimum": "and",
+               "and": "and", "xor": "xor"}
+
+UNARY = FLOAT_UNARY | INT_UNARY | PRED_UNARY
+BINARY = FLOAT_BINARY | INT_BINARY | set(PRED_BINARY)
+ELEMENTWISE = UNARY | BINARY | {"compare", "select", "clamp", "convert", "bitcast-convert",
+                                "reduce-precision"}
+
+# libm functions of one f64 argument (f32 operands are widened and the result rounded)
+_LIBM = {"cbrt": "cbrt", "sine": "sin", "cosine": "cos", "tan": "tan", "erf": "erf",
+         "acos": "acos", "acosh": "acosh", "asin": "asin", "asinh": "asinh",
+         "atanh": "atanh", "cosh": "cosh", "sinh": "sinh"}
+
+_FCMP = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
 
 
 def _et(shape):
     return shape.element_type
 
 
+def _array(shape) -> bool:
+    return shape.is_array() and shape.element_type in TYPES and not shape.is_dynamic()
+
+
+def _fits(operand, shape, scalar_ok: bool = True) -> bool:
+    dims = tuple(operand.shape.dimensions)
+    return dims == tuple(shape.dimensions) or (scalar_ok and not dims)
+
+
+def _widens(src, dst) -> bool:
+    """A float operand of type ``src`` meets ``dst``'s work type exactly."""
+    s, d = TYPES[src][1], TYPES[dst][1]
+    return s == d or (s == F32 and d == F64)
+
+
 def supports(instr) -> bool:
-    """Whether an element generator exists for ``instr`` with its element types."""
-    shape = instr.shape
-    if not shape.is_array() or _et(shape) not in TYPES:
-        return False
-    if any(not o.shape.is_array() or _et(o.shape) not in TYPES for o in instr.operands):
-        return False
+    """Whether an element generator implements ``instr`` with its operand and result types
+    (data-movement opcodes: ``indexing.supports``)."""
     op = instr.opcode
-    out = TYPES[_et(shape)][0]
-    ins = [TYPES[_et(o.shape)][0] for o in instr.operands]
-    if op == "broadcast":
-        return _et(instr.operands[0].shape) == _et(shape)
-    if op in UNARY or op in BINARY:
-        if out == "p" or any(_et(o.shape) != _et(shape) for o in instr.operands):
+    if op in indexing.GENERATORS:
+        return indexing.supports(instr)
+    if op not in ELEMENTWISE:
+        return False
+    shape = instr.shape
+    ops = instr.operands
+    if not _array(shape) or not all(_array(o.shape) for o in ops):
+        return False
+    out = _et(shape)
+    kind = TYPES[out][0]
+    ins = [_et(o.shape) for o in ops]
+    kinds = [TYPES[t][0] for t in ins]
+    if op in ("convert", "bitcast-convert", "reduce-precision"):
+        if len(ops) != 1 or not _fits(ops[0], shape, scalar_ok=False):
             return False
-        return out == "f" or op not in FLOAT_ONLY
-    if op == "compare":
-        ctype = instr.attrs["type"]
-        return (ins[0] != "p" and _et(instr.operands[0].shape) == _et(instr.operands[1].shape)
-                and ctype != ComparisonType.TOTALORDER)
-    if op == "select":
-        return (ins[0] == "p" and _et(instr.operands[1].shape) == _et(shape)
-                and _et(instr.operands[2].shape) == _et(shape) and out != "p"
-                and tuple(instr.operands[0].shape.dimensions) == tuple(shape.dimensions))
-    if op == "convert":
+        if op == "bitcast-convert":
+            return dtypes.bit_width(ins[0]) == dtypes.bit_width(out)
+        if op == "reduce-precision":
+            return kind == "f" and ins[0] == out
         return True
+    if not all(_fits(o, shape) for o in ops):
+        return False
+    if op == "compare":
+        a, c = ins
+        if kinds[0] != kinds[1]:
+            return False
+        if kinds[0] != "f":
+            return a == c
+        if instr.attrs["type"] == ComparisonType.TOTALORDER:
+            return a == c
+        return True
+    if op == "select":
+        if kinds[0] != "p" or len(ops) != 3:
+            return False
+        if kind == "f":
+            return kinds[1] == "f" and kinds[2] == "f"
+        return ins[1] == out and ins[2] == out
+    if op == "clamp":
+        if kind == "f":
+            return all(k == "f" and _widens(t, out) for k, t in zip(kinds, ins))
+        return all(t == out for t in ins)
+    if len(ops) == 1:
+        x = ins[0]
+        if kinds[0] == "f":
+            want = PT.PRED if op == "is-finite" else x
+            return op in FLOAT_UNARY and out == want
+        if kinds[0] == "p":
+            return op in PRED_UNARY and out == x
+        return op in INT_UNARY and out == x
+    if len(ops) == 2:
+        if kind == "f":
+            return op in FLOAT_BINARY and all(k == "f" and _widens(t, out)
+                                               for k, t in zip(kinds, ins))
+        if any(t != out for t in ins):
+            return False
+        if kind == "p":
+            return op in PRED_BINARY
+        return op in INT_BINARY
     return False
+
+
+# -- the generator --------------------------------------------------------------------------
 
 
 class ElementalEmitter:
@@ -111,22 +497,34 @@ class ElementalEmitter:
         self.loader = loader
         self.members = members  # the instructions generated here (others: loader)
         self.module = builder.module
+        self.math = FMath(builder)
         self._memo: dict[tuple[int, int], ir.Value] = {}
         self._alive: list = []  # the Index objects of memo keys (their ids must stay unique)
+        self._scalar = Index.scalar(builder)
 
     # -- helpers ---------------------------------------------------------------------------
 
     def _intrinsic(self, name: str, ret, args):
-        fn = self.module.globals.get(name)
-        if fn is None:
-            fn = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
-        return fn
+        return _intrinsic(self.module, name, ret, args)
 
-    def _libm(self, name: str):
-        return self._intrinsic(name, F64, [F64])
+    def _call(self, base: str, args, name: str):
+        """An overloaded float intrinsic (llvm.fabs, llvm.floor, ...) on args[0]'s type."""
+        ty = args[0].type
+        fn = self._intrinsic(f"{base}.{_suffix(ty)}", ty, [a.type for a in args])
+        return self.b.call(fn, args, name=name)
 
-    def _signbit(self, v, ty, name):
-        bits = ir.IntType(32 if ty == F32 else 64)
+    def _libm(self, fname: str, args, name: str):
+        """libm ``fname`` of f32/f64 arguments, evaluated in f64 and rounded to args[0]'s
+        type (the interpreter's libm helper)."""
+        b = self.b
+        ty = args[0].type
+        wide = [a if a.type == F64 else b.fpext(a, F64, name=f"{name}.wide") for a in args]
+        fn = self._intrinsic(fname, F64, [F64] * len(args))
+        r = b.call(fn, wide, name=f"{name}.f64" if ty != F64 else name)
+        return r if ty == F64 else b.fptrunc(r, ty, name=name)
+
+    def _signbit(self, v, name):
+        bits = ir.IntType(32 if v.type == F32 else 64)
         iv = self.b.bitcast(v, bits, name=f"{name}.bits")
         return self.b.icmp_signed("<", iv, ir.Constant(bits, 0), name=f"{name}.sign")
 
@@ -144,77 +542,150 @@ class ElementalEmitter:
             self._alive.append(index)
         return v
 
+    def _operand(self, operand, index):
+        """An elementwise operand's element: rank-0 operands at the scalar index."""
+        if not operand.shape.dimensions and index.dims:
+            return self.value_at(operand, self._scalar)
+        return self.value_at(operand, index)
+
     def _generate(self, instr, index):
         op = instr.opcode
         if op in indexing.GENERATORS:  # data movement: the operands' elements at mapped indices
             return indexing.GENERATORS[op](self, instr, index)
-        args = [self.value_at(o, index) for o in instr.operands]
+        args = [self._operand(o, index) for o in instr.operands]
+        ins = [_et(o.shape) for o in instr.operands]
+        out = _et(instr.shape)
         name = instr.name
-        if op in BINARY:
-            return self._binary(op, *args, _et(instr.shape), name)
-        if op in UNARY:
-            return self._unary(op, args[0], _et(instr.shape), name)
-        if op == "compare":
-            return self._compare(instr, *args, name)
-        if op == "select":
-            return self.b.select(args[0], args[1], args[2], name=name)
         if op == "convert":
-            return self._convert(args[0], _et(instr.operands[0].shape), _et(instr.shape), name)
-        raise NotImplementedError(f"no element generator for {op}")
-
-    def _binary(self, op, a, c, et, name):
-        b = self.b
-        kind, ty = TYPES[et]
+            return self.convert(args[0], ins[0], out, name)
+        if op == "bitcast-convert":
+            return self._bitcast_convert(args[0], ins[0], out, name)
+        if op == "reduce-precision":
+            return self._reduce_precision(args[0], out, instr.attrs["exponent_bits"],
+                                          instr.attrs["mantissa_bits"], name)
+        if op == "compare":
+            return self._compare(instr, args, ins, name)
+        if op == "select":
+            t, f = args[1:]
+            if TYPES[out][0] == "f":  # operands of another float type are converted
+                t = self.convert(t, ins[1], out, f"{name}.t")
+                f = self.convert(f, ins[2], out, f"{name}.f")
+            v = self.b.select(args[0], t, f, name=name)
+            fmt = FORMATS.get(out)
+            if fmt is not None:  # select the encodings too when both are known
+                et_, ef_ = (getattr(x, "_xlapy_encoding", None) for x in (t, f))
+                if et_ is not None and ef_ is not None and et_[0] == fmt and ef_[0] == fmt:
+                    _with_encoding(v, fmt, self.b.select(args[0], et_[1], ef_[1],
+                                                         name=f"{name}.enc"))
+            return v
+        kind, ty = TYPES[out]
+        if kind == "f":  # operands in the result's work type (exact)
+            args = [self._widen(a, ty, f"{name}.a{k}") for k, a in enumerate(args)]
+        if op == "clamp":
+            return self._finish(self._clamp(args, kind, ty, name), out, name)
+        if len(args) == 1:
+            x = args[0]
+            kx = TYPES[ins[0]][0]
+            if kx == "f":
+                r = self._float_unary(op, x, name)
+                return r if op == "is-finite" else self._finish(r, out, name)
+            if kx == "p":
+                return self.b.xor(x, ir.Constant(I1, 1), name=name)
+            return self._int_unary(op, x, kx == "s", name)
         if kind == "f":
-            if op == "add":
-                return b.fadd(a, c, name=name)
-            if op == "subtract":
-                return b.fsub(a, c, name=name)
-            if op == "multiply":
-                return b.fmul(a, c, name=name)
-            if op == "divide":
-                return b.fdiv(a, c, name=name)
-            return self._float_minmax(op, a, c, ty, name)
-        signed = kind == "s"
+            return self._finish(self._float_binary(op, *args, name), out, name)
+        if kind == "p":
+            return self._pred_binary(op, *args, name)
+        return self._int_binary(op, *args, kind == "s", name)
+
+    def _widen(self, v, ty, name):
+        return self.b.fpext(v, ty, name=name) if v.type != ty else v
+
+    def _finish(self, v, et, name):
+        """A float result in its element type (narrow floats rounded)."""
+        if et in FORMATS:
+            return round_to(self.b, v, et, name)
+        return v
+
+    # -- floats ----------------------------------------------------------------------------
+
+    def _float_unary(self, op, x, name):
+        b = self.b
+        ty = x.type
+        m = self.math
+        if op == "negate":
+            return b.fneg(x, name=name)
+        if op == "abs":
+            return self._call("llvm.fabs", [x], name)
+        if op == "sign":  # +-1 or the zero itself; NaN stays
+            nz = b.fcmp_ordered("!=", x, ir.Constant(ty, 0.0), name=f"{name}.nz")
+            mag = b.select(nz, ir.Constant(ty, 1.0), ir.Constant(ty, 0.0), name=f"{name}.mag")
+            r = self._call("llvm.copysign", [mag, x], f"{name}.r")
+            return b.select(b.fcmp_unordered("uno", x, x, name=f"{name}.nan"), x, r, name=name)
+        if op in ("floor", "ceil", "round-nearest-afz", "round-nearest-even"):
+            base = {"floor": "llvm.floor", "ceil": "llvm.ceil", "round-nearest-afz": "llvm.round",
+                    "round-nearest-even": "llvm.roundeven"}[op]
+            return self._call(base, [x], name)
+        if op == "is-finite":
+            return b.fcmp_ordered("<", self._call("llvm.fabs", [x], f"{name}.abs"),
+                                  ir.Constant(ty, float("inf")), name=name)
+        if op == "real":
+            return x
+        if op == "imag":
+            return ir.Constant(ty, 0.0)
+        if op == "sqrt":  # correctly rounded in any precision
+            return self._call("llvm.sqrt", [x], name)
+        if op == "rsqrt":  # 1 / sqrt(x) in f64, rounded (the interpreter's)
+            wide = x if ty == F64 else b.fpext(x, F64, name=f"{name}.wide")
+            r = b.fdiv(ir.Constant(F64, 1.0), self._call("llvm.sqrt", [wide], f"{name}.sqrt"),
+                       name=f"{name}.r" if ty != F64 else name)
+            return r if ty == F64 else b.fptrunc(r, ty, name=name)
+        if op == "exponential":
+            return m.exp(x, name)
+        if op == "exponential-minus-one":
+            return m.expm1(x, name)
+        if op == "log":
+            return m.log(x, name)
+        if op == "log-plus-one":
+            return m.log1p(x, name)
+        if op == "tanh":
+            return m.tanh(x, name)
+        if op == "logistic":  # 1 / (1 + exp(-x)) (XLA's LogisticExpander)
+            e = m.exp(b.fneg(x, name=f"{name}.neg"), f"{name}.exp")
+            one = ir.Constant(ty, 1.0)
+            return b.fdiv(one, b.fadd(one, e, name=f"{name}.den"), name=name)
+        return self._libm(_LIBM[op], [x], name)
+
+    def _float_binary(self, op, a, c, name):
+        b = self.b
         if op == "add":
-            return b.add(a, c, name=name)
+            return b.fadd(a, c, name=name)
         if op == "subtract":
-            return b.sub(a, c, name=name)
+            return b.fsub(a, c, name=name)
         if op == "multiply":
-            return b.mul(a, c, name=name)
+            return b.fmul(a, c, name=name)
+        if op == "divide":
+            return b.fdiv(a, c, name=name)
+        if op == "remainder":  # fmod: exact, the dividend's sign
+            return b.frem(a, c, name=name)
         if op in ("maximum", "minimum"):
-            cmp = b.icmp_signed if signed else b.icmp_unsigned
-            pick = cmp(">" if op == "maximum" else "<", a, c, name=f"{name}.cmp")
-            return b.select(pick, a, c, name=name)
-        return self._int_divide(a, c, ty, signed, name)
+            return self._float_minmax(op, a, c, name)
+        if op == "power":
+            if a.type == F32:
+                return self.math.pow_f32(a, c, name)
+            return self._libm("pow", [a, c], name)
+        return self._libm("atan2", [a, c], name)
 
-    def _int_divide(self, a, c, ty, signed, name):
+    def _float_minmax(self, op, a, c, name):
         b = self.b
-        zero = b.icmp_unsigned("==", c, ir.Constant(ty, 0), name=f"{name}.byzero")
-        minus_one = ir.Constant(ty, -1)
-        if signed:
-            int_min = ir.Constant(ty, -(1 << (ty.width - 1)))
-            overflow = b.and_(b.icmp_signed("==", a, int_min, name=f"{name}.ismin"),
-                              b.icmp_signed("==", c, minus_one, name=f"{name}.ism1"),
-                              name=f"{name}.overflow")
-            bad = b.or_(zero, overflow, name=f"{name}.bad")
-            safe = b.select(bad, ir.Constant(ty, 1), c, name=f"{name}.safe")
-            q = b.sdiv(a, safe, name=f"{name}.q")
-            q = b.select(overflow, a, q, name=f"{name}.ovq")
-        else:
-            safe = b.select(zero, ir.Constant(ty, 1), c, name=f"{name}.safe")
-            q = b.udiv(a, safe, name=f"{name}.q")
-        return b.select(zero, minus_one, q, name=name)  # x / 0 = -1 (all bits set)
-
-    def _float_minmax(self, op, a, c, ty, name):
-        b = self.b
+        ty = a.type
         a_nan = b.fcmp_unordered("uno", a, a, name=f"{name}.anan")
         c_nan = b.fcmp_unordered("uno", c, c, name=f"{name}.cnan")
         zero = ir.Constant(ty, 0.0)
         both_zero = b.and_(b.fcmp_ordered("==", a, zero, name=f"{name}.az"),
                            b.fcmp_ordered("==", c, zero, name=f"{name}.cz"),
                            name=f"{name}.zeros")
-        a_neg = self._signbit(a, ty, f"{name}.a")
+        a_neg = self._signbit(a, f"{name}.a")
         if op == "maximum":
             r = b.select(b.fcmp_ordered(">", a, c, name=f"{name}.gt"), a, c, name=f"{name}.pick")
             z = b.select(a_neg, c, a, name=f"{name}.zpick")  # max(-0, +0) = +0
@@ -225,113 +696,373 @@ class ElementalEmitter:
         r = b.select(c_nan, c, r, name=f"{name}.cprop")
         return b.select(a_nan, a, r, name=name)  # NaN propagates, the lhs first
 
-    def _unary(self, op, x, et, name):
+    def _clamp(self, args, kind, ty, name):
+        """clamp(lo, x, hi) = min(max(x, lo), hi); floats: a NaN anywhere is the result
+        (lo's first, then x's, then hi's)."""
         b = self.b
-        kind, ty = TYPES[et]
+        lo, x, hi = args
         if kind == "f":
-            if op == "negate":
-                return b.fneg(x, name=name)
-            if op == "abs":
-                fabs = self._intrinsic(f"llvm.fabs.{_suffix(ty)}", ty, [ty])
-                return b.call(fabs, [x], name=name)
-            if op == "sqrt":  # correctly rounded in any precision
-                fn = self._intrinsic(f"llvm.sqrt.{_suffix(ty)}", ty, [ty])
-                return b.call(fn, [x], name=name)
-            if op == "tanh" and ty == F32:
-                return self._tanh_f32(x, name)
-            # exp/log (and f64 tanh) through libm in f64, rounded to the result type (the
-            # interpreter's libm helper): bit-exact with it, but a scalar call per element
-            wide = x if ty == F64 else b.fpext(x, F64, name=f"{name}.wide")
-            if op == "tanh":
-                fn = self._libm("tanh")
-            else:
-                fn = self._intrinsic(f"{_TRANSCENDENTAL[op]}.f64", F64, [F64])
-            r = b.call(fn, [wide], name=f"{name}.f64" if ty != F64 else name)
-            return r if ty == F64 else b.fptrunc(r, ty, name=name)
+            r = self._float_minmax("minimum", self._float_minmax("maximum", x, lo, f"{name}.max"),
+                                   hi, f"{name}.min")
+            for k, v in ((2, hi), (1, x), (0, lo)):
+                r = b.select(b.fcmp_unordered("uno", v, v, name=f"{name}.nan{k}"), v, r,
+                             name=f"{name}.n{k}")
+            return r
+        if kind == "p":
+            return b.and_(b.or_(x, lo, name=f"{name}.or"), hi, name=name)
+        cmp = b.icmp_signed if kind == "s" else b.icmp_unsigned
+        r = b.select(cmp(">", x, lo, name=f"{name}.gt"), x, lo, name=f"{name}.max")
+        return b.select(cmp("<", r, hi, name=f"{name}.lt"), r, hi, name=name)
+
+    # -- integers --------------------------------------------------------------------------
+
+    def _int_unary(self, op, x, signed, name):
+        b = self.b
+        ty = x.type
+        zero = ir.Constant(ty, 0)
         if op == "negate":
-            return b.sub(ir.Constant(ty, 0), x, name=name)  # -INT_MIN = INT_MIN
+            return b.sub(zero, x, name=name)  # -INT_MIN = INT_MIN
         if op == "abs":
-            if kind == "u":
+            if not signed:
                 return x
-            neg = b.icmp_signed("<", x, ir.Constant(ty, 0), name=f"{name}.neg")
-            return b.select(neg, b.sub(ir.Constant(ty, 0), x, name=f"{name}.minus"), x,
-                            name=name)
-        raise NotImplementedError(op)
+            neg = b.icmp_signed("<", x, zero, name=f"{name}.neg")
+            return b.select(neg, b.sub(zero, x, name=f"{name}.minus"), x, name=name)
+        if op == "sign":
+            if ty.width == 1:  # s1 holds -1 or 0, u1 1 or 0: the sign is the value
+                return x
+            pos = b.icmp_signed(">", x, zero, name=f"{name}.ispos") if signed else \
+                b.icmp_unsigned("!=", x, zero, name=f"{name}.ispos")
+            r = b.zext(pos, ty, name=f"{name}.pos")
+            if signed:
+                neg = b.zext(b.icmp_signed("<", x, zero, name=f"{name}.isneg"), ty,
+                             name=f"{name}.neg")
+                r = b.sub(r, neg, name=name)
+            return r
+        if op == "not":
+            return b.xor(x, ir.Constant(ty, -1), name=name)
+        if op == "popcnt":
+            fn = self._intrinsic(f"llvm.ctpop.i{ty.width}", ty, [ty])
+            return b.call(fn, [x], name=name)
+        # count-leading-zeros (of 0: the width)
+        fn = self._intrinsic(f"llvm.ctlz.i{ty.width}", ty, [ty, I1])
+        return b.call(fn, [x, ir.Constant(I1, 0)], name=name)
 
-    def _tanh_f32(self, x, name):
-        """f32 tanh without a libm call, so the loop vectorises: a rational approximation
-        (odd degree-13 numerator, even degree-6 denominator, as XLA:CPU/Eigen) on x clamped
-        to +-7.9053111 (where f32 tanh is +-1), tanh(x) = x for |x| < 4e-4. A few ulp off
-        the correctly rounded value; NaN passes through."""
+    def _pred_binary(self, op, a, c, name):
         b = self.b
+        how = PRED_BINARY[op]
+        if how == "or":
+            return b.or_(a, c, name=name)
+        if how == "and":
+            return b.and_(a, c, name=name)
+        return b.xor(a, c, name=name)
 
-        def c(v):
-            return ir.Constant(F32, v)
+    def _int_binary(self, op, a, c, signed, name):
+        b = self.b
+        ty = a.type
+        if op == "add":
+            return b.add(a, c, name=name)
+        if op == "subtract":
+            return b.sub(a, c, name=name)
+        if op == "multiply":
+            return b.mul(a, c, name=name)
+        if op == "and":
+            return b.and_(a, c, name=name)
+        if op == "or":
+            return b.or_(a, c, name=name)
+        if op == "xor":
+            return b.xor(a, c, name=name)
+        if op in ("maximum", "minimum"):
+            cmp = b.icmp_signed if signed else b.icmp_unsigned
+            pick = cmp(">" if op == "maximum" else "<", a, c, name=f"{name}.cmp")
+            return b.select(pick, a, c, name=name)
+        if op == "divide":
+            return self._int_divide(a, c, ty, signed, name)
+        if op == "remainder":
+            return self._int_remainder(a, c, ty, signed, name)
+        if op in ("shift-left", "shift-right-logical", "shift-right-arithmetic"):
+            return self._shift(op, a, c, ty, name)
+        if op == "mulhi":
+            wide = ir.IntType(2 * ty.width)
+            ext = b.sext if signed else b.zext
+            p = b.mul(ext(a, wide, name=f"{name}.a"), ext(c, wide, name=f"{name}.c"),
+                      name=f"{name}.p")
+            return b.trunc(b.lshr(p, ir.Constant(wide, ty.width), name=f"{name}.hi"), ty,
+                           name=name)
+        return self._int_power(a, c, ty, signed, name)
 
-        bound = 7.90531110763549805
-        lo = b.fcmp_ordered("<", x, c(-bound), name=f"{name}.below")
-        xc = b.select(lo, c(-bound), x, name=f"{name}.lo")
-        hi = b.fcmp_ordered(">", xc, c(bound), name=f"{name}.above")
-        xc = b.select(hi, c(bound), xc, name=f"{name}.clamped")
-        x2 = b.fmul(xc, xc, name=f"{name}.x2")
-        p = c(-2.76076847742355e-16)
-        for k, coef in enumerate((2.00018790482477e-13, -8.60467152213735e-11,
-                                  5.12229709037114e-08, 1.48572235717979e-05,
-                                  6.37261928875436e-04, 4.89352455891786e-03)):
-            p = b.fadd(b.fmul(p, x2, name=f"{name}.pm{k}"), c(coef), name=f"{name}.p{k}")
-        p = b.fmul(p, xc, name=f"{name}.num")
-        q = c(1.19825839466702e-06)
-        for k, coef in enumerate((1.18534705686654e-04, 2.26843463243900e-03,
-                                  4.89352518554385e-03)):
-            q = b.fadd(b.fmul(q, x2, name=f"{name}.qm{k}"), c(coef), name=f"{name}.q{k}")
-        r = b.fdiv(p, q, name=f"{name}.ratio")
-        fabs = self._intrinsic("llvm.fabs.f32", F32, [F32])
-        tiny = b.fcmp_ordered("<", b.call(fabs, [x], name=f"{name}.abs"), c(0.0004),
-                              name=f"{name}.tiny")
-        return b.select(tiny, x, r, name=name)
+    def _int_divide(self, a, c, ty, signed, name):
+        b = self.b
+        zero = b.icmp_unsigned("==", c, ir.Constant(ty, 0), name=f"{name}.byzero")
+        minus_one = ir.Constant(ty, -1)
+        if signed:
+            overflow = self._int_overflow(a, c, ty, name)
+            bad = b.or_(zero, overflow, name=f"{name}.bad")
+            safe = b.select(bad, ir.Constant(ty, 1), c, name=f"{name}.safe")
+            q = b.sdiv(a, safe, name=f"{name}.q")
+            q = b.select(overflow, a, q, name=f"{name}.ovq")
+        else:
+            safe = b.select(zero, ir.Constant(ty, 1), c, name=f"{name}.safe")
+            q = b.udiv(a, safe, name=f"{name}.q")
+        return b.select(zero, minus_one, q, name=name)  # x / 0 = -1 (all bits set)
 
-    def _compare(self, instr, a, c, name):
+    def _int_overflow(self, a, c, ty, name):
+        """INT_MIN OP -1 (which traps in hardware)."""
+        b = self.b
+        int_min = ir.Constant(ty, 1 << (ty.width - 1))
+        return b.and_(b.icmp_unsigned("==", a, int_min, name=f"{name}.ismin"),
+                      b.icmp_unsigned("==", c, ir.Constant(ty, -1), name=f"{name}.ism1"),
+                      name=f"{name}.overflow")
+
+    def _int_remainder(self, a, c, ty, signed, name):
+        b = self.b
+        zero = b.icmp_unsigned("==", c, ir.Constant(ty, 0), name=f"{name}.byzero")
+        if signed:
+            overflow = self._int_overflow(a, c, ty, name)
+            bad = b.or_(zero, overflow, name=f"{name}.bad")
+            safe = b.select(bad, ir.Constant(ty, 1), c, name=f"{name}.safe")
+            r = b.srem(a, safe, name=f"{name}.r")  # INT_MIN % 1 = 0 as INT_MIN % -1
+        else:
+            safe = b.select(zero, ir.Constant(ty, 1), c, name=f"{name}.safe")
+            r = b.urem(a, safe, name=f"{name}.r")
+        return b.select(zero, a, r, name=name)  # x % 0 = x
+
+    def _shift(self, op, a, c, ty, name):
+        """Shift amounts read as unsigned; >= the width gives 0 (arithmetic: the sign)."""
+        b = self.b
+        out = b.icmp_unsigned(">=", c, ir.Constant(ty, ty.width), name=f"{name}.out")
+        amount = b.select(out, ir.Constant(ty, 0), c, name=f"{name}.amount")
+        if op == "shift-left":
+            return b.select(out, ir.Constant(ty, 0), b.shl(a, amount, name=f"{name}.shl"),
+                            name=name)
+        if op == "shift-right-logical":
+            return b.select(out, ir.Constant(ty, 0), b.lshr(a, amount, name=f"{name}.shr"),
+                            name=name)
+        fill = b.ashr(a, ir.Constant(ty, ty.width - 1), name=f"{name}.fill")
+        return b.select(out, fill, b.ashr(a, amount, name=f"{name}.sar"), name=name)
+
+    def _int_power(self, a, c, ty, signed, name):
+        """Exponentiation by squaring with wrap-around, over the exponent's bits; a negative
+        exponent gives 0, except for bases 1 (1) and -1 (+-1 by the exponent's parity)."""
+        b = self.b
+        one = ir.Constant(ty, 1)
+        zero = ir.Constant(ty, 0)
+        steps = ty.width - 1 if signed else ty.width
+        acc = one
+        base = a
+        e = c
+        for k in range(steps):
+            bit = b.trunc(e, I1, name=f"{name}.bit{k}") if ty.width > 1 else e
+            acc = b.select(bit, b.mul(acc, base, name=f"{name}.m{k}"), acc, name=f"{name}.acc{k}")
+            if k + 1 < steps:
+                base = b.mul(base, base, name=f"{name}.sq{k}")
+                e = b.lshr(e, one, name=f"{name}.e{k}")
+        if not signed or ty.width == 1:
+            if signed:  # s1: exponent 0 or -1; (-1)^-1 = -1, 0^-1 = 0, x^0 = 1
+                neg = b.icmp_unsigned("!=", c, zero, name=f"{name}.neg")
+                return b.select(neg, a, one, name=name)
+            return acc
+        negative = b.icmp_signed("<", c, zero, name=f"{name}.neg")
+        odd = b.trunc(c, I1, name=f"{name}.odd")
+        minus_one = ir.Constant(ty, -1)
+        neg_result = b.select(b.icmp_unsigned("==", a, one, name=f"{name}.is1"), one,
+                              b.select(b.icmp_unsigned("==", a, minus_one, name=f"{name}.ism1"),
+                                       b.select(odd, minus_one, one, name=f"{name}.pm1"), zero,
+                                       name=f"{name}.nr1"), name=f"{name}.nr")
+        return b.select(negative, neg_result, acc, name=name)
+
+    # -- compare ---------------------------------------------------------------------------
+
+    def _compare(self, instr, args, ins, name):
         direction = _FCMP[instr.attrs["direction"].value]
-        kind, _ = TYPES[_et(instr.operands[0].shape)]
+        a, c = args
+        kind = TYPES[ins[0]][0]
         b = self.b
         if kind == "f":
+            if instr.attrs["type"] == ComparisonType.TOTALORDER:
+                ka = self._total_order_key(a, ins[0], f"{name}.ka")
+                kc = self._total_order_key(c, ins[1], f"{name}.kc")
+                return b.icmp_signed(direction, ka, kc, name=name)
+            if a.type != c.type:  # mixed precision meets in f64
+                a = self._widen(a, F64, f"{name}.a")
+                c = self._widen(c, F64, f"{name}.c")
             if direction == "!=":
                 return b.fcmp_unordered("!=", a, c, name=name)  # NaN != x is true
             return b.fcmp_ordered(direction, a, c, name=name)
         if kind == "s":
             return b.icmp_signed(direction, a, c, name=name)
-        return b.icmp_unsigned(direction, a, c, name=name)
+        return b.icmp_unsigned(direction, a, c, name=name)  # unsigned, pred (false < true)
 
-    def _convert(self, x, src, dst, name):
+    def _total_order_key(self, v, et, name):
+        """XLA's TOTALORDER key of a float: the sign-magnitude encoding as a two's
+        complement integer (-NaN < -inf < ... < -0 < +0 < ... < inf < +NaN); types without
+        -0 (fnuz) close the gap at zero, f8e8m0fnu orders by its bits."""
         b = self.b
-        sk, st = TYPES[src]
-        dk, dt = TYPES[dst]
+        bits = self.float_bits(v, et, name)
+        width = bits.type.width
+        fmt = FORMATS.get(et)
+        wt = bits.type if width >= 32 else I32
+        if width < 32:
+            bits = b.zext(bits, I32, name=f"{name}.w")
+        if fmt is not None and fmt.special == "e8m0":
+            return bits
+        sign = b.icmp_unsigned("!=", b.lshr(bits, ir.Constant(wt, width - 1), name=f"{name}.s"),
+                               ir.Constant(wt, 0), name=f"{name}.neg")
+        mag = b.and_(bits, ir.Constant(wt, (1 << (width - 1)) - 1), name=f"{name}.mag")
+        minus = b.sub(b.sub(ir.Constant(wt, 0), mag, name=f"{name}.m0"), ir.Constant(wt, 1),
+                      name=f"{name}.minus")  # -mag - 1
+        if fmt is not None and fmt.special == "fnuz":
+            # negative magnitudes step up by one (no -0); the NaN (sign, zero magnitude) is
+            # the smallest key
+            minus = b.sub(ir.Constant(wt, 0), mag, name=f"{name}.fnuz")
+            nan = b.icmp_unsigned("==", mag, ir.Constant(wt, 0), name=f"{name}.nan")
+            minus = b.select(nan, ir.Constant(wt, -(1 << (width - 1))), minus, name=f"{name}.nk")
+        return b.select(sign, minus, mag, name=name)
+
+    # -- conversions -----------------------------------------------------------------------
+
+    def float_bits(self, v, et, name):
+        """The encoding of the float compute value ``v`` of type ``et`` (an iN, N its bit
+        width): f32/f64 bits, bf16 the top half of its f32 (exact, NaN payloads too), other
+        narrow types re-encoded (exact: the value is representable)."""
+        b = self.b
+        if et == PT.F32:
+            return b.bitcast(v, I32, name=f"{name}.bits")
+        if et == PT.F64:
+            return b.bitcast(v, I64, name=f"{name}.bits")
+        fmt = FORMATS[et]
+        raw = encoding_of(b, v, fmt, f"{name}.enc")
+        if fmt.bits < raw.type.width:
+            raw = b.trunc(raw, ir.IntType(fmt.bits), name=f"{name}.bits")
+        return raw
+
+    def _from_bits(self, bits, et, name):
+        """The compute value of the encoding ``bits`` (an iN, N the bit width of ``et``)."""
+        b = self.b
+        kind, ty = TYPES[et]
+        if kind == "p":
+            return b.icmp_unsigned("!=", bits, ir.Constant(bits.type, 0), name=name)
+        if kind in "su":
+            return bits
+        if et in (PT.F32, PT.F64):
+            return b.bitcast(bits, ty, name=name)
+        fmt = FORMATS[et]
+        if bits.type.width < fmt.storage.width:
+            bits = b.zext(bits, fmt.storage, name=f"{name}.st")
+        return decode(b, bits, fmt, name)
+
+    def _bitcast_convert(self, x, src, dst, name):
+        b = self.b
+        kind = TYPES[src][0]
+        if kind == "p":
+            bits = b.zext(x, I8, name=f"{name}.bits")
+        elif kind == "f":
+            bits = self.float_bits(x, src, name)
+        else:
+            bits = x
+        return self._from_bits(bits, dst, name)
+
+    def convert(self, x, src, dst, name):
+        """XLA's convert of the compute value ``x`` of type ``src`` to type ``dst``."""
+        b = self.b
         if src == dst:
             return x
+        sk, st = TYPES[src]
+        dk, dt = TYPES[dst]
         if dk == "p":
             if sk == "f":
-                return b.fcmp_unordered("!=", x, ir.Constant(st, 0.0), name=name)
+                return b.fcmp_unordered("!=", x, ir.Constant(st, 0.0), name=name)  # NaN: true
             return b.icmp_unsigned("!=", x, ir.Constant(st, 0), name=name)
         if sk == "p":
-            return (b.uitofp(x, dt, name=name) if dk == "f" else b.zext(x, dt, name=name))
+            if dk == "f":
+                return self._finish(b.uitofp(x, dt, name=f"{name}.f"), dst, name)
+            return b.zext(x, dt, name=name)
         if sk == "f" and dk == "f":
-            return (b.fpext(x, dt, name=name) if dt == F64 else b.fptrunc(x, dt, name=name))
+            if dst in FORMATS:
+                return round_to(b, x, dst, name)
+            x = self._canonical_nan(x, src, name)
+            if dt == st:
+                return x
+            return b.fpext(x, dt, name=name) if dt == F64 else b.fptrunc(x, dt, name=name)
         if sk == "f":  # truncate toward zero, saturate, NaN -> 0
             sat = "llvm.fptosi.sat" if dk == "s" else "llvm.fptoui.sat"
             fn = self._intrinsic(f"{sat}.i{dt.width}.{_suffix(st)}", dt, [st])
             return b.call(fn, [x], name=name)
-        if dk == "f":
-            return (b.sitofp(x, dt, name=name) if sk == "s" else b.uitofp(x, dt, name=name))
+        if dk == "f":  # int -> float: one rounding (narrow types: through f32, as ml_dtypes)
+            to = F32 if dst in FORMATS else dt
+            f = (b.sitofp(x, to, name=f"{name}.f") if sk == "s"
+                 else b.uitofp(x, to, name=f"{name}.f"))
+            return self._finish(f, dst, name)
         if st.width == dt.width:
             return x
         if st.width > dt.width:
             return b.trunc(x, dt, name=name)
         return b.sext(x, dt, name=name) if sk == "s" else b.zext(x, dt, name=name)
 
+    def _canonical_nan(self, x, et, name):
+        """The f32 value of a narrow float as ml_dtypes widens it: the f8 types with several
+        NaN encodings carry a marker in a NaN's low bits (see decode), dropped here."""
+        fmt = FORMATS.get(et)
+        if fmt is None or fmt.special != "ieee" or fmt.bits != 8:
+            return x
+        b = self.b
+        bits = b.bitcast(x, I32, name=f"{name}.xb")
+        clean = b.bitcast(b.and_(bits, _c(I32, ~((1 << fmt.mantissa) - 1)), name=f"{name}.cb"),
+                          F32, name=f"{name}.clean")
+        return b.select(b.fcmp_unordered("uno", x, x, name=f"{name}.xnan"), clean, x,
+                        name=f"{name}.canon")
+
+    def _reduce_precision(self, x, et, exponent_bits, mantissa_bits, name):
+        """Round the mantissa to ``mantissa_bits`` (nearest even), then exponents above the
+        reduced range become inf and those at or below its bottom zero; NaN stays. On the
+        type's own bits for f16/bf16/f32/f64, on the f16 bits (f32 for f8e8m0fnu) of the
+        f8/f6/f4 types, rounded back (the interpreter's, as XLA:CPU)."""
+        b = self.b
+        if et in (PT.F32, PT.F64, PT.BF16, PT.F16):
+            work = et
+        else:
+            work = PT.F32 if et == PT.F8E8M0FNU else PT.F16
+        bits = self.float_bits(x, work, f"{name}.w")
+        ity = bits.type
+        nbits = ity.width
+        src_mantissa = {PT.F32: 23, PT.F64: 52, PT.BF16: 7, PT.F16: 10}[work]
+        src_exponent = nbits - 1 - src_mantissa
+        sign_mask = 1 << (nbits - 1)
+        exp_mask = ((1 << src_exponent) - 1) << src_mantissa
+        is_nan = b.icmp_unsigned(">", b.and_(bits, ir.Constant(ity, sign_mask - 1),
+                                             name=f"{name}.mag"),
+                                 ir.Constant(ity, exp_mask), name=f"{name}.isnan")
+        u = bits
+        if mantissa_bits < src_mantissa:
+            shift = src_mantissa - mantissa_bits
+            last = 1 << shift
+            lsb = b.lshr(b.and_(u, ir.Constant(ity, last), name=f"{name}.lb"),
+                         ir.Constant(ity, shift), name=f"{name}.lsb")
+            bias = b.add(lsb, ir.Constant(ity, (1 << (shift - 1)) - 1), name=f"{name}.bias")
+            u = b.and_(b.add(u, bias, name=f"{name}.r"), ir.Constant(ity, ~(last - 1)),
+                       name=f"{name}.rounded")
+        if exponent_bits < src_exponent:
+            exponent_bias = (1 << (src_exponent - 1)) - 1
+            reduced_bias = (1 << (exponent_bits - 1)) - 1
+            max_exp = (exponent_bias + reduced_bias) << src_mantissa
+            min_exp = (exponent_bias - reduced_bias) << src_mantissa
+            exponent = b.and_(u, ir.Constant(ity, exp_mask), name=f"{name}.exp")
+            signed_zero = b.and_(u, ir.Constant(ity, sign_mask), name=f"{name}.sz")
+            inf = b.or_(signed_zero, ir.Constant(ity, exp_mask), name=f"{name}.inf")
+            u = b.select(b.icmp_unsigned(">", exponent, ir.Constant(ity, max_exp),
+                                         name=f"{name}.over"), inf, u, name=f"{name}.o")
+            u = b.select(b.icmp_unsigned("<=", exponent, ir.Constant(ity, min_exp),
+                                         name=f"{name}.under"), signed_zero, u,
+                         name=f"{name}.u")
+        v = b.select(is_nan, x, self._from_bits(u, work, f"{name}.v"), name=f"{name}.r")
+        if work != et:  # back from the f16 (f32) work value: a conversion, NaNs included
+            v = self.convert(v, PT.F32, et, name)
+        return v
+
 
 def _suffix(ty) -> str:
     return "f32" if ty == F32 else "f64"
 
 
-__all__ = ["ELEMENTWISE", "ElementalEmitter", "Index", "TYPES", "load_value", "memory_type",
-           "store_value", "supports"]
+__all__ = ["ELEMENTWISE", "FORMATS", "ElementalEmitter", "FloatFormat", "Index", "TYPES",
+           "decode", "encode", "encoding_of", "immediate", "load_value", "memory_type",
+           "round_to", "store_value", "supports"]
