@@ -51,9 +51,9 @@ from xlapy.backends.cpu import blas
 from xlapy.backends.cpu.blas import blas_function_pointer
 from xlapy.hlo.attrs.enums import ComparisonDirection as Dir
 from xlapy.hlo.attrs.enums import ComparisonType, FftType
+from xlapy.hlo.attrs.window import dilated_bound
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions, EvaluationError
 from xlapy.interpreter.kernels.dot_conv import from_compute
-from xlapy.interpreter.kernels.reduction import dilate_and_pad
 from xlapy.interpreter.kernels.sort import std_sort_order, total_order_key
 from xlapy.interpreter.registry import get_kernel
 from xlapy.opdefs.registry import ELEMENTWISE, get_opdef
@@ -380,10 +380,20 @@ def _run_convolution(instr, operands, out):
     trivial = all(wd.padding_low == 0 and wd.padding_high == 0 and wd.base_dilation == 1
                   for wd in window)
     if trivial:
-        xp = np.ascontiguousarray(x)
+        xp, pooled = np.ascontiguousarray(x), None
     else:
-        xp, _ = dilate_and_pad(x, range(1, nsp + 1), instr.attrs["window"],
-                               np.zeros((), compute), with_mask=False)
+        xp, pooled = _padded_input(x, window)
+    try:
+        return _convolve(instr, dn, window, xp, w, n, o, cg, ksizes, groups, fgc, bgc,
+                         compute, result, out)
+    finally:
+        if pooled is not None:
+            _PADDED.put(pooled, xp)
+
+
+def _convolve(instr, dn, window, xp, w, n, o, cg, ksizes, groups, fgc, bgc, compute, result,
+              out):
+    nsp = len(window)
     outs = []
     for p, wd in zip(xp.shape[1:-1], window):
         span = 0 if wd.size == 0 else (wd.size - 1) * wd.window_dilation + 1
@@ -411,6 +421,67 @@ def _run_convolution(instr, operands, out):
                        o // groups, nout)
     value = y if natural else np.transpose(y, out_perm)
     return _finish(value, result, out)
+
+
+class _BufferPool:
+    """Padded-input buffers kept between calls, by geometry: their padding and holes are
+    zero and are never written, so a buffer taken again only needs its interior copied (no
+    zero fill, no page faults). At most ``limit`` bytes are kept."""
+
+    def __init__(self, limit: int):
+        self.limit, self.lock, self.free, self.bytes = limit, threading.Lock(), {}, 0
+
+    def take(self, key):
+        with self.lock:
+            buffers = self.free.get(key)
+            if buffers:
+                buf = buffers.pop()
+                self.bytes -= buf.nbytes
+                return buf
+        return None
+
+    def put(self, key, buf) -> None:
+        with self.lock:
+            if buf.nbytes > self.limit:
+                return
+            while self.bytes + buf.nbytes > self.limit and self.free:
+                old_key = next(iter(self.free))
+                dropped = self.free[old_key].pop()
+                self.bytes -= dropped.nbytes
+                if not self.free[old_key]:
+                    del self.free[old_key]
+            self.free.setdefault(key, []).append(buf)
+            self.bytes += buf.nbytes
+
+
+_PADDED = _BufferPool(256 << 20)
+
+
+def _padded_input(x: np.ndarray, window):
+    """x [N, S..., C] with base dilation holes and padding (negative padding crops) on the
+    spatial dimensions, zeros elsewhere: (array, pool key)."""
+    shape, dst, src = [x.shape[0]], [slice(None)], [slice(None)]
+    for axis, wd in enumerate(window, 1):
+        n, bd, lo = x.shape[axis], wd.base_dilation, wd.padding_low
+        size = max(lo + dilated_bound(n, bd) + wd.padding_high, 0)
+        shape.append(size)
+        k0 = 0 if lo >= 0 else (-lo + bd - 1) // bd  # element k lands at lo + k * bd
+        k1 = min(n, (size - 1 - lo) // bd + 1) if size > 0 else 0
+        if k1 <= k0:
+            src.append(slice(0, 0))
+            dst.append(slice(0, 0))
+        else:
+            src.append(slice(k0, k1))
+            start = lo + k0 * bd
+            dst.append(slice(start, start + (k1 - k0 - 1) * bd + 1, bd))
+    shape.append(x.shape[-1])
+    key = (x.shape, x.dtype.str, tuple((wd.padding_low, wd.padding_high, wd.base_dilation)
+                                       for wd in window))
+    buf = _PADDED.take(key)
+    if buf is None:
+        buf = np.zeros(shape, x.dtype)
+    buf[tuple(dst) + (slice(None),)] = x[tuple(src) + (slice(None),)]
+    return buf, key
 
 
 SMALL_GROUP = 16  # cg * og up to which feature groups are multiply-adds, not GEMMs
