@@ -11,15 +11,19 @@ tuple-shaped result) the result is written there and ``out`` is returned.
 
 - dot: operands are viewed as [batch, M, K] x [batch, K, N] without copies wherever the
   dimension numbers allow (transposed views go to BLAS as transpose flags with their
-  leading dimensions), one xGEMM per batch (numpy.matmul's loop for many tiny matrices).
+  leading dimensions), one xGEMM per batch: large GEMMs use BLAS's threads, medium batches
+  run one single-threaded GEMM per core, many tiny matrices go to numpy.matmul's loop.
   Compute type: f32 for results of f32 and narrower floats (operands such as bf16 converted
   to f32, the sum rounded once to the result type), f64 when the result or an operand is
   64-bit, c64/c128 for complex results. Integer and pred dots stay on the interpreter.
-- convolution: the input goes channels-last, dilated and padded ([N, spatial..., C]), the
-  kernel to [spatial..., I, O] (reversed dimensions flipped); each feature or batch group is
-  im2col + GEMM over chunks of output rows (a bounded [rows, taps * I] scratch per thread, the
-  taps copied from strided views), chunks spread over the cores with one BLAS thread each.
-  A 1x1 window with unit strides needs no im2col: the input is the GEMM operand.
+- convolution: the input goes channels-last, dilated and padded ([N, spatial..., C], the
+  padded buffer kept in a pool for the next call), the kernel to [spatial..., I, O]
+  (reversed dimensions flipped). Unit strides: per-tap GEMMs accumulate into a small
+  scratch of consecutive padded positions (each tap's operand is the padded input read at an
+  offset: no im2col copy). Other strides: im2col + GEMM over chunks of output rows (a bounded
+  [rows, taps * I] scratch per thread). A 1x1 window with unit strides is one GEMM on the
+  input. Feature groups too small for GEMMs (depthwise) are broadcast multiply-adds. Chunks
+  are handed out to one thread per core (single-threaded BLAS each).
 - sort: the comparator is pattern-matched into lexicographic keys: ``compare(T(p2i),
   T(p2i+1))`` LT or GT (either parameter order), chained by ``or(lt_i, and(eq_i, rest))``,
   where T is the same elementwise expression of the operand on both sides (identity, jax's
