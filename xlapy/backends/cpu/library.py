@@ -1005,7 +1005,7 @@ def _sort_values_only(level, x, stable):
         return out  # equivalent elements are identical
     ends = out[:, [0, -1]]
     end_nans = np.isnan(ends)
-    if level.canon is None and end_nans.any():
+    if level.ctype != ComparisonType.TOTALORDER and end_nans.any():
         return _INTERPRET  # FLOAT comparison with NaNs: not a strict weak order
     if level.canon is not None and (end_nans & (np.signbit(ends) != np.signbit(level.canon))).any():
         return None  # NaNs of the other sign sort at the other end: the permutation path
