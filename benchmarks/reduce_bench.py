@@ -10,14 +10,15 @@ Cases (fixed sizes; --quick divides them by 16):
 - layernorm over f32[8192,1024]: row sum of x and row sum of squared deviations (the
   multiply fused into the reduce); XLA: jnp.sum(x, 1) and jnp.sum(d * d, 1);
 - a column sum of f32[8192,1024] (reduce dimension 0);
+- a 3x3 stride-2 max pool (reduce-window, SAME padding) of f32[32,64,64,64] NHWC;
 - the whole softmax and layernorm modules through ``Client(backend="cpu")`` against
   jax.jit of the same functions, for context (the other kernels belong to the loop
   emitter).
 
 Each xlapy kernel runs the way the backend runs it (``buffers.run_parallel``: two halves
 of the work items on two threads, then the ``then`` kernel). GB/s = bytes read / time.
-Ratios are of medians (xlapy / XLA; below 1 is faster), then of the best times (less
-sensitive to other processes on the machine).
+Calls alternate (xlapy, XLA, xlapy, ...); the ratio is the median of the per-pair ratios
+(xlapy / XLA, below 1 is faster), the figure least sensitive to other processes.
 """
 
 from __future__ import annotations
@@ -114,33 +115,32 @@ def _kernel(text):
     return run
 
 
-def _time(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
+def _once(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def _compare(name, ours, theirs, nbytes, repeats, check=None):
+    """Alternate single calls of ``ours`` and ``theirs`` (both see the same machine load);
+    print the medians and the median of the per-pair ratios."""
     ours(), theirs()  # warm up
     if check is not None:
         check()
     a, b = [], []
-    for _ in range(3):  # interleaved rounds: both see the same machine load
-        a += _time(ours, repeats)
-        b += _time(theirs, repeats)
+    for _ in range(repeats):
+        a.append(_once(ours))
+        b.append(_once(theirs))
     ta, tb = statistics.median(a), statistics.median(b)
+    ratio = statistics.median(x / y for x, y in zip(a, b))
     print(f"{name:<34} xlapy {ta * 1e3:7.2f} ms {nbytes / ta / 1e9:5.1f} GB/s   "
-          f"XLA {tb * 1e3:7.2f} ms {nbytes / tb / 1e9:5.1f} GB/s   ratio {ta / tb:5.2f}"
-          f"   (best of each: {min(a) / min(b):5.2f})")
-    return ta / tb
+          f"XLA {tb * 1e3:7.2f} ms {nbytes / tb / 1e9:5.1f} GB/s   ratio {ratio:5.2f}")
+    return ratio
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=31)
     parser.add_argument("--quick", action="store_true", help="sizes divided by 16")
     args = parser.parse_args(argv)
     import jax
@@ -196,6 +196,14 @@ def main(argv=None) -> None:
     ratios.append(_compare(f"column sum f32[{r},{c}]", lambda: csum([x]),
                            lambda: jcsum(xd).block_until_ready(), x.nbytes, args.repeats))
 
+    x = rng.standard_normal((32 // div, 64, 64, 64), dtype=np.float32)
+    xd = jax.device_put(x)
+    jpool = jax.jit(lambda a: jax.lax.reduce_window(a, -jnp.inf, jax.lax.max, (1, 3, 3, 1),
+                                                    (1, 2, 2, 1), "SAME"))
+    pool = _kernel(jpool.lower(x).as_text(dialect="hlo"))
+    ratios.append(_compare(f"maxpool 3x3/2 f32{list(x.shape)}", lambda: pool([x]),
+                           lambda: jpool(xd).block_until_ready(), x.nbytes, args.repeats))
+
     print(f"geometric mean of the kernel ratios: "
           f"{float(np.exp(np.mean(np.log(ratios)))):.2f}")
 
@@ -217,7 +225,7 @@ def main(argv=None) -> None:
         program = Client(backend="cpu").compile(parse_hlo_module(text))
         _compare(f"{name} f32{list(shape)} (whole)", lambda p=program, a=a: p(a),
                  lambda f=jf, a=ad: f(a).block_until_ready(), a.nbytes,
-                 max(3, args.repeats // 2))
+                 max(3, args.repeats // 4))
 
 
 if __name__ == "__main__":
