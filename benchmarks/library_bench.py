@@ -49,17 +49,22 @@ def _median(fn, repeats: int) -> float:
     return _interleaved([fn], repeats)[0]
 
 
-def _interleaved(fns, repeats: int) -> list[float]:
-    """Median time of each function, the functions taking turns (a load that comes and goes
-    on a shared machine then hits all of them alike)."""
-    for fn in fns:
-        fn()  # warm up (jax compiles, BLAS threads start)
+def _interleaved(fns, repeats: int, rounds: int = 3) -> list[float]:
+    """Median time of each function over ``repeats`` calls, in ``rounds`` rounds in which
+    each function runs a block of consecutive calls after a pause and a warm-up call (a load
+    that comes and goes on a shared machine hits all of them alike; within a block, the
+    thread pools of the other libraries - OpenBLAS spins a while after each call - are
+    idle)."""
     times = [[] for _ in fns]
-    for _ in range(repeats):
+    per_round = max(1, -(-repeats // rounds))
+    for _ in range(rounds):
         for fn, acc in zip(fns, times):
-            start = time.perf_counter()
-            fn()
-            acc.append(time.perf_counter() - start)
+            time.sleep(0.2)
+            fn()  # warm up (jax compiles, BLAS threads start)
+            for _ in range(per_round):
+                start = time.perf_counter()
+                fn()
+                acc.append(time.perf_counter() - start)
     return [statistics.median(t) for t in times]
 
 
@@ -164,7 +169,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     jx = _jax()
     cases = _cases(np.random.default_rng(0), jx)
-    print(f"cores: {library.CORES}; medians of {args.repeats}, the implementations taking turns")
+    print(f"cores: {library.CORES}; medians of about {args.repeats} calls each, in 3 "
+          f"rounds of consecutive calls")
     print(f"{'case':11} {'size':30} {'xlapy':>9} {'xlapy out=':>10} {'XLA:CPU':>9} "
           f"{'NumPy':>9} {'xlapy/XLA':>9} {'xlapy/NumPy':>11}")
     for name in args.cases.split(","):
