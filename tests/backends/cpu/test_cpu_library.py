@@ -626,6 +626,55 @@ def test_fft_matches_interpreter(case):
 
 # -- end to end -------------------------------------------------------------------------------
 
+LIBRARY_OPS = ("dot", "convolution", "sort", "fft")
+
+
+def _fixtures_with_library_ops() -> list[str]:
+    names = []
+    for path in sorted(os.listdir(FIXTURES)):
+        if path.endswith(".pre.hlo"):
+            text = _read(os.path.join(FIXTURES, path))
+            if any(f" {op}(" in text for op in LIBRARY_OPS):
+                names.append(path[:-len(".pre.hlo")])
+    return names
+
+
+@pytest.mark.parametrize("name", _fixtures_with_library_ops())
+def test_every_jax_fixture_op_matches_the_interpreter(name, monkeypatch):
+    """Each dot/convolution/sort/fft the interpreter evaluates in a jax fixture (inside
+    loops and calls too, on the values it meets there) gives the same through the library."""
+    from xlapy.interpreter import evaluator
+
+    module = parse_hlo_module(_read(os.path.join(FIXTURES, f"{name}.pre.hlo")))
+    data = load_npz(os.path.join(FIXTURES, f"{name}.npz"))
+    args = [data[k] for k in sorted((k for k in data if k.startswith("arg")),
+                                    key=lambda k: int(k[3:]))]
+    checked = []
+    original = evaluator.get_kernel
+
+    def checking_kernel(opcode):
+        fn = original(opcode)
+        if opcode not in LIBRARY_OPS:
+            return fn
+
+        def both(ctx, instr, values):
+            want = fn(ctx, instr, values)
+            if library.supports(instr):
+                got = library.run(instr, [np.array(v) for v in values])
+                for g, w in zip(flatten(got), flatten(want)):
+                    if np.asarray(w).dtype.kind in "iub" or instr.opcode == "sort":
+                        _bits_equal(g, w)
+                    else:
+                        _close(g, w, 2e-2 if np.asarray(w).dtype.itemsize <= 2 else 1e-4)
+                checked.append(instr.opcode)
+            return want
+
+        return both
+
+    monkeypatch.setattr(evaluator, "get_kernel", checking_kernel)
+    evaluate(module, *args)
+    assert checked or name == "dot_int8"  # integer dots stay on the interpreter
+
 
 @pytest.mark.parametrize("name", ["conv2d_nhwc", "matmul_bf16", "sort_2d", "argsort", "fft_fft2",
                                   "batched_matmul"])
