@@ -199,9 +199,72 @@ def module_text(module, max_lines: int = 60) -> str:
     return "\n".join(lines)
 
 
+class OutputGuard:
+    """While active, the cpu backend's kernel outputs (``buffers.POOL.empty``) are carved
+    from arrays with GUARD bytes of a known pattern on each side; ``overruns()`` says
+    which outputs a kernel wrote outside of. A kernel writing past its output then fails a
+    test instead of corrupting the heap (and crashing the process later, far away)."""
+
+    GUARD = 64
+    PATTERN = 0xAB
+
+    def __init__(self):
+        self.handed: list = []
+        self.pool = None
+
+    def __enter__(self):
+        try:
+            from xlapy.backends.cpu import buffers
+        except ImportError:  # no pool to guard
+            return self
+        pool = getattr(buffers, "POOL", None)
+        if pool is not None and callable(getattr(pool, "empty", None)):
+            self.pool = pool
+            pool.empty = self._empty  # an instance attribute shadowing the method
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            del self.pool.empty
+        return False
+
+    def _empty(self, shape, dtype):
+        dtype = np.dtype(dtype)
+        shape = tuple(int(d) for d in shape)
+        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        g = self.GUARD
+        raw = np.full(n + 2 * g, self.PATTERN, np.uint8)
+        self.handed.append((raw, n, shape, dtype))
+        if n == 0:  # an empty slice would point at raw[0]: keep the pointer at the guard's end
+            one = raw[g:g + dtype.itemsize].view(dtype)
+            return np.lib.stride_tricks.as_strided(one, shape=shape, strides=(0,) * len(shape),
+                                                   writeable=True)
+        return raw[g:g + n].view(dtype).reshape(shape)
+
+    def overruns(self) -> list[str]:
+        out = []
+        g = self.GUARD
+        for raw, n, shape, dtype in self.handed:
+            before = np.nonzero(raw[:g] != self.PATTERN)[0]
+            after = np.nonzero(raw[g + n:] != self.PATTERN)[0]
+            what = f"{dtype}{list(shape)} output ({n} bytes)"
+            if before.size:
+                out.append(f"a kernel wrote {g - int(before.min())} bytes before its {what}")
+            if after.size:
+                out.append(f"a kernel wrote {int(after.max()) + 1} bytes past the end of its "
+                           f"{what}")
+        return out
+
+
 def run_cpu(module, args, rng_seed: int = 0):
-    """The module on a fresh cpu Client (like ``evaluate``, without the verifier)."""
-    return Client(backend="cpu", rng_seed=rng_seed).compile(module, verify=False)(*args)
+    """The module on a fresh cpu Client (like ``evaluate``, without the verifier), its
+    kernel outputs guarded: a write outside of one raises BackendMismatch."""
+    with OutputGuard() as guard:
+        result = Client(backend="cpu", rng_seed=rng_seed).compile(module, verify=False)(*args)
+    bad = guard.overruns()
+    if bad:
+        raise BackendMismatch("; ".join(bad))
+    return result
 
 
 # -- when an evaluation can be repeated ----------------------------------------------------------
@@ -283,16 +346,6 @@ def patch_targets() -> list[tuple[object, str]]:
     return out
 
 
-__all__ = [
-    "STATS",
-    "BackendMismatch",
-    "checked_evaluate",
-    "compare_arrays",
-    "compare_values",
-    "enabled",
-    "exact_type",
-    "module_text",
-    "not_repeatable",
-    "patch_targets",
-    "run_cpu",
-]
+__all__ = ["STATS", "BackendMismatch", "OutputGuard", "checked_evaluate", "compare_arrays",
+           "compare_values", "enabled", "exact_type", "module_text", "not_repeatable",
+           "patch_targets", "run_cpu"]

@@ -28,7 +28,7 @@ for _d in ("interpreter", "ops"):  # golden.py, test_golden.py; backend_check.py
     if str(_TESTS / _d) not in sys.path:
         sys.path.insert(0, str(_TESTS / _d))
 
-from backend_check import compare_arrays, exact_type, module_text
+from backend_check import OutputGuard, compare_arrays, exact_type, module_text
 from golden import assert_results
 from test_golden import FLUSHES_DENORMAL_INPUTS, NOT_VALUE_EXACT, _flush_denormals
 
@@ -74,7 +74,9 @@ def test_cpu_golden(name, stage):
         with pytest.raises(XlaError, match=r"elided"):
             client.compile(module)(*args)
         return
-    got = client.compile(module)(*args)
+    with OutputGuard() as guard:
+        got = client.compile(module)(*args)
+    assert not guard.overruns(), f"{name}.{stage}: {guard.overruns()}"
     leaves = _leaves(got)
     assert [(np.shape(g), np.asarray(g).dtype) for g in leaves] == \
         [(o.shape, o.dtype) for o in outs], f"{name}.{stage}: result shapes/types"
