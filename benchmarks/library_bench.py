@@ -7,6 +7,8 @@ numpy.matmul (the two ways xlapy can reach BLAS).
     python benchmarks/library_bench.py [--repeats 7] [--cases matmul1024,matmul2048,conv,sort]
 
 The machine is shared: run it on a quiet machine, and read the ratios, not single numbers.
+The CPU ratio (process CPU time, all threads) is steadier than wall time on a loaded machine;
+it does not show the gain of using both cores.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def _median(fn, repeats: int) -> float:
     return _interleaved([fn], repeats)[0]
 
 
+CPU_TIMES: list[float] = []  # the process CPU time medians of the last _interleaved call
+
+
 def _interleaved(fns, repeats: int, rounds: int = 3) -> list[float]:
     """Median time of each function over ``repeats`` calls, in ``rounds`` rounds in which
     each function runs a block of consecutive calls after a pause and a warm-up call (a load
@@ -56,15 +61,18 @@ def _interleaved(fns, repeats: int, rounds: int = 3) -> list[float]:
     thread pools of the other libraries - OpenBLAS spins a while after each call - are
     idle)."""
     times = [[] for _ in fns]
+    cpu = [[] for _ in fns]
     per_round = max(1, -(-repeats // rounds))
     for _ in range(rounds):
-        for fn, acc in zip(fns, times):
+        for fn, acc, acc_cpu in zip(fns, times, cpu):
             time.sleep(0.2)
             fn()  # warm up (jax compiles, BLAS threads start)
             for _ in range(per_round):
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 fn()
                 acc.append(time.perf_counter() - start)
+                acc_cpu.append(time.process_time() - start_cpu)
+    CPU_TIMES[:] = [statistics.median(c) for c in cpu]
     return [statistics.median(t) for t in times]
 
 
@@ -156,9 +164,9 @@ def bench_case(name: str, case, jx, repeats: int) -> None:
         fns.append(lambda: jfn(*dev).block_until_ready())
     t_x, t_o, t_n, *rest = _interleaved(fns, repeats)
     t_j = rest[0] if rest else float("nan")
-    best = min(t_x, t_o)
+    c_o, c_j = CPU_TIMES[1], (CPU_TIMES[3] if rest else float("nan"))
     print(f"{name:11} {size:30} {t_x * 1e3:7.1f}ms {t_o * 1e3:8.1f}ms {t_j * 1e3:7.1f}ms "
-          f"{t_n * 1e3:7.1f}ms {best / t_j:9.2f} {best / t_n:11.2f}")
+          f"{t_n * 1e3:7.1f}ms {t_o / t_j:9.2f} {t_o / t_n:11.2f} {c_o / c_j:9.2f}")
 
 
 def main(argv=None) -> None:
@@ -172,7 +180,8 @@ def main(argv=None) -> None:
     print(f"cores: {library.CORES}; medians of about {args.repeats} calls each, in 3 "
           f"rounds of consecutive calls")
     print(f"{'case':11} {'size':30} {'xlapy':>9} {'xlapy out=':>10} {'XLA:CPU':>9} "
-          f"{'NumPy':>9} {'xlapy/XLA':>9} {'xlapy/NumPy':>11}")
+          f"{'NumPy':>9} {'xlapy/XLA':>9} {'xlapy/NumPy':>11} {'CPU ratio':>9}")
+    print("(ratios use xlapy out=; CPU ratio: process CPU time of xlapy out= / XLA:CPU)")
     for name in args.cases.split(","):
         bench_case(name, cases[name], jx, args.repeats)
     if not args.no_gemm_paths:
