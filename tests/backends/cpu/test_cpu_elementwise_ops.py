@@ -32,7 +32,8 @@ from xlapy.shape import dtypes
 
 N = 257  # not a multiple of any vector width: the loops' remainders run too
 
-ALL = sorted(dtypes.type_name(t) for t in el.TYPES)
+ALL = sorted(dtypes.type_name(t) for t in el.TYPES if el.TYPES[t][0] != "c")
+COMPLEX = ["c64", "c128"]
 FLOATS = [t for t in ALL if el.TYPES[dtypes.from_name(t)][0] == "f"]
 NARROW = [t for t in FLOATS if t not in ("f32", "f64")]
 INTS = [t for t in ALL if el.TYPES[dtypes.from_name(t)][0] in "su"]
@@ -562,6 +563,84 @@ def test_chain(name):
         same(g, w, f"chain {name}", ulps=3)
 
 
+# -- complex ---------------------------------------------------------------------------------
+
+
+def complex_values(t: str, seed: int, n: int = N) -> np.ndarray:
+    """Components crossing every special value (NaN, +-0, +-inf, denormal) with every other."""
+    part = "f32" if t == "c64" else "f64"
+    re, im = float_values(part, seed, n), float_values(part, seed + 7, n)
+    sp = np.array([0, -0.0, np.inf, -np.inf, np.nan, 1, -1, 2.5, 1e-40, 3e38], _dtype(part))
+    k = sp.size
+    re[: k * k], im[: k * k] = np.repeat(sp, k), np.tile(sp, k)
+    out = np.empty(n, _dtype(t))
+    out.real, out.imag = re, im
+    return out
+
+
+@pytest.mark.parametrize("t", COMPLEX)
+def test_complex(t):
+    """Every generated complex op, bit for bit (XLA's formulas, libm pieces in f64)."""
+    part = "f32" if t == "c64" else "f64"
+    other = "c128" if t == "c64" else "c64"
+    body, roots = [], []
+    for op in sorted(el.COMPLEX_BINARY):
+        body.append(f"b{len(body)} = {t}[{N}] {op}(a, b)")
+        roots.append((f"b{len(roots)}", t))
+    for op in sorted(el.COMPLEX_UNARY):
+        rt = part if op in ("real", "imag", "abs") else t
+        body.append(f"b{len(body)} = {rt}[{N}] {op}(a)")
+        roots.append((f"b{len(roots)}", rt))
+    body += [f"b{len(body)} = pred[{N}] compare(a, b), direction=EQ",
+             f"b{len(body) + 1} = pred[{N}] compare(a, b), direction=NE",
+             f"b{len(body) + 2} = {t}[{N}] complex(x, y)",
+             f"b{len(body) + 3} = {other}[{N}] convert(a)",
+             f"b{len(body) + 4} = {t}[{N}] convert(x)",
+             f"b{len(body) + 5} = {t}[{N}] select(p, a, b)",
+             f"k = {t}[] constant((1.5, -2))",
+             f"kb = {t}[{N}] broadcast(k), dimensions={{}}",
+             f"b{len(body) + 6} = {t}[{N}] multiply(a, kb)"]
+    roots += [(f"b{len(roots)}", "pred"), (f"b{len(roots) + 1}", "pred"),
+              (f"b{len(roots) + 2}", t), (f"b{len(roots) + 3}", other),
+              (f"b{len(roots) + 4}", t), (f"b{len(roots) + 5}", t), (f"b{len(roots) + 6}", t)]
+    text = module([("a", t), ("b", t), ("x", part), ("y", part), ("p", "pred")], body, roots)
+    a = complex_values(t, 1)
+    c = complex_values(t, 2)[::-1].copy()
+    got, want = run_both(text, [a, c, values(part, 3), values(part, 4), values("pred", 5)])
+    for (name, rt), g, w in zip(roots, got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.dtype.kind == "c":
+            same(g.real.copy(), w.real.copy(), f"{name} {t} real part")
+            same(g.imag.copy(), w.imag.copy(), f"{name} {t} imaginary part")
+        else:
+            same(g, w, f"{name} {t}")
+
+
+def test_complex_reduce_and_iota():
+    text = f"""HloModule m
+add {{
+  a = c64[] parameter(0)
+  b = c64[] parameter(1)
+  ROOT c = c64[] add(a, b)
+}}
+ENTRY e {{
+  x = c64[{N}] parameter(0)
+  i = c64[{N}] iota(), iota_dimension=0
+  s = c64[{N}] add(x, i)
+  z = c64[] constant((0, 0))
+  r = c64[] reduce(s, z), dimensions={{0}}, to_apply=add
+  j = bf16[{N}] iota(), iota_dimension=0
+  ROOT out = (c64[], c64[{N}], bf16[{N}]) tuple(r, s, j)
+}}
+"""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(N) + 1j * rng.standard_normal(N)).astype(np.complex64)
+    got, want = run_both(text, [x], compiled=False)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    for g, w in zip(got[1:], want[1:]):
+        assert np.asarray(g).tobytes() == np.asarray(w).tobytes()
+
+
 # -- what is not generated runs interpreted --------------------------------------------------
 
 
@@ -571,7 +650,7 @@ ENTRY e {{
   x = c64[{N}] parameter(0)
   y = f32[{N}] parameter(1)
   r = u32[{N}] parameter(2)
-  a = c64[{N}] multiply(x, x)
+  a = c64[{N}] sqrt(x)
   b = f32[{N}] real(a)
   c = s32[{N}] stochastic-convert(y, r)
   d = u8[{N},4] bitcast-convert(y)
@@ -580,7 +659,7 @@ ENTRY e {{
 """
     mod = parse_hlo_module(text)
     generated = {i.name: el.supports(i) for i in mod.entry.instructions}
-    assert generated == {"x": False, "y": False, "r": False, "a": False, "b": False,
+    assert generated == {"x": False, "y": False, "r": False, "a": False, "b": True,
                          "c": False, "d": False, "out": False}
     rng = np.random.default_rng(5)
     x = (rng.standard_normal(N) + 1j * rng.standard_normal(N)).astype(np.complex64)
@@ -600,7 +679,10 @@ def test_supports_is_exact():
         (["f32[4]", "f64[4]"], "pred[4] compare(p0, p1), direction=LT, type=TOTALORDER",
          False),
         (["f32[4]", "bf16[4]"], "f32[4] add(p0, p1)", True),
-        (["c64[4]", "c64[4]"], "c64[4] add(p0, p1)", False),
+        (["c64[4]", "c64[4]"], "c64[4] add(p0, p1)", True),
+        (["c64[4]", "c64[4]"], "pred[4] compare(p0, p1), direction=LT", False),
+        (["c64[4]"], "c64[4] log(p0)", False),
+        (["c64[4]"], "f32[4] convert(p0)", False),
         (["f32[4]", "u32[4]"], "s32[4] stochastic-convert(p0, p1)", False),
         (["f32[4]"], "u16[4,2] bitcast-convert(p0)", False),
         (["f32[4]"], "s32[4] bitcast-convert(p0)", True),

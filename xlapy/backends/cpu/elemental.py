@@ -115,6 +115,8 @@ TYPES: dict[PT, tuple[str, ir.Type]] = {
     **{t: ("u", ir.IntType(dtypes.bit_width(t)))
        for t in (PT.U1, PT.U2, PT.U4, PT.U8, PT.U16, PT.U32, PT.U64)},
     **{t: ("f", F32) for t in FORMATS},
+    PT.C64: ("c", ir.LiteralStructType([F32, F32])),
+    PT.C128: ("c", ir.LiteralStructType([F64, F64])),
 }
 
 
@@ -340,8 +342,10 @@ def memory_type(et) -> ir.Type:
 def load_value(builder: ir.IRBuilder, ptr, et, name: str):
     """Load the element at ``ptr`` (a pointer to memory_type(et)) as its compute value
     (pred: i1; narrow floats: f32; sub-byte integers: iN)."""
-    v = builder.load(ptr, name=f"{name}.load")
     kind, ty = TYPES[et]
+    if kind == "c":
+        return _load_complex(builder, ptr, ty, name)
+    v = builder.load(ptr, name=f"{name}.load")
     if kind == "p":
         return builder.icmp_unsigned("!=", v, ir.Constant(I8, 0), name=f"{name}.pred")
     if et in FORMATS:
@@ -351,9 +355,27 @@ def load_value(builder: ir.IRBuilder, ptr, et, name: str):
     return v
 
 
+def _load_complex(builder: ir.IRBuilder, ptr, ty, name: str):
+    """A complex element as two component loads (vectorisable), joined in a struct."""
+    zero = ir.Constant(I32, 0)
+    v = ir.Constant(ty, ir.Undefined)
+    for k, part in enumerate(("re", "im")):
+        p = builder.gep(ptr, [zero, ir.Constant(I32, k)], inbounds=True, name=f"{name}.{part}p")
+        v = builder.insert_value(v, builder.load(p, name=f"{name}.{part}"), k,
+                                 name=f"{name}.c{k}")
+    return v
+
+
 def store_value(builder: ir.IRBuilder, value, ptr, et, name: str) -> None:
     """Store the compute value ``value`` of element type ``et`` at ``ptr``."""
     kind, ty = TYPES[et]
+    if kind == "c":
+        zero = ir.Constant(I32, 0)
+        for k, part in enumerate(("re", "im")):
+            p = builder.gep(ptr, [zero, ir.Constant(I32, k)], inbounds=True,
+                            name=f"{name}.{part}p")
+            builder.store(builder.extract_value(value, k, name=f"{name}.{part}"), p)
+        return
     if kind == "p" or (kind in "su" and ty.width < 8):
         value = builder.zext(value, I8, name=f"{name}.byte")
     elif et in FORMATS:
@@ -369,6 +391,10 @@ def immediate(et, value) -> ir.Constant:
         return ir.Constant(ty, int(bool(value)))
     if kind == "f":
         return ir.Constant(ty, float(value))
+    if kind == "c":
+        value = complex(value)
+        part = ty.elements[0]
+        return ir.Constant(ty, [ir.Constant(part, value.real), ir.Constant(part, value.imag)])
     return ir.Constant(ty, int(value) & ((1 << ty.width) - 1))
 
 
@@ -393,8 +419,11 @@ PRED_BINARY = {"add": "or", "maximum": "or", "or": "or", "multiply": "and", "min
 
 UNARY = FLOAT_UNARY | INT_UNARY | PRED_UNARY
 BINARY = FLOAT_BINARY | INT_BINARY | set(PRED_BINARY)
+# complex (c64, c128): XLA:CPU's formulas as the interpreter's complex_math, componentwise
+COMPLEX_UNARY = {"negate", "real", "imag", "abs", "sign", "exponential"}
+COMPLEX_BINARY = {"add", "subtract", "multiply", "divide"}
 ELEMENTWISE = UNARY | BINARY | {"compare", "select", "clamp", "convert", "bitcast-convert",
-                                "reduce-precision"}
+                                "reduce-precision", "complex"}
 
 # libm functions of one f64 argument (f32 operands are widened and the result rounded)
 _LIBM = {"cbrt": "cbrt", "sine": "sin", "cosine": "cos", "tan": "tan", "erf": "erf",
@@ -443,12 +472,15 @@ def supports(instr) -> bool:
         if len(ops) != 1 or not _fits(ops[0], shape, scalar_ok=False):
             return False
         if op == "bitcast-convert":
-            return dtypes.bit_width(ins[0]) == dtypes.bit_width(out)
+            return "c" not in (kind, kinds[0]) and \
+                dtypes.bit_width(ins[0]) == dtypes.bit_width(out)
         if op == "reduce-precision":
             return kind == "f" and ins[0] == out
-        return True
+        return kinds[0] != "c" or kind == "c"  # complex -> real is not defined
     if not all(_fits(o, shape) for o in ops):
         return False
+    if "c" in kinds or kind == "c":
+        return _supports_complex(instr, op, out, kind, ins, kinds)
     if op == "compare":
         a, c = ins
         if kinds[0] != kinds[1]:
@@ -485,6 +517,23 @@ def supports(instr) -> bool:
         if kind == "p":
             return op in PRED_BINARY
         return op in INT_BINARY
+    return False
+
+
+def _supports_complex(instr, op, out, kind, ins, kinds) -> bool:
+    if op == "compare":
+        return ins[0] == ins[1] and instr.attrs["direction"].value in ("EQ", "NE")
+    if op == "select":
+        return kinds[0] == "p" and ins[1] == out and ins[2] == out
+    if op == "complex":
+        part = dtypes.complex_component_type(out)
+        return ins == [part, part]
+    if len(ins) == 1 and kinds[0] == "c":
+        if op in ("real", "imag", "abs"):
+            return out == dtypes.complex_component_type(ins[0])
+        return op in COMPLEX_UNARY and out == ins[0]
+    if len(ins) == 2 and kind == "c":
+        return op in COMPLEX_BINARY and ins == [out, out]
     return False
 
 
@@ -552,6 +601,8 @@ class ElementalEmitter:
 
     def _generate(self, instr, index):
         op = instr.opcode
+        if op == "iota" and (_et(instr.shape) in FORMATS or TYPES[_et(instr.shape)][0] == "c"):
+            return self._iota(instr, index)  # the element types indexing's iota leaves out
         if op in indexing.GENERATORS:  # data movement: the operands' elements at mapped indices
             return indexing.GENERATORS[op](self, instr, index)
         args = [self._operand(o, index) for o in instr.operands]
@@ -565,6 +616,9 @@ class ElementalEmitter:
         if op == "reduce-precision":
             return self._reduce_precision(args[0], out, instr.attrs["exponent_bits"],
                                           instr.attrs["mantissa_bits"], name)
+        if "c" in (TYPES[out][0], *(TYPES[t][0] for t in ins)) and op not in ("select",
+                                                                              "convert"):
+            return self._complex(instr, op, args, ins, out, name)
         if op == "compare":
             return self._compare(instr, args, ins, name)
         if op == "select":
@@ -599,6 +653,18 @@ class ElementalEmitter:
         if kind == "p":
             return self._pred_binary(op, *args, name)
         return self._int_binary(op, *args, kind == "s", name)
+
+    def _iota(self, instr, index):
+        """iota of a narrow float (the position rounded to the type, as a convert from
+        s64) or a complex type (the position as the real part)."""
+        b = self.b
+        et = _et(instr.shape)
+        i = index.multi[instr.attrs["iota_dimension"]]
+        if et in FORMATS:
+            return self.convert(i, PT.S64, et, instr.name)
+        part = dtypes.complex_component_type(et)
+        return self.convert(self.convert(i, PT.S64, part, f"{instr.name}.re"), part, et,
+                            instr.name)
 
     def _widen(self, v, ty, name):
         return self.b.fpext(v, ty, name=name) if v.type != ty else v
@@ -972,6 +1038,16 @@ class ElementalEmitter:
             return x
         sk, st = TYPES[src]
         dk, dt = TYPES[dst]
+        if dk == "c":  # complex -> complex componentwise; real -> (x, 0)
+            part = dtypes.complex_component_type(dst)
+            if sk == "c":
+                re, im = (self.convert(b.extract_value(x, k, name=f"{name}.p{k}"),
+                                       dtypes.complex_component_type(src), part, f"{name}.{k}")
+                          for k in (0, 1))
+            else:
+                re = self.convert(x, src, part, f"{name}.re")
+                im = ir.Constant(dt.elements[0], 0.0)
+            return self._pack(re, im, dt, name)
         if dk == "p":
             if sk == "f":
                 return b.fcmp_unordered("!=", x, ir.Constant(st, 0.0), name=name)  # NaN: true
@@ -1001,6 +1077,175 @@ class ElementalEmitter:
         if st.width > dt.width:
             return b.trunc(x, dt, name=name)
         return b.sext(x, dt, name=name) if sk == "s" else b.zext(x, dt, name=name)
+
+    # -- complex ---------------------------------------------------------------------------
+
+    def _pack(self, re, im, ty, name):
+        b = self.b
+        v = b.insert_value(ir.Constant(ty, ir.Undefined), re, 0, name=f"{name}.re")
+        return b.insert_value(v, im, 1, name=name)
+
+    def _parts(self, z, name):
+        return (self.b.extract_value(z, 0, name=f"{name}.re"),
+                self.b.extract_value(z, 1, name=f"{name}.im"))
+
+    def _complex(self, instr, op, args, ins, out, name):
+        b = self.b
+        if op == "complex":
+            return self._pack(args[0], args[1], TYPES[out][1], name)
+        if op == "compare":
+            (ar, ai), (cr, ci) = self._parts(args[0], f"{name}.a"), self._parts(args[1],
+                                                                                f"{name}.c")
+            if instr.attrs["direction"].value == "EQ":
+                return b.and_(b.fcmp_ordered("==", ar, cr, name=f"{name}.r"),
+                              b.fcmp_ordered("==", ai, ci, name=f"{name}.i"), name=name)
+            return b.or_(b.fcmp_unordered("!=", ar, cr, name=f"{name}.r"),
+                         b.fcmp_unordered("!=", ai, ci, name=f"{name}.i"), name=name)
+        ty = TYPES[ins[0]][1]
+        re, im = self._parts(args[0], f"{name}.x")
+        if op == "real":
+            return re
+        if op == "imag":
+            return im
+        if op == "abs":
+            return self._complex_abs(re, im, name)
+        if op == "negate":
+            return self._pack(b.fneg(re, name=f"{name}.nr"), b.fneg(im, name=f"{name}.ni"), ty,
+                              name)
+        if op == "sign":  # z / |z|, and 0 for 0
+            r = self._complex_abs(re, im, f"{name}.abs")
+            zero = ir.Constant(re.type, 0.0)
+            is0 = b.fcmp_ordered("==", r, zero, name=f"{name}.is0")
+            return self._pack(b.select(is0, zero, b.fdiv(re, r, name=f"{name}.dr"),
+                                       name=f"{name}.sr"),
+                              b.select(is0, zero, b.fdiv(im, r, name=f"{name}.di"),
+                                       name=f"{name}.si"), ty, name)
+        if op == "exponential":
+            return self._complex_exp(re, im, ty, name)
+        cr, ci = self._parts(args[1], f"{name}.y")
+        if op == "add":
+            return self._pack(b.fadd(re, cr, name=f"{name}.ar"), b.fadd(im, ci, name=f"{name}.ai"),
+                              ty, name)
+        if op == "subtract":
+            return self._pack(b.fsub(re, cr, name=f"{name}.sr"), b.fsub(im, ci, name=f"{name}.si"),
+                              ty, name)
+        if op == "multiply":
+            return self._pack(
+                b.fsub(b.fmul(re, cr, name=f"{name}.rr"), b.fmul(im, ci, name=f"{name}.ii"),
+                       name=f"{name}.mr"),
+                b.fadd(b.fmul(re, ci, name=f"{name}.ri"), b.fmul(im, cr, name=f"{name}.ir"),
+                       name=f"{name}.mi"), ty, name)
+        return self._complex_divide(re, im, cr, ci, ty, name)
+
+    def _complex_abs(self, re, im, name):
+        """hypot (libm, in f64 for c64), NaN when either part is NaN."""
+        b = self.b
+        r = self._libm("hypot", [re, im], f"{name}.hypot")
+        nan = b.or_(b.fcmp_unordered("uno", re, re, name=f"{name}.rn"),
+                    b.fcmp_unordered("uno", im, im, name=f"{name}.in"), name=f"{name}.nan")
+        return b.select(nan, ir.Constant(re.type, float("nan")), r, name=name)
+
+    def _complex_exp(self, a, c, ty, name):
+        """e^a (cos c + i sin c); exp(a/2)^2 when e^a overflows; imag +0 when c = 0."""
+        b = self.b
+        part = a.type
+        exp_a = self._libm("exp", [a], f"{name}.ea")
+        exp_half = self._libm("exp", [b.fmul(a, ir.Constant(part, 0.5), name=f"{name}.h")],
+                              f"{name}.eh")
+        cos_c = self._libm("cos", [c], f"{name}.cos")
+        sin_c = self._libm("sin", [c], f"{name}.sin")
+        over = b.fcmp_ordered("==", exp_a, ir.Constant(part, float("inf")), name=f"{name}.ovf")
+
+        def scaled(t, tag):
+            big = b.fmul(b.fmul(exp_half, t, name=f"{name}.{tag}h"), exp_half,
+                         name=f"{name}.{tag}hh")
+            return b.select(over, big, b.fmul(exp_a, t, name=f"{name}.{tag}e"),
+                            name=f"{name}.{tag}")
+
+        re = scaled(cos_c, "re")
+        im = scaled(sin_c, "im")
+        im = b.select(b.fcmp_ordered("==", c, ir.Constant(part, 0.0), name=f"{name}.c0"),
+                      ir.Constant(part, 0.0), im, name=f"{name}.im0")
+        return self._pack(re, im, ty, name)
+
+    def _complex_divide(self, ar, ai, br, bi, ty, name):
+        """Smith's algorithm, then XLA's fix-ups where both parts came out NaN (a zero
+        divisor: inf signed like the divisor's real part times the numerator; infinite
+        numerator or denominator: the signed infinite or zero limits)."""
+        b = self.b
+        part = ar.type
+        zero, one, inf = (ir.Constant(part, v) for v in (0.0, 1.0, float("inf")))
+
+        def fabs(v, tag):
+            return self._call("llvm.fabs", [v], f"{name}.{tag}")
+
+        def finite(v, tag):
+            return b.fcmp_ordered("<", fabs(v, f"{tag}a"), inf, name=f"{name}.{tag}")
+
+        def is_inf(v, tag):
+            return b.fcmp_ordered("==", fabs(v, f"{tag}a"), inf, name=f"{name}.{tag}")
+
+        def not_nan(v, tag):
+            return b.fcmp_ordered("ord", v, v, name=f"{name}.{tag}")
+
+        mul, add, sub, div = b.fmul, b.fadd, b.fsub, b.fdiv
+        ratio_ri = div(br, bi, name=f"{name}.rri")
+        denom_ri = add(bi, mul(ratio_ri, br, name=f"{name}.t1"), name=f"{name}.dri")
+        ratio_ir = div(bi, br, name=f"{name}.rir")
+        denom_ir = add(br, mul(ratio_ir, bi, name=f"{name}.t2"), name=f"{name}.dir")
+        small_re = b.fcmp_ordered("<", fabs(br, "abr"), fabs(bi, "abi"), name=f"{name}.small")
+        cr = b.select(small_re,
+                      div(add(mul(ratio_ri, ar, name=f"{name}.t3"), ai, name=f"{name}.t4"),
+                          denom_ri, name=f"{name}.cr1"),
+                      div(add(mul(ratio_ir, ai, name=f"{name}.t5"), ar, name=f"{name}.t6"),
+                          denom_ir, name=f"{name}.cr2"), name=f"{name}.cr")
+        ci = b.select(small_re,
+                      div(sub(mul(ratio_ri, ai, name=f"{name}.t7"), ar, name=f"{name}.t8"),
+                          denom_ri, name=f"{name}.ci1"),
+                      div(sub(ai, mul(ratio_ir, ar, name=f"{name}.t9"), name=f"{name}.t10"),
+                          denom_ir, name=f"{name}.ci2"), name=f"{name}.ci")
+
+        zero_den = b.and_(b.and_(b.fcmp_ordered("==", br, zero, name=f"{name}.br0"),
+                                 b.fcmp_ordered("==", bi, zero, name=f"{name}.bi0"),
+                                 name=f"{name}.b0"),
+                          b.or_(not_nan(ar, "arn"), not_nan(ai, "ain"), name=f"{name}.an"),
+                          name=f"{name}.zden")
+        inf_b = self._call("llvm.copysign", [inf, br], f"{name}.infb")
+        zero_r, zero_i = mul(inf_b, ar, name=f"{name}.zr"), mul(inf_b, ai, name=f"{name}.zi")
+
+        def signed_unit(flag, v, tag):
+            return self._call("llvm.copysign", [b.select(flag, one, zero, name=f"{name}.{tag}u"),
+                                                v], f"{name}.{tag}")
+
+        ar_inf, ai_inf = is_inf(ar, "ari"), is_inf(ai, "aii")
+        inf_num = b.and_(b.or_(ar_inf, ai_inf, name=f"{name}.ainf"),
+                         b.and_(finite(br, "brf"), finite(bi, "bif"), name=f"{name}.bfin"),
+                         name=f"{name}.infn")
+        ar_s, ai_s = signed_unit(ar_inf, ar, "ars"), signed_unit(ai_inf, ai, "ais")
+        infn_r = mul(inf, add(mul(ar_s, br, name=f"{name}.n1"), mul(ai_s, bi, name=f"{name}.n2"),
+                              name=f"{name}.n3"), name=f"{name}.infnr")
+        infn_i = mul(inf, sub(mul(ai_s, br, name=f"{name}.n4"), mul(ar_s, bi, name=f"{name}.n5"),
+                              name=f"{name}.n6"), name=f"{name}.infni")
+        br_inf, bi_inf = is_inf(br, "bri"), is_inf(bi, "bii")
+        inf_den = b.and_(b.or_(br_inf, bi_inf, name=f"{name}.binf"),
+                         b.and_(finite(ar, "arf"), finite(ai, "aif"), name=f"{name}.afin"),
+                         name=f"{name}.infd")
+        br_s, bi_s = signed_unit(br_inf, br, "brs"), signed_unit(bi_inf, bi, "bis")
+        infd_r = mul(zero, add(mul(ar, br_s, name=f"{name}.d1"), mul(ai, bi_s, name=f"{name}.d2"),
+                               name=f"{name}.d3"), name=f"{name}.infdr")
+        infd_i = mul(zero, sub(mul(ai, br_s, name=f"{name}.d4"), mul(ar, bi_s, name=f"{name}.d5"),
+                               name=f"{name}.d6"), name=f"{name}.infdi")
+        both_nan = b.and_(b.fcmp_unordered("uno", cr, cr, name=f"{name}.crn"),
+                          b.fcmp_unordered("uno", ci, ci, name=f"{name}.cin"), name=f"{name}.bn")
+
+        def fix(normal, z, n, d, tag):
+            v = b.select(inf_den, d, normal, name=f"{name}.{tag}d")
+            v = b.select(inf_num, n, v, name=f"{name}.{tag}n")
+            v = b.select(zero_den, z, v, name=f"{name}.{tag}z")
+            return b.select(both_nan, v, normal, name=f"{name}.{tag}")
+
+        return self._pack(fix(cr, zero_r, infn_r, infd_r, "re"),
+                          fix(ci, zero_i, infn_i, infd_i, "im"), ty, name)
 
     def _canonical_nan(self, x, et, name):
         """The f32 value of a narrow float as ml_dtypes widens it: the f8 types with several

@@ -78,12 +78,7 @@ def _flat(members, dims, scalars) -> bool:
 
 def immediate(et, value) -> ir.Constant:
     """A rank-0 constant's value as an LLVM constant of its compute type."""
-    kind, ty = el.TYPES[et]
-    if kind == "p":
-        return ir.Constant(ty, int(bool(value)))
-    if kind == "f":
-        return ir.Constant(ty, float(value))
-    return ir.Constant(ty, int(value) & ((1 << ty.width) - 1))
+    return el.immediate(et, value)
 
 
 def emit_loop(module: ir.Module, name: str, roots: list, inputs: list,

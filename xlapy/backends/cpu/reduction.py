@@ -133,6 +133,8 @@ def recognised_op(comp) -> str | None:
     kind, ty = el.TYPES[et]
     if kind == "p":
         return root.opcode if root.opcode in ("maximum", "minimum", "and", "or") else None
+    if kind == "c":  # complex: the computation inlined as it is
+        return None
     if el.memory_type(et) != ty:  # computed wider than stored: rounds at every step
         return None
     if kind == "f" and root.opcode in ("and", "or"):

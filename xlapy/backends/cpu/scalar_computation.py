@@ -70,12 +70,7 @@ def supports_computation(comp, _seen=None) -> bool:
 
 def immediate(et, value) -> ir.Constant:
     """The compute-type LLVM constant of a scalar ``value`` of element type ``et``."""
-    kind, ty = el.TYPES[et]
-    if kind == "p":
-        return ir.Constant(ty, int(bool(value)))
-    if kind == "f":
-        return ir.Constant(ty, float(value))
-    return ir.Constant(ty, int(value) & ((1 << ty.width) - 1))
+    return el.immediate(et, value)
 
 
 def constant_value(instr):
