@@ -332,18 +332,21 @@ def checked_evaluate(module_or_computation, *args, options=None, **option_values
     return result
 
 
+_OPS_MODULES: dict = {"count": -1, "modules": []}
+
+
 def patch_targets() -> list[tuple[object, str]]:
     """(module, name) of every name bound to the interpreter's evaluate in tests/ops."""
-    out = []
-    for mod in list(sys.modules.values()):
-        path = getattr(mod, "__file__", None)
-        if not path or os.path.dirname(os.path.abspath(path)) != OPS_DIR \
-                or mod is sys.modules[__name__]:
-            continue
-        for name, value in list(vars(mod).items()):
-            if value is ORIGINAL_EVALUATE:
-                out.append((mod, name))
-    return out
+    if _OPS_MODULES["count"] != len(sys.modules):  # a module was imported: look again
+        mods = []
+        for mod in list(sys.modules.values()):
+            path = getattr(mod, "__file__", None)
+            if path and os.path.dirname(os.path.abspath(path)) == OPS_DIR \
+                    and mod is not sys.modules[__name__]:
+                mods.append(mod)
+        _OPS_MODULES.update(count=len(sys.modules), modules=mods)
+    return [(mod, name) for mod in _OPS_MODULES["modules"]
+            for name, value in list(vars(mod).items()) if value is ORIGINAL_EVALUATE]
 
 
 __all__ = ["STATS", "BackendMismatch", "OutputGuard", "checked_evaluate", "compare_arrays",
