@@ -54,13 +54,7 @@ from backend_check import compare_arrays, run_cpu
 SEEDS = range(150)
 
 #: seed -> the cpu backend bug its program meets today (xfail, strict).
-_EMPTY_ROWS = ("a kernel whose output is empty (a 0 dimension) but has non-empty inner "
-               "dimensions (iota/slice/pad to T[0,n], T[1,0,0,3]) writes one inner row past "
-               "the empty output: heap corruption")
-_EMPTY_CONCAT = ("concatenate along a dimension of size 0 (f32[0] concatenate(f32[0] p, "
-                 "f32[0] p)) fails to compile: AttributeError in loop_emitter")
-KNOWN_BACKEND_BUGS: dict[int, str] = {65: _EMPTY_CONCAT, 96: _EMPTY_ROWS, 135: _EMPTY_ROWS,
-                                      146: _EMPTY_ROWS}
+KNOWN_BACKEND_BUGS: dict[int, str] = {}
 
 FLOATS = ("f32", "f64", "bf16", "f16")
 INTS = ("s32", "u32", "s8")

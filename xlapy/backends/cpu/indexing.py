@@ -146,6 +146,9 @@ def _concatenate(em, instr, index):
             here = b.icmp_signed(">=", pos, _c(offset), name=f"{instr.name}.in{k}")
             result = b.select(here, v, result, name=f"{instr.name}.v{k}")
         offset += size
+    if result is None:  # every operand is empty, so is the result: no element is read
+        from xlapy.backends.cpu.elemental import TYPES
+        return ir.Constant(TYPES[instr.shape.element_type][1], ir.Undefined)
     return result
 
 

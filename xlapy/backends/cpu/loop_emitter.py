@@ -126,6 +126,8 @@ def emit_loop(module: ir.Module, name: str, roots: list, inputs: list,
             domain, cost = dims[split], n // max(dims[split], 1)
             _nest(b, dims, split, lo, hi, body)
     b.ret_void()
+    if n == 0:  # an empty output: nothing to run (a 0 dimension under non-empty inner ones)
+        domain = 0
     outputs = [r.shape for r in roots]
     return KernelSpec(name, len(inputs), outputs, domain, cost)
 
