@@ -644,6 +644,24 @@ ENTRY e {{
 # -- what is not generated runs interpreted --------------------------------------------------
 
 
+def test_stochastic_convert():
+    cases = [("f32", "u32", "s32"), ("f32", "u32", "s8"), ("f64", "u64", "s64"),
+             ("bf16", "u16", "s16"), ("f8e4m3fn", "u8", "s8"), ("f16", "u16", "s4")]
+    params, body, roots, args = [], [], [], []
+    for k, (src, rnd, dst) in enumerate(cases):
+        params += [(f"x{k}", src), (f"r{k}", rnd)]
+        body.append(f"sc{k} = {dst}[{N}] stochastic-convert(x{k}, r{k})")
+        roots.append((f"sc{k}", dst))
+        x = values(src, 130 + k)
+        if src in ("f32", "f64"):
+            x[20:60] = np.linspace(-300, 300, 40).astype(x.dtype)
+            x[60:64] = [2.0**31, -2.0**31, 2.0**63, -2.0**63 - 4096]
+        args += [x, values(rnd, 140 + k)]
+    got, want = run_both(module(params, body, roots), args)
+    for (name, t), g, w in zip(roots, got, want):
+        same(g, w, f"stochastic-convert {name} -> {t}")
+
+
 def test_unsupported_instructions_are_interpreted():
     text = f"""HloModule m
 ENTRY e {{
@@ -652,15 +670,16 @@ ENTRY e {{
   r = u32[{N}] parameter(2)
   a = c64[{N}] sqrt(x)
   b = f32[{N}] real(a)
-  c = s32[{N}] stochastic-convert(y, r)
+  w = f64[{N}] convert(y)
+  c = pred[{N}] compare(y, w), direction=LT, type=TOTALORDER
   d = u8[{N},4] bitcast-convert(y)
-  ROOT out = (f32[{N}], s32[{N}], u8[{N},4]) tuple(b, c, d)
+  ROOT out = (f32[{N}], pred[{N}], u8[{N},4]) tuple(b, c, d)
 }}
 """
     mod = parse_hlo_module(text)
     generated = {i.name: el.supports(i) for i in mod.entry.instructions}
     assert generated == {"x": False, "y": False, "r": False, "a": False, "b": True,
-                         "c": False, "d": False, "out": False}
+                         "w": True, "c": False, "d": False, "out": False}
     rng = np.random.default_rng(5)
     x = (rng.standard_normal(N) + 1j * rng.standard_normal(N)).astype(np.complex64)
     got, want = run_both(text, [x, values("f32", 6), values("u32", 7)], compiled=False)
@@ -683,7 +702,8 @@ def test_supports_is_exact():
         (["c64[4]", "c64[4]"], "pred[4] compare(p0, p1), direction=LT", False),
         (["c64[4]"], "c64[4] log(p0)", False),
         (["c64[4]"], "f32[4] convert(p0)", False),
-        (["f32[4]", "u32[4]"], "s32[4] stochastic-convert(p0, p1)", False),
+        (["f32[4]", "u32[4]"], "s32[4] stochastic-convert(p0, p1)", True),
+        (["f32[4]", "u32[4]"], "u32[4] stochastic-convert(p0, p1)", False),
         (["f32[4]"], "u16[4,2] bitcast-convert(p0)", False),
         (["f32[4]"], "s32[4] bitcast-convert(p0)", True),
         (["s4[4]"], "f4e2m1fn[4] bitcast-convert(p0)", True),

@@ -22,7 +22,12 @@ Element types (``TYPES[et] = (kind, compute type)``; ``memory_type``/``load_valu
   (``round_to``: round-to-nearest-even with the format's overflow/NaN rules, bit for bit as
   ml_dtypes/the interpreter's ``convert``), stores encode. The codecs are integer bit
   manipulation (no libcall, vectorisable); values below a format's normal range are rounded
-  with one f32 addition of a power of two.
+  with one f32 addition of a power of two. NaN payloads survive loads, stores, select and
+  data movement bit for bit (bf16/f16 in the f32 payload, the other NaN encodings of
+  f8e5m2/f8e4m3/f8e3m4 as a marker in the low bits), while computed results and converts
+  give the interpreter's NaN. ``decode`` remembers the bits it decoded, so stores and bit
+  views of loaded values reuse them (a copy or transpose of bf16 costs no codec).
+- complex c64/c128 ("c", the struct {re, im} of f32/f64; stored as NumPy does).
 
 Semantics are the interpreter's (xlapy.interpreter.kernels.elementwise, numeric): integer
 x / 0 = -1, x % 0 = x, INT_MIN / -1 = INT_MIN, shifts by >= the width give 0 (or the sign
@@ -43,11 +48,13 @@ trigonometric/hyperbolic functions, sinh, cosh, remainder (fmod) and f64 power c
 per element (f32 through f64, as the interpreter; glibc's f64 results may differ from
 NumPy's/SciPy's by an ulp or two).
 
-Not generated (``supports`` says False, the interpreter runs them): complex element types,
-stochastic-convert, bitcast-convert between different bit widths, TOTALORDER compares of
-mixed precision. Known difference: non-canonical NaN encodings of f8e5m2/f8e4m3/f8e3m4
-(several NaN payloads) read as the canonical NaN, so a bitcast-convert or TOTALORDER compare
-of such a loaded value sees the canonical encoding.
+Complex: add, subtract, multiply, divide (Smith's algorithm with XLA's fix-ups), negate,
+real, imag, abs (hypot), sign, exp, complex, compare EQ/NE, select, convert, with the
+interpreter's formulas (complex_math), bit for bit.
+
+Not generated (``supports`` says False, the interpreter runs them): bitcast-convert between
+different bit widths, TOTALORDER compares of mixed precision, and the complex functions
+other than those in COMPLEX_UNARY/COMPLEX_BINARY (log, sqrt, trigonometric, power, ...).
 """
 
 from __future__ import annotations
@@ -423,7 +430,7 @@ BINARY = FLOAT_BINARY | INT_BINARY | set(PRED_BINARY)
 COMPLEX_UNARY = {"negate", "real", "imag", "abs", "sign", "exponential"}
 COMPLEX_BINARY = {"add", "subtract", "multiply", "divide"}
 ELEMENTWISE = UNARY | BINARY | {"compare", "select", "clamp", "convert", "bitcast-convert",
-                                "reduce-precision", "complex"}
+                                "reduce-precision", "complex", "stochastic-convert"}
 
 # libm functions of one f64 argument (f32 operands are widened and the result rounded)
 _LIBM = {"cbrt": "cbrt", "sine": "sin", "cosine": "cos", "tan": "tan", "erf": "erf",
@@ -481,6 +488,9 @@ def supports(instr) -> bool:
         return False
     if "c" in kinds or kind == "c":
         return _supports_complex(instr, op, out, kind, ins, kinds)
+    if op == "stochastic-convert":  # float -> signed integer (XLA implements no other)
+        return kinds == ["f", "u"] and kind == "s" and \
+            tuple(ops[0].shape.dimensions) == tuple(shape.dimensions)
     if op == "compare":
         a, c = ins
         if kinds[0] != kinds[1]:
@@ -621,6 +631,8 @@ class ElementalEmitter:
             return self._complex(instr, op, args, ins, out, name)
         if op == "compare":
             return self._compare(instr, args, ins, name)
+        if op == "stochastic-convert":
+            return self._stochastic_convert(args[0], args[1], ins, out, name)
         if op == "select":
             t, f = args[1:]
             if TYPES[out][0] == "f":  # operands of another float type are converted
@@ -1077,6 +1089,59 @@ class ElementalEmitter:
         if st.width > dt.width:
             return b.trunc(x, dt, name=name)
         return b.sext(x, dt, name=name) if sk == "s" else b.zext(x, dt, name=name)
+
+    def _stochastic_convert(self, x, rnd, ins, out, name):
+        """Float -> signed integer, the magnitude rounded up when the random bits (read as a
+        fraction of 2^bits) are below its fractional part; inf and out-of-range values
+        saturate (at the bounds as the operand's type holds them), NaN -> 0 (the
+        interpreter's, after XLA's evaluator), in f64."""
+        from xlapy.interpreter.kernels.numeric import convert as np_convert  # bounds only
+
+        import numpy as np
+        b = self.b
+        ty = TYPES[out][1]
+        bits = ty.width
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        src_dtype = dtypes.to_dtype(ins[0])
+        with np.errstate(all="ignore"):
+            lo_f, hi_f = (float(np.asarray(np_convert(np.asarray(float(v)), src_dtype),
+                                           np.float64)) for v in (lo, hi))
+        rbits = dtypes.bit_width(ins[1])
+        v = self._widen(x, F64, f"{name}.v")
+        inf = ir.Constant(F64, float("inf"))
+        magnitude = self._call("llvm.fabs", [v], f"{name}.mag")
+        finite = b.fcmp_ordered("<", magnitude, inf, name=f"{name}.finite")
+        zero = ir.Constant(F64, 0.0)
+        trunc_f = b.select(finite, self._call("llvm.trunc", [magnitude], f"{name}.t"), zero,
+                           name=f"{name}.tf")
+        fraction = b.fsub(magnitude, trunc_f, name=f"{name}.frac")
+        fixed_f = b.select(finite, b.fmul(fraction, ir.Constant(F64, 2.0 ** rbits),
+                                          name=f"{name}.scaled"), zero, name=f"{name}.ff")
+        cap = ir.Constant(F64, 2.0 ** 64 - 2048)
+        fixed_f = b.select(b.fcmp_ordered(">", fixed_f, cap, name=f"{name}.big"), cap, fixed_f,
+                           name=f"{name}.fc")
+        fixed = b.fptoui(fixed_f, I64, name=f"{name}.fixed")
+        in_range = b.fcmp_ordered("<", trunc_f, ir.Constant(F64, 2.0 ** 63), name=f"{name}.ok")
+        truncated = b.fptosi(b.select(in_range, trunc_f, zero, name=f"{name}.ts"), I64,
+                             name=f"{name}.trunc")
+        random = b.zext(rnd, I64, name=f"{name}.rnd") if rnd.type.width < 64 else rnd
+        up = b.icmp_unsigned("<", random, fixed, name=f"{name}.up")
+        at_max = b.and_(up, b.icmp_signed("==", truncated, ir.Constant(I64, hi),
+                                          name=f"{name}.ismax"), name=f"{name}.wrap")
+        rounded = b.select(at_max, ir.Constant(I64, lo),
+                           b.add(truncated, b.zext(up, I64, name=f"{name}.inc"),
+                                 name=f"{name}.sum"), name=f"{name}.rounded")
+        negative = b.icmp_signed("<", b.bitcast(v, I64, name=f"{name}.bits"),
+                                 ir.Constant(I64, 0), name=f"{name}.neg")
+        r = b.select(negative, b.sub(ir.Constant(I64, 0), rounded, name=f"{name}.minus"),
+                     rounded, name=f"{name}.signed")
+        r = b.select(b.fcmp_ordered(">=", v, ir.Constant(F64, hi_f), name=f"{name}.hi"),
+                     ir.Constant(I64, hi), r, name=f"{name}.sathi")
+        r = b.select(b.fcmp_ordered("<=", v, ir.Constant(F64, lo_f), name=f"{name}.lo"),
+                     ir.Constant(I64, lo), r, name=f"{name}.satlo")
+        r = b.select(b.fcmp_unordered("uno", v, v, name=f"{name}.nan"), ir.Constant(I64, 0), r,
+                     name=f"{name}.r")
+        return r if bits == 64 else b.trunc(r, ty, name=name)
 
     # -- complex ---------------------------------------------------------------------------
 
