@@ -48,13 +48,15 @@ trigonometric/hyperbolic functions, sinh, cosh, remainder (fmod) and f64 power c
 per element (f32 through f64, as the interpreter; glibc's f64 results may differ from
 NumPy's/SciPy's by an ulp or two).
 
-Complex: add, subtract, multiply, divide (Smith's algorithm with XLA's fix-ups), negate,
-real, imag, abs (hypot), sign, exp, complex, compare EQ/NE, select, convert, with the
-interpreter's formulas (complex_math), bit for bit.
+Complex: add, subtract, multiply, divide (Smith's algorithm with XLA's fix-ups), power,
+negate, real, imag, abs (hypot), sign, exp, expm1, log1p, logistic, rsqrt, sin, cos, tan,
+tanh, complex, compare EQ/NE, select, convert, with the interpreter's formulas
+(complex_math; XLA:CPU's), libm pieces in f64 as the interpreter's.
 
 Not generated (``supports`` says False, the interpreter runs them): bitcast-convert between
 different bit widths, TOTALORDER compares of mixed precision, and the complex functions
-other than those in COMPLEX_UNARY/COMPLEX_BINARY (log, sqrt, trigonometric, power, ...).
+other than those in COMPLEX_UNARY/COMPLEX_BINARY (log, sqrt, atan2 and the inverse
+trigonometric/hyperbolic ones, which the interpreter takes from NumPy's C99 functions).
 """
 
 from __future__ import annotations
@@ -427,8 +429,9 @@ PRED_BINARY = {"add": "or", "maximum": "or", "or": "or", "multiply": "and", "min
 UNARY = FLOAT_UNARY | INT_UNARY | PRED_UNARY
 BINARY = FLOAT_BINARY | INT_BINARY | set(PRED_BINARY)
 # complex (c64, c128): XLA:CPU's formulas as the interpreter's complex_math, componentwise
-COMPLEX_UNARY = {"negate", "real", "imag", "abs", "sign", "exponential"}
-COMPLEX_BINARY = {"add", "subtract", "multiply", "divide"}
+COMPLEX_UNARY = {"negate", "real", "imag", "abs", "sign", "exponential", "sine", "cosine",
+                 "tan", "tanh", "exponential-minus-one", "log-plus-one", "logistic", "rsqrt"}
+COMPLEX_BINARY = {"add", "subtract", "multiply", "divide", "power"}
 ELEMENTWISE = UNARY | BINARY | {"compare", "select", "clamp", "convert", "bitcast-convert",
                                 "reduce-precision", "complex", "stochastic-convert"}
 
@@ -1186,8 +1189,27 @@ class ElementalEmitter:
                               b.select(is0, zero, b.fdiv(im, r, name=f"{name}.di"),
                                        name=f"{name}.si"), ty, name)
         if op == "exponential":
-            return self._complex_exp(re, im, ty, name)
+            return self._pack(*self._complex_exp(re, im, name), ty, name)
+        if op in ("sine", "cosine"):
+            return self._pack(*self._complex_sin_cos(re, im, op == "sine", name), ty, name)
+        if op in ("tanh", "tan"):
+            return self._pack(*self._complex_tanh(re, im, op == "tan", name), ty, name)
+        if op == "exponential-minus-one":
+            return self._pack(*self._complex_expm1(re, im, name), ty, name)
+        if op == "log-plus-one":
+            return self._pack(*self._complex_log1p(re, im, name), ty, name)
+        if op == "logistic":  # 1 / (1 + exp(-z))
+            part = re.type
+            er, ei = self._complex_exp(b.fneg(re, name=f"{name}.nr"), b.fneg(im, name=f"{name}.ni"),
+                                       f"{name}.exp")
+            one, zero = ir.Constant(part, 1.0), ir.Constant(part, 0.0)
+            return self._complex_divide(one, zero, b.fadd(one, er, name=f"{name}.dr"),
+                                        b.fadd(zero, ei, name=f"{name}.di"), ty, name)
+        if op == "rsqrt":
+            return self._pack(*self._complex_rsqrt(re, im, name), ty, name)
         cr, ci = self._parts(args[1], f"{name}.y")
+        if op == "power":
+            return self._pack(*self._complex_pow(re, im, cr, ci, name), ty, name)
         if op == "add":
             return self._pack(b.fadd(re, cr, name=f"{name}.ar"), b.fadd(im, ci, name=f"{name}.ai"),
                               ty, name)
@@ -1210,7 +1232,191 @@ class ElementalEmitter:
                     b.fcmp_unordered("uno", im, im, name=f"{name}.in"), name=f"{name}.nan")
         return b.select(nan, ir.Constant(re.type, float("nan")), r, name=name)
 
-    def _complex_exp(self, a, c, ty, name):
+    def _np_max(self, a, c, name):
+        """NumPy's maximum: a when a >= c or a is NaN, else c."""
+        b = self.b
+        take = b.or_(b.fcmp_ordered(">=", a, c, name=f"{name}.ge"),
+                     b.fcmp_unordered("uno", a, a, name=f"{name}.an"), name=f"{name}.take")
+        return b.select(take, a, c, name=name)
+
+    def _np_min(self, a, c, name):
+        b = self.b
+        take = b.or_(b.fcmp_ordered("<=", a, c, name=f"{name}.le"),
+                     b.fcmp_unordered("uno", a, a, name=f"{name}.an"), name=f"{name}.take")
+        return b.select(take, a, c, name=name)
+
+    def _complex_sin_cos(self, x, y, sine, name):
+        """sin/cos(x + iy) through sinh/cosh of y from one exp (XLA's formulas)."""
+        b = self.b
+        part = x.type
+        half = ir.Constant(part, 0.5)
+        exp_y = self._libm("exp", [y], f"{name}.ey")
+        hp = b.fmul(half, exp_y, name=f"{name}.hp")
+        hn = b.fdiv(half, exp_y, name=f"{name}.hn")
+        sin_x = self._libm("sin", [x], f"{name}.sin")
+        cos_x = self._libm("cos", [x], f"{name}.cos")
+        sinh_y = b.fsub(hp, hn, name=f"{name}.sinh")
+        cosh_y = b.fadd(hp, hn, name=f"{name}.cosh")
+        if sine:
+            return (b.fmul(sin_x, cosh_y, name=f"{name}.re"),
+                    b.fmul(cos_x, sinh_y, name=f"{name}.im"))
+        return (b.fmul(cos_x, cosh_y, name=f"{name}.re"),
+                b.fneg(b.fmul(sin_x, sinh_y, name=f"{name}.ss"), name=f"{name}.im"))
+
+    def _complex_tanh(self, a0, b0, tan, name):
+        """tanh(a + ib) from expm1(+-2a), cos b and sin b with XLA's infinity and NaN cases;
+        tan(z) = -i tanh(iz)."""
+        b = self.b
+        part = a0.type
+        neg_one, four = ir.Constant(part, -1.0), ir.Constant(part, 4.0)
+        zero, inf, nan = (ir.Constant(part, v) for v in (0.0, float("inf"), float("nan")))
+        if tan:
+            a, c = b.fmul(neg_one, b0, name=f"{name}.a"), a0
+        else:
+            a, c = a0, b0
+        two_a = b.fadd(a, a, name=f"{name}.2a")
+        e2m1 = self._libm("expm1", [two_a], f"{name}.ep")
+        en2m1 = self._libm("expm1", [b.fmul(neg_one, two_a, name=f"{name}.m2a")], f"{name}.en")
+        real_num = b.fsub(e2m1, en2m1, name=f"{name}.rn")
+        cos_c = self._libm("cos", [c], f"{name}.cos")
+        sin_c = self._libm("sin", [c], f"{name}.sin")
+        imag_num = b.fmul(four, b.fmul(cos_c, sin_c, name=f"{name}.cs"), name=f"{name}.in")
+        sum_m2 = b.fadd(e2m1, en2m1, name=f"{name}.sm2")
+        den = b.fadd(sum_m2, b.fmul(b.fmul(cos_c, cos_c, name=f"{name}.cc"), four,
+                                    name=f"{name}.cc4"), name=f"{name}.den")
+        real = b.select(b.fcmp_ordered("==", sum_m2, inf, name=f"{name}.big"),
+                        self._call("llvm.copysign", [neg_one, a], f"{name}.sgn"),
+                        b.fdiv(real_num, den, name=f"{name}.rq"), name=f"{name}.re0")
+        imag = b.fdiv(imag_num, den, name=f"{name}.iq")
+        a_inf = b.fcmp_ordered("==", self._call("llvm.fabs", [a], f"{name}.aa"), inf,
+                               name=f"{name}.ainf")
+        nan_2b = b.fcmp_unordered("uno", imag_num, imag_num, name=f"{name}.n2b")
+        real = b.select(b.and_(nan_2b, b.not_(a_inf, name=f"{name}.fin"), name=f"{name}.rnan"),
+                        nan, real, name=f"{name}.re")
+        imag = b.select(b.or_(b.fcmp_ordered("==", c, zero, name=f"{name}.c0"),
+                              b.and_(a_inf, nan_2b, name=f"{name}.in2"), name=f"{name}.izero"),
+                        zero, imag, name=f"{name}.im")
+        if tan:
+            return imag, b.fmul(neg_one, real, name=f"{name}.tim")
+        return real, imag
+
+    def _complex_expm1(self, a, c, name):
+        b = self.b
+        part = a.type
+        one, zero = ir.Constant(part, 1.0), ir.Constant(part, 0.0)
+        expm1_a = self._libm("expm1", [a], f"{name}.em1")
+        sin_c = self._libm("sin", [c], f"{name}.sin")
+        # cos(c) - 1 = -2 sin(c/2)^2, in f64 and rounded
+        wide = c if part == F64 else b.fpext(c, F64, name=f"{name}.cw")
+        s = self._libm("sin", [b.fdiv(wide, ir.Constant(F64, 2.0), name=f"{name}.h")],
+                       f"{name}.sh")
+        cm1 = b.fmul(ir.Constant(F64, -2.0), b.fmul(s, s, name=f"{name}.s2"), name=f"{name}.cm")
+        cos_m1 = cm1 if part == F64 else b.fptrunc(cm1, part, name=f"{name}.cm1")
+        real = b.fadd(b.fmul(expm1_a, b.fadd(cos_m1, one, name=f"{name}.c1"), name=f"{name}.p"),
+                      cos_m1, name=f"{name}.re")
+        imag = b.fmul(b.fadd(expm1_a, one, name=f"{name}.e1"), sin_c, name=f"{name}.im0")
+        imag = b.select(b.fcmp_ordered("==", c, zero, name=f"{name}.c0"), zero, imag,
+                        name=f"{name}.im")
+        return real, imag
+
+    def _complex_log1p(self, a, c, name):
+        b = self.b
+        part = a.type
+        one, half = ir.Constant(part, 1.0), ir.Constant(part, 0.5)
+        a1 = b.fadd(a, one, name=f"{name}.a1")
+        abs_a1 = self._call("llvm.fabs", [a1], f"{name}.aa1")
+        abs_c = self._call("llvm.fabs", [c], f"{name}.ac")
+        big = self._np_max(abs_a1, abs_c, f"{name}.big")
+        small = self._np_min(abs_a1, abs_c, f"{name}.small")
+        big_m1 = b.select(b.fcmp_ordered(">", a1, abs_c, name=f"{name}.gt"), a,
+                          b.fsub(big, one, name=f"{name}.bm"), name=f"{name}.bm1")
+        ratio = b.fdiv(small, big, name=f"{name}.ratio")
+        r = b.fadd(b.fmul(half, self._libm("log1p", [b.fmul(ratio, ratio, name=f"{name}.r2")],
+                                           f"{name}.l1"), name=f"{name}.hl"),
+                   self._libm("log1p", [big_m1], f"{name}.l2"), name=f"{name}.r")
+        real = b.select(b.fcmp_unordered("uno", r, r, name=f"{name}.rn"), small, r,
+                        name=f"{name}.re")
+        return real, self._libm("atan2", [c, a1], f"{name}.im")
+
+    def _complex_rsqrt(self, a, c, name):
+        """rsqrt(|z|) (cos(-t/2) + i sin(-t/2)), t = arg z, with XLA's zero and infinity
+        cases."""
+        b = self.b
+        part = a.type
+        zero, inf, nan = (ir.Constant(part, v) for v in (0.0, float("inf"), float("nan")))
+        wa, wc = ((v if part == F64 else b.fpext(v, F64, name=f"{name}.w{k}"))
+                  for k, v in enumerate((a, c)))
+        hyp = b.call(self._intrinsic("hypot", F64, [F64, F64]), [wa, wc], name=f"{name}.hyp")
+        r = b.fdiv(ir.Constant(F64, 1.0), self._call("llvm.sqrt", [hyp], f"{name}.sq"),
+                   name=f"{name}.rw")
+        r = r if part == F64 else b.fptrunc(r, part, name=f"{name}.r0")
+        any_nan = b.or_(b.fcmp_unordered("uno", a, a, name=f"{name}.an"),
+                        b.fcmp_unordered("uno", c, c, name=f"{name}.cn"), name=f"{name}.nan")
+        r = b.select(any_nan, nan, r, name=f"{name}.r")
+        angle = b.fmul(self._libm("atan2", [c, a], f"{name}.arg"), ir.Constant(part, -0.5),
+                       name=f"{name}.angle")
+        cos = self._libm("cos", [angle], f"{name}.cos")
+        sin = self._libm("sin", [angle], f"{name}.sin")
+        zz = b.and_(b.fcmp_ordered("==", a, zero, name=f"{name}.a0"),
+                    b.fcmp_ordered("==", c, zero, name=f"{name}.c0"), name=f"{name}.zz")
+        c_inf = b.fcmp_ordered("==", self._call("llvm.fabs", [c], f"{name}.acab"), inf,
+                               name=f"{name}.cinf")
+        a_inf = b.fcmp_ordered("==", self._call("llvm.fabs", [a], f"{name}.aab"), inf,
+                               name=f"{name}.ainf")
+        edge = b.or_(b.and_(c_inf, b.fcmp_unordered("uno", a, a, name=f"{name}.an2"),
+                            name=f"{name}.e1"), a_inf, name=f"{name}.edge")
+        real = b.select(zz, inf, b.select(edge, self._call("llvm.copysign", [zero, a],
+                                                           f"{name}.za"),
+                                          b.fmul(r, cos, name=f"{name}.rc"), name=f"{name}.re0"),
+                        name=f"{name}.re")
+        imag = b.select(zz, nan, b.select(edge, b.fneg(self._call("llvm.copysign", [zero, c],
+                                                                  f"{name}.zc"),
+                                                       name=f"{name}.nzc"),
+                                          b.fmul(r, sin, name=f"{name}.rs"), name=f"{name}.im0"),
+                        name=f"{name}.im")
+        return real, imag
+
+    def _complex_pow(self, a, c, x, y, name):
+        """(a + ci)^(x + yi) = |z|^x e^(-y arg z) (cos q + i sin q), q = x arg z + y ln|z|,
+        with XLA's cut-offs for zero, one and infinite bases and zero exponents."""
+        b = self.b
+        part = a.type
+        zero, one, inf = (ir.Constant(part, v) for v in (0.0, 1.0, float("inf")))
+        r = self._complex_abs(a, c, f"{name}.abs")
+        arg = self._libm("atan2", [c, a], f"{name}.arg")
+        coeff = b.fmul(self._libm("pow", [r, x], f"{name}.pow"),
+                       self._libm("exp", [b.fmul(b.fneg(y, name=f"{name}.ny"), arg,
+                                                 name=f"{name}.ya")], f"{name}.exp"),
+                       name=f"{name}.coeff")
+        q = b.fadd(b.fmul(x, arg, name=f"{name}.xa"),
+                   b.fmul(y, self._libm("log", [r], f"{name}.log"), name=f"{name}.yl"),
+                   name=f"{name}.q")
+        re = b.fmul(coeff, self._libm("cos", [q], f"{name}.cos"), name=f"{name}.re0")
+        im = b.fmul(coeff, self._libm("sin", [q], f"{name}.sin"), name=f"{name}.im0")
+
+        def eq(v, k, tag):
+            return b.fcmp_ordered("==", v, k, name=f"{name}.{tag}")
+
+        y0 = eq(y, zero, "y0")
+        c0 = eq(c, zero, "c0")
+        cases = [
+            (b.and_(b.and_(eq(r, zero, "r0"), y0, name=f"{name}.k1a"),
+                    b.fcmp_ordered("<=", zero, x, name=f"{name}.xge"), name=f"{name}.k1"),
+             b.select(eq(x, zero, "x0"), one, zero, name=f"{name}.k1v")),
+            (b.and_(eq(x, zero, "x0b"), y0, name=f"{name}.k2"), one),
+            (b.and_(eq(a, one, "a1"), c0, name=f"{name}.k3"), one),
+        ]
+        a_inf = b.and_(b.and_(eq(a, inf, "ainf"), c0, name=f"{name}.k4a"), y0, name=f"{name}.k4b")
+        cases.append((b.and_(a_inf, b.fcmp_ordered(">", x, zero, name=f"{name}.xgt"),
+                             name=f"{name}.k4"), inf))
+        cases.append((b.and_(a_inf, b.fcmp_ordered("<", x, zero, name=f"{name}.xlt"),
+                             name=f"{name}.k5"), zero))
+        for k, (cond, value) in enumerate(cases):
+            re = b.select(cond, value, re, name=f"{name}.re{k}")
+            im = b.select(cond, zero, im, name=f"{name}.im{k}")
+        return re, im
+
+    def _complex_exp(self, a, c, name):
         """e^a (cos c + i sin c); exp(a/2)^2 when e^a overflows; imag +0 when c = 0."""
         b = self.b
         part = a.type
@@ -1231,7 +1437,7 @@ class ElementalEmitter:
         im = scaled(sin_c, "im")
         im = b.select(b.fcmp_ordered("==", c, ir.Constant(part, 0.0), name=f"{name}.c0"),
                       ir.Constant(part, 0.0), im, name=f"{name}.im0")
-        return self._pack(re, im, ty, name)
+        return re, im
 
     def _complex_divide(self, ar, ai, br, bi, ty, name):
         """Smith's algorithm, then XLA's fix-ups where both parts came out NaN (a zero
