@@ -48,15 +48,16 @@ trigonometric/hyperbolic functions, sinh, cosh, remainder (fmod) and f64 power c
 per element (f32 through f64, as the interpreter; glibc's f64 results may differ from
 NumPy's/SciPy's by an ulp or two).
 
-Complex: add, subtract, multiply, divide (Smith's algorithm with XLA's fix-ups), power,
-negate, real, imag, abs (hypot), sign, exp, expm1, log1p, logistic, rsqrt, sin, cos, tan,
-tanh, complex, compare EQ/NE, select, convert, with the interpreter's formulas
-(complex_math; XLA:CPU's), libm pieces in f64 as the interpreter's.
+Complex: every elementwise op the interpreter implements (add, subtract, multiply, divide
+(Smith's algorithm with XLA's fix-ups), power, atan2, negate, real, imag, abs (hypot), sign,
+exp, expm1, log, log1p, logistic, sqrt, rsqrt, sin, cos, tan, tanh, the inverse
+trigonometric/hyperbolic functions, sinh, cosh, complex, compare EQ/NE, select, convert),
+with the interpreter's formulas (complex_math; XLA:CPU's), libm pieces in f64 and glibc's
+C99 complex functions where the interpreter uses NumPy's (which are glibc's).
 
 Not generated (``supports`` says False, the interpreter runs them): bitcast-convert between
-different bit widths, TOTALORDER compares of mixed precision, and the complex functions
-other than those in COMPLEX_UNARY/COMPLEX_BINARY (log, sqrt, atan2 and the inverse
-trigonometric/hyperbolic ones, which the interpreter takes from NumPy's C99 functions).
+different bit widths, TOTALORDER compares of mixed precision, complex compares other than
+EQ/NE, complex -> real converts (the interpreter rejects them too).
 """
 
 from __future__ import annotations
@@ -429,9 +430,13 @@ PRED_BINARY = {"add": "or", "maximum": "or", "or": "or", "multiply": "and", "min
 UNARY = FLOAT_UNARY | INT_UNARY | PRED_UNARY
 BINARY = FLOAT_BINARY | INT_BINARY | set(PRED_BINARY)
 # complex (c64, c128): XLA:CPU's formulas as the interpreter's complex_math, componentwise
+# C99 complex functions (glibc's, which NumPy's are, bit for bit), in c128 for c64 too
+_C99 = {"sqrt": "csqrt", "acos": "cacos", "acosh": "cacosh", "asin": "casin",
+        "asinh": "casinh", "atanh": "catanh", "cosh": "ccosh", "sinh": "csinh"}
 COMPLEX_UNARY = {"negate", "real", "imag", "abs", "sign", "exponential", "sine", "cosine",
-                 "tan", "tanh", "exponential-minus-one", "log-plus-one", "logistic", "rsqrt"}
-COMPLEX_BINARY = {"add", "subtract", "multiply", "divide", "power"}
+                 "tan", "tanh", "exponential-minus-one", "log-plus-one", "logistic", "rsqrt",
+                 "log", *_C99}
+COMPLEX_BINARY = {"add", "subtract", "multiply", "divide", "power", "atan2"}
 ELEMENTWISE = UNARY | BINARY | {"compare", "select", "clamp", "convert", "bitcast-convert",
                                 "reduce-precision", "complex", "stochastic-convert"}
 
@@ -1207,9 +1212,15 @@ class ElementalEmitter:
                                         b.fadd(zero, ei, name=f"{name}.di"), ty, name)
         if op == "rsqrt":
             return self._pack(*self._complex_rsqrt(re, im, name), ty, name)
+        if op == "log":
+            return self._pack(*self._complex_log(re, im, name), ty, name)
+        if op in _C99:
+            return self._pack(*self._c99(_C99[op], re, im, name), ty, name)
         cr, ci = self._parts(args[1], f"{name}.y")
         if op == "power":
             return self._pack(*self._complex_pow(re, im, cr, ci, name), ty, name)
+        if op == "atan2":
+            return self._pack(*self._complex_atan2(re, im, cr, ci, name), ty, name)
         if op == "add":
             return self._pack(b.fadd(re, cr, name=f"{name}.ar"), b.fadd(im, ci, name=f"{name}.ai"),
                               ty, name)
@@ -1415,6 +1426,54 @@ class ElementalEmitter:
             re = b.select(cond, value, re, name=f"{name}.re{k}")
             im = b.select(cond, zero, im, name=f"{name}.im{k}")
         return re, im
+
+    def _c99(self, fname, re, im, name):
+        """A C99 complex function of libm (``{double, double} f(double, double)`` in the
+        x86-64 ABI of ``_Complex double``), in c128 and rounded for c64."""
+        b = self.b
+        part = re.type
+        wide = [v if part == F64 else b.fpext(v, F64, name=f"{name}.w{k}")
+                for k, v in enumerate((re, im))]
+        pair = ir.LiteralStructType([F64, F64])
+        r = b.call(self._intrinsic(fname, pair, [F64, F64]), wide, name=f"{name}.{fname}")
+        out = [b.extract_value(r, k, name=f"{name}.p{k}") for k in (0, 1)]
+        if part != F64:
+            out = [b.fptrunc(v, part, name=f"{name}.r{k}") for k, v in enumerate(out)]
+        return out
+
+    def _complex_log(self, a, c, name):
+        """log|z| (C99 clog's real part: accurate next to |z| = 1) + i atan2(c, a); NaN when
+        either part is NaN."""
+        b = self.b
+        real, _ = self._c99("clog", a, c, name)
+        nan = b.or_(b.fcmp_unordered("uno", a, a, name=f"{name}.an"),
+                    b.fcmp_unordered("uno", c, c, name=f"{name}.cn"), name=f"{name}.nan")
+        real = b.select(nan, ir.Constant(a.type, float("nan")), real, name=f"{name}.re")
+        return real, self._libm("atan2", [c, a], f"{name}.im")
+
+    def _cmul(self, ar, ai, br, bi, name):
+        b = self.b
+        return (b.fsub(b.fmul(ar, br, name=f"{name}.rr"), b.fmul(ai, bi, name=f"{name}.ii"),
+                       name=f"{name}.re"),
+                b.fadd(b.fmul(ar, bi, name=f"{name}.ri"), b.fmul(ai, br, name=f"{name}.ir"),
+                       name=f"{name}.im"))
+
+    def _complex_atan2(self, yr, yi, xr, xi, name):
+        """atan2(y, x) = -i log((x + iy) / sqrt(x^2 + y^2)) in complex arithmetic."""
+        b = self.b
+        part = yr.type
+        zero, one = ir.Constant(part, 0.0), ir.Constant(part, 1.0)
+        x2 = self._cmul(xr, xi, xr, xi, f"{name}.x2")
+        y2 = self._cmul(yr, yi, yr, yi, f"{name}.y2")
+        root = self._c99("csqrt", b.fadd(x2[0], y2[0], name=f"{name}.sr"),
+                         b.fadd(x2[1], y2[1], name=f"{name}.si"), f"{name}.root")
+        iy = self._cmul(zero, one, yr, yi, f"{name}.iy")
+        qty = ir.LiteralStructType([part, part])
+        q = self._complex_divide(b.fadd(xr, iy[0], name=f"{name}.nr"),
+                                 b.fadd(xi, iy[1], name=f"{name}.ni"), root[0], root[1], qty,
+                                 f"{name}.q")
+        lr, li = self._complex_log(*self._parts(q, f"{name}.qp"), f"{name}.log")
+        return self._cmul(zero, ir.Constant(part, -1.0), lr, li, f"{name}.mi")
 
     def _complex_exp(self, a, c, name):
         """e^a (cos c + i sin c); exp(a/2)^2 when e^a overflows; imag +0 when c = 0."""
