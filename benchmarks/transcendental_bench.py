@@ -76,7 +76,7 @@ def main(argv=None) -> None:
         jfn = jax.jit(getattr(jax.nn, jname) if jname == "sigmoid" else getattr(jnp, jname))
         jxs = [jax.device_put(x) for x in xs]
         if npfn is None:  # bf16: NumPy computes in f32 and rounds
-            def npfn_(x):
+            def npfn_(x, dtype=dtype):
                 return np.exp(x.astype(np.float32)).astype(dtype)
         else:
             npfn_ = npfn

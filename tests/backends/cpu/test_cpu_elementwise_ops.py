@@ -27,7 +27,6 @@ from xlapy.interpreter.evaluator import evaluate
 from xlapy.interpreter.kernels.numeric import convert, total_order_key
 from xlapy.interpreter.values import flatten
 from xlapy.runtime import Client
-from xlapy.shape import PrimitiveType as PT
 from xlapy.shape import dtypes
 
 N = 257  # not a multiple of any vector width: the loops' remainders run too

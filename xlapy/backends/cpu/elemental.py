@@ -66,13 +66,12 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from xlapy.hlo.attrs.enums import ComparisonType
-from xlapy.shape import PrimitiveType as PT
-from xlapy.shape import dtypes
-
 from xlapy.backends.cpu import indexing
 from xlapy.backends.cpu.fmath import FMath
 from xlapy.backends.cpu.indexing import I64, Index
+from xlapy.hlo.attrs.enums import ComparisonType
+from xlapy.shape import PrimitiveType as PT
+from xlapy.shape import dtypes
 
 F32, F64 = ir.FloatType(), ir.DoubleType()
 I1, I8, I16, I32 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32)
@@ -677,7 +676,6 @@ class ElementalEmitter:
     def _iota(self, instr, index):
         """iota of a narrow float (the position rounded to the type, as a convert from
         s64) or a complex type (the position as the real part)."""
-        b = self.b
         et = _et(instr.shape)
         i = index.multi[instr.attrs["iota_dimension"]]
         if et in FORMATS:
@@ -1103,9 +1101,9 @@ class ElementalEmitter:
         fraction of 2^bits) are below its fractional part; inf and out-of-range values
         saturate (at the bounds as the operand's type holds them), NaN -> 0 (the
         interpreter's, after XLA's evaluator), in f64."""
-        from xlapy.interpreter.kernels.numeric import convert as np_convert  # bounds only
-
         import numpy as np
+
+        from xlapy.interpreter.kernels.numeric import convert as np_convert  # bounds only
         b = self.b
         ty = TYPES[out][1]
         bits = ty.width
@@ -1642,6 +1640,20 @@ def _suffix(ty) -> str:
     return "f32" if ty == F32 else "f64"
 
 
-__all__ = ["ELEMENTWISE", "FORMATS", "ElementalEmitter", "FloatFormat", "Index", "TYPES",
-           "decode", "encode", "encoding_of", "immediate", "load_value", "memory_type",
-           "round_to", "store_value", "supports"]
+__all__ = [
+    "ELEMENTWISE",
+    "FORMATS",
+    "TYPES",
+    "ElementalEmitter",
+    "FloatFormat",
+    "Index",
+    "decode",
+    "encode",
+    "encoding_of",
+    "immediate",
+    "load_value",
+    "memory_type",
+    "round_to",
+    "store_value",
+    "supports",
+]

@@ -352,4 +352,4 @@ class FMath:
         return b.fptrunc(v, F32, name=name)
 
 
-__all__ = ["FMath", "ULP_BOUNDS"]
+__all__ = ["ULP_BOUNDS", "FMath"]
