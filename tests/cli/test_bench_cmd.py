@@ -156,7 +156,7 @@ def test_compile_rows(capsys, tmp_path, monkeypatch):
         assert rows[name][2].endswith(("us", "ms", " s")), rows[name]
         assert rows[name][7] == "< 10 ms"
         assert rows[name][8] in ("met", "missed")
-    assert "clear_cache() before each and XLAPY_DISK_CACHE=0" in out
+    assert "clear_caches(disk=False) before each and XLAPY_DISK_CACHE=0" in out
 
 
 def test_bad_arguments(capsys):

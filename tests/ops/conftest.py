@@ -9,15 +9,7 @@ import pytest
 #: Op tests whose evaluation the CPU backend gets wrong today, by node id, with the bug.
 #: Marked xfail(strict=True, raises=BackendMismatch) while the check is on, so a fix of the
 #: backend turns them into XPASS failures: then delete the entry.
-_WHILE_ML = ("a compiled while loop whose state holds an ml_dtypes array (bf16, f8*, f6*, f4*, "
-             "s1/s2/s4, u1/u2/u4) raises ValueError 'cannot include dtype ... in a buffer' "
-             "(control_flow._address: ctypes from_buffer)")
-KNOWN_BACKEND_BUGS: dict[str, str] = {
-    f"tests/ops/test_control_flow_eval.py::test_while_carries_every_type[{t}]": _WHILE_ML
-    for t in ("s1", "s2", "s4", "u1", "u2", "u4", "bf16", "f8e5m2", "f8e4m3", "f8e4m3fn",
-              "f8e4m3b11fnuz", "f8e3m4", "f8e5m2fnuz", "f8e4m3fnuz", "f4e2m1fn", "f8e8m0fnu",
-              "f6e3m2fn", "f6e2m3fn")
-}
+KNOWN_BACKEND_BUGS: dict[str, str] = {}
 
 
 def pytest_collection_modifyitems(config, items):

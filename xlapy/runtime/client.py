@@ -496,6 +496,29 @@ class Executable:
         return wrap(result, root_shape, ())
 
 
+#: HLO texts compiled lately, by SHA-256, and their parsed modules: compiling the same text
+#: again (a cached compile) skips the parser. Executables compiled from one text share the
+#: module (nothing in the runtime modifies it).
+_PARSED: dict[str, Module] = {}
+_PARSED_MAX = 16
+_PARSED_LOCK = threading.Lock()
+
+
+def _parsed(text: str) -> Module:
+    import hashlib
+
+    key = hashlib.sha256(text.encode()).hexdigest()
+    with _PARSED_LOCK:
+        module = _PARSED.get(key)
+    if module is None:
+        module = module_of(text, "compile")
+        with _PARSED_LOCK:
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.pop(next(iter(_PARSED)))
+            _PARSED[key] = module
+    return module
+
+
 def _array_leaves(values) -> list[np.ndarray]:
     out = []
     for v in values:
@@ -620,7 +643,8 @@ class Client:
                 *, verify: bool = True, device_assignment=None) -> Executable:
         """Compile a Module, XlaComputation or HLO text for ``replicas`` x ``partitions``
         devices (default: the module's replica_count and num_partitions)."""
-        module = module_of(computation, "compile")
+        module = _parsed(computation) if isinstance(computation, str) else \
+            module_of(computation, "compile")
         if module.entry is None:
             raise InvalidArgumentError(f"compile: module {module.name} has no entry computation")
         replicas = _count(replicas, module.replica_count, "replicas")

@@ -252,7 +252,7 @@ _FROM_BUFFER = ctypes.c_char.from_buffer
 def _address(a: np.ndarray) -> int:
     """The data address of a C-contiguous array (ctypes.addressof is several times faster
     than ``a.ctypes.data``; it needs a writable buffer)."""
-    if a.flags.writeable and a.size:
+    if a.flags.writeable and a.size and a.dtype.isbuiltin == 1:  # ml_dtypes (2): no buffer format
         return _ADDRESSOF(_FROM_BUFFER(a))
     return a.ctypes.data
 
