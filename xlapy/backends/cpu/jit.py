@@ -1,4 +1,4 @@
-"""One LLVM JIT per process: initialise LLVM once, a target machine for the host CPU at -O3,
+"""One LLVM JIT per process: initialise LLVM once, a target machine for the host CPU,
 compile llvmlite.ir modules to native code and hand out function pointers.
 
     engine = get_jit()
@@ -72,10 +72,14 @@ class Jit:
             cpu=self.cpu, features=self.features, opt=3, codemodel="jitdefault")
 
     def _optimise(self, mod) -> None:
-        pto = llvm.PipelineTuningOptions(speed_level=3)
+        # LLVM's -O2 pipeline with the loop and SLP vectorisers, without loop unrolling: the
+        # vectoriser interleaves vector iterations itself and the reduction kernels keep
+        # several accumulators, so unrolling bought no measurable speed while it doubled the
+        # compile time (MLP fwd+bwd: 590 -> 307 ms, kernels as fast within noise).
+        pto = llvm.PipelineTuningOptions(speed_level=2)
         pto.loop_vectorization = True
         pto.slp_vectorization = True
-        pto.loop_unrolling = True
+        pto.loop_unrolling = False
         pb = llvm.create_pass_builder(self.target_machine, pto)
         pm = pb.getModulePassManager()
         pm.run(mod, pb)
