@@ -14,7 +14,8 @@
    - tuple/get-tuple-element/reshape of a contiguous array: no copy, no kernel;
    - anything else: the interpreter's kernel (``EvalContext.run_instruction``), so every
      module runs with the interpreter's semantics;
-3. every kernel of every plan goes into ONE LLVM module, compiled once (LLVM -O2 with the vectorisers, host CPU).
+3. every kernel of every plan goes into ONE LLVM module, compiled once (LLVM -O2 with the
+   vectorisers, host CPU).
 
 Running a plan: kernel outputs come from the buffer pool (``buffers.POOL``: no page faults
 for recycled blocks), each value is dropped after its last use so its block is recycled

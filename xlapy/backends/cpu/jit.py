@@ -56,7 +56,8 @@ def cache_dir() -> str | None:
 
 
 class Jit:
-    """The per-process LLVM state: host target machine (host CPU name and features; code generation at -O3)."""
+    """The per-process LLVM state: the host's target (CPU name and features; code
+    generation at -O3)."""
 
     def __init__(self):
         llvm.initialize_native_target()
@@ -92,7 +93,7 @@ class Jit:
         return h.hexdigest()
 
     def compile(self, ir_module, *, use_disk_cache: bool = True) -> CompiledModule:
-        """Verify, optimise (the -O2 pipeline, vectorisers on) and emit ``ir_module`` (llvmlite.ir.Module);
+        """Verify, optimise (the -O2 pipeline, vectorisers on) and emit ``ir_module``;
         the object code comes from the disk cache when the same IR was compiled before."""
         ir_module.triple = self.triple
         ir_module.data_layout = str(self.target_machine.target_data)
