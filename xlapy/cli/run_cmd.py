@@ -15,14 +15,14 @@ multi-device path.
 
 XLA's run_hlo_module: ``--backend B`` runs on a registered runtime backend (default the compiled
 CPU backend, ``cpu``; ``interpreter`` is the reference); ``--reference R`` also runs on R and
-compares every output leaf (an element passes if ``|a-b| <= --abs-error`` or ``|a-b| <= --rel-
-error * |b|``, NaN equals NaN, integers and pred exactly), prints a summary per output and, when
-they differ on one device, bisects: the first instruction whose output differs when it runs
-alone fed the reference values of its operands (xlapy/tools/compare.py). Several files or globs
-run one after the other. ``--iterations N`` times each backend; ``--print-literals`` prints the
-inputs (and with --reference the outputs of both backends). A progress line is drawn on stderr
-when it is a terminal. Exit codes: 0 equal (or no comparison), 1 a mismatch, 2 bad input (with
-several modules, every module runs; 2 wins over 1)."""
+compares every output leaf (an element passes if ``|a-b| <= --abs-error`` or ``|a-b| <=
+--rel-error * |b|``, NaN equals NaN, integers and pred exactly), prints a summary per output
+and, when they differ on one device, bisects: the first instruction whose output differs when it
+runs alone fed the reference values of its operands (xlapy/tools/compare.py). Several files or
+globs run one after the other. ``--iterations N`` times each backend; ``--print-literals``
+prints the inputs (and with --reference the outputs of both backends). A progress line is drawn
+on stderr when it is a terminal. Exit codes: 0 equal (or no comparison), 1 a mismatch, 2 bad
+input (with several modules, every module runs; 2 wins over 1)."""
 
 from __future__ import annotations
 
