@@ -6,12 +6,16 @@ ratios, the issue's target of every case and whether it is met, then the geometr
 xlapy/XLA, the copy-bandwidth reference and the compile times of the MLP module.
 
 Measuring: every side runs once untimed (the warm-up: the first call compiles), then
-``--repeats`` timed runs (time.perf_counter, jax results blocked on), the sides taking turns
-(xlapy, XLA, NumPy, and for memory-bound cases a copy of reused buffers, round-robin, so a
-change of the machine's load hits all of them); the median counts. A side whose warm-up is
+``--repeats`` timed runs (time.perf_counter, jax results blocked on); the median counts.
+``--order blocks`` (default): each side (xlapy, XLA, NumPy, and for memory-bound cases a copy
+of reused buffers) runs its timed runs back to back after one more untimed run, because
+NumPy's OpenBLAS and XLA's Eigen threads keep spinning after their work and slow whichever
+side runs next (xlapy's MLP: ~50 ms alone, ~100 ms when taking turns with NumPy);
+``--order turns``: the sides take turns run by run, so a change of the machine's load hits
+all of them. A side whose warm-up is
 slow gets fewer timed runs (at most ``--budget`` seconds of them, at least one; marked ``*``).
-xlapy runs on Buffers made once (return_buffers=True), as jax runs on device arrays. xlapy's warm-up result is checked against NumPy's (each case's
-tolerance in suite.py): a mismatch is printed loudly, marks the row, and makes the exit code
+xlapy runs on Buffers made once (return_buffers=True), as jax runs on device arrays.
+xlapy's warm-up result is checked against NumPy's (each case's tolerance in suite.py): a mismatch is printed loudly, marks the row, and makes the exit code
 1. With ``--quick``/``--tiny`` an xlapy compile or run over ``--timeout`` seconds (default 30)
 is abandoned (a SIGALRM interrupts the Python work; native code finishes its call first)
 and the row says ``skipped: >30 s``.
@@ -75,6 +79,9 @@ def register(subparsers) -> None:
                        help="tiny sizes (seconds; for tests of the command itself)")
     p.add_argument("--cases", metavar="A,B", help="comma-separated case names (default all; "
                    "see --list)")
+    p.add_argument("--order", choices=["blocks", "turns"], default="blocks",
+                   help="blocks (default): each side's timed runs back to back, after one "
+                   "untimed run; turns: the sides take turns run by run")
     p.add_argument("--repeats", type=int, metavar="N",
                    help="timed runs per side after the warm-up (default 7; --quick 5)")
     p.add_argument("--budget", type=float, metavar="SECONDS",
@@ -160,26 +167,40 @@ def _warm(fn, timeout=None):
         return result, time.perf_counter() - start
 
 
-def _interleaved(sides: dict, repeats: int, budget: float):
-    """Timed runs of every side in turn: ``sides`` maps a name to (fn, warm-up seconds,
-    timeout). A side whose warm-up says ``repeats`` runs would take over ``budget`` seconds
-    gets fewer (at least one). Returns ({name: _Timing}, {name: the exception that stopped
-    it})."""
+def _interleaved(sides: dict, repeats: int, budget: float, order: str = "turns"):
+    """Timed runs of every side: ``sides`` maps a name to (fn, warm-up seconds, timeout).
+    ``order`` "turns": the sides take turns run by run; "blocks": each side's runs back to
+    back, after one untimed run (the thread pools of the previous side - NumPy's OpenBLAS,
+    XLA's Eigen - keep spinning for a while after their work and would slow the first runs
+    of the next side). A side whose warm-up says ``repeats`` runs would take over ``budget``
+    seconds gets fewer (at least one). Returns ({name: _Timing}, {name: the exception that
+    stopped it})."""
     planned = {k: repeats if first * repeats <= budget or first <= 0
                else max(1, int(budget / first)) for k, (_, first, _) in sides.items()}
     times: dict = {k: [] for k in sides}
     failed: dict = {}
-    for _ in range(max(planned.values(), default=0)):
-        for k, (fn, _, timeout) in sides.items():
-            if k in failed or len(times[k]) >= planned[k]:
-                continue
-            try:
-                with _deadline(timeout):
-                    start = time.perf_counter()
-                    fn()
+
+    def one(k, fn, timeout, record=True):
+        try:
+            with _deadline(timeout):
+                start = time.perf_counter()
+                fn()
+                if record:
                     times[k].append(time.perf_counter() - start)
-            except (_Timeout, Exception) as e:  # noqa: BLE001 - the caller reports it
-                failed[k] = e
+        except (_Timeout, Exception) as e:  # noqa: BLE001 - the caller reports it
+            failed[k] = e
+
+    if order == "blocks":
+        for k, (fn, _, timeout) in sides.items():
+            if planned[k] > 1:
+                one(k, fn, timeout, record=False)
+            while k not in failed and len(times[k]) < planned[k]:
+                one(k, fn, timeout)
+    else:
+        for _ in range(max(planned.values(), default=0)):
+            for k, (fn, _, timeout) in sides.items():
+                if k not in failed and len(times[k]) < planned[k]:
+                    one(k, fn, timeout)
     timings = {k: _Timing(statistics.median(v), len(v), planned[k] < repeats)
                for k, v in times.items() if k not in failed}
     return timings, failed
@@ -422,7 +443,7 @@ class _Bench:
                           f"the NumPy reference or its tolerance is suspect")
             del xla_out
 
-        timings, failures = _interleaved(sides, self.repeats, self.budget)
+        timings, failures = _interleaved(sides, self.repeats, self.budget, self.args.order)
         row.numpy = timings.get("numpy")
         row.xla = timings.get("xla")
         if "copy" in timings:

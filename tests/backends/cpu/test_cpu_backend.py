@@ -230,3 +230,33 @@ def test_disk_cache_reloads_object_code(tmp_path, monkeypatch):
     clear_cache()
     Client(backend="cpu").compile(parse_hlo_module(text))
     assert not get_jit().last_from_cache
+
+
+TRANSPOSED_DOT = """HloModule t
+ENTRY e {
+  a = f32[64,30] parameter(0)
+  b = f32[64,20] parameter(1)
+  d = f32[30,20] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT t = f32[20,30] transpose(d), dimensions={1,0}
+}
+"""
+
+
+def test_transpose_of_a_dot_is_the_swapped_dot():
+    steps = compile_module(parse_hlo_module(TRANSPOSED_DOT)).steps()
+    assert [type(s).__name__ for s in steps] == ["SwappedDotStep"]
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((64, 30)).astype(np.float32)
+    b = rng.standard_normal((64, 20)).astype(np.float32)
+    _, got, want = _run_both(TRANSPOSED_DOT, a, b)
+    assert got.shape == (20, 30)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # the dot has another user: it is computed once, the transpose is a kernel
+    text = TRANSPOSED_DOT.replace("ROOT t = f32[20,30] transpose(d), dimensions={1,0}",
+                                  "t = f32[20,30] transpose(d), dimensions={1,0}\n"
+                                  "  ROOT r = (f32[20,30], f32[30,20]) tuple(t, d)")
+    names = [type(s).__name__ for s in compile_module(parse_hlo_module(text)).steps()]
+    assert "SwappedDotStep" not in names and "LibraryStep" in names
+    _, got, want = _run_both(text, a, b)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

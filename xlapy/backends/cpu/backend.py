@@ -149,6 +149,59 @@ class LibraryStep:
 
 
 @dataclass
+class SwappedDotStep:
+    """transpose(dot(a, b)) of a 2-D dot without batch dimensions, the dot used by nothing
+    else: computed as dot(b, a) with the contracting dimensions swapped, which gives the
+    transposed product directly (XLA makes such a transpose a bitcast of the dot's result
+    through its layout; buffers here are row-major, so the operands swap instead)."""
+
+    instr: object  # the transpose
+    dot: object  # the swapped dot (not in any computation)
+    reads: list = field(default_factory=list)
+
+    @classmethod
+    def make(cls, transpose, dot):
+        from xlapy.opdefs import make_instruction
+
+        a, b = dot.operands
+        dn = dot.attrs["dot_dimension_numbers"]
+        swapped_dn = type(dn)(lhs_contracting_dimensions=dn.rhs_contracting_dimensions,
+                              rhs_contracting_dimensions=dn.lhs_contracting_dimensions,
+                              lhs_batch_dimensions=(), rhs_batch_dimensions=())
+        swapped = make_instruction(
+            "dot", [b, a], {"dot_dimension_numbers": swapped_dn,
+                            "precision_config": dot.attrs["precision_config"]},
+            shape=transpose.shape, name=f"{dot.name}.swapped")
+        return cls(transpose, swapped, [a, b])
+
+    def run(self, env, plan_ctx):
+        dot = self.dot
+        operands = [_contiguous(env[id(o)]) for o in dot.operands]
+        out = POOL.empty(tuple(dot.shape.dimensions), _dtype(dot.shape))
+        env[id(self.instr)] = _library.run(dot, operands, out=out)
+
+
+def _transposed_dots(order) -> dict:
+    """id(transpose) -> dot, for transposes SwappedDotStep computes (see there)."""
+    if _library is None:
+        return {}
+    out = {}
+    for t in order:
+        if t.opcode != "transpose" or tuple(t.attrs["dimensions"]) != (1, 0):
+            continue
+        dot = t.operands[0]
+        if dot.opcode != "dot" or len(dot.users) != 1 or dot is dot.parent.root or \
+                len(dot.operands) != 2 or not _library.supports(dot):
+            continue
+        dn = dot.attrs["dot_dimension_numbers"]
+        if dn.lhs_batch_dimensions or len(dot.shape.dimensions) != 2 or \
+                dot.shape.element_type != t.shape.element_type:
+            continue
+        out[id(t)] = dot
+    return out
+
+
+@dataclass
 class ValueStep:
     """tuple, get-tuple-element, and reshape/bitcast of a row-major array: no copy."""
 
@@ -265,7 +318,15 @@ class Planner:
         if id(comp) in self._plans:
             return self._plans[id(comp)]
         order = comp.post_order()
-        steps = [self._step(instr) for instr in order if instr.opcode != "parameter"]
+        swapped = _transposed_dots(order)  # id(dot) -> its transpose, computed swapped
+        absorbed = {id(d) for d in swapped.values()}
+        steps = []
+        for instr in order:
+            if instr.opcode == "parameter" or id(instr) in absorbed:
+                continue
+            dot = swapped.get(id(instr))
+            steps.append(SwappedDotStep.make(instr, dot) if dot is not None
+                         else self._step(instr))
         params = [i for i in order if i.opcode == "parameter"]
         plan = Plan(comp, params, steps)
         plan.drops = self._drops(comp, steps)
@@ -276,7 +337,7 @@ class Planner:
     def _drops(comp, steps) -> list:
         last: dict[int, int] = {}
         for k, step in enumerate(steps):
-            for o in step.instr.operands:
+            for o in getattr(step, "reads", step.instr.operands):
                 last[id(o)] = k
             last.setdefault(id(step.instr), k)
         drops: list[list[int]] = [[] for _ in steps]
