@@ -279,16 +279,21 @@ class Executable:
     #: transfers: queues and rendezvous state).
     _STATEFUL = frozenset({"infeed", "outfeed", "send", "send-done", "recv", "recv-done"})
 
-    def _plain_call(self, args) -> bool:
-        """A one-device call with array arguments of a module without feeds or channels:
-        nothing to donate, no queue or rendezvous to set up."""
+    def _plain_module(self) -> bool:
+        """One device and no feeds or channels: no queue or rendezvous state to set up."""
         plain = self.__dict__.get("_plain")
         if plain is None:
             plain = self.num_devices == 1 and not any(
                 i.opcode in self._STATEFUL for c in self.module.computations
                 for i in c.instructions)
             self._plain = plain
-        return plain and not any(isinstance(a, (Buffer, tuple, list)) for a in args)
+        return plain
+
+    def _plain_call(self, args) -> bool:
+        """A plain module (``_plain_module``) called with array arguments: nothing to
+        donate either."""
+        return self._plain_module() and not any(isinstance(a, (Buffer, tuple, list))
+                                                 for a in args)
 
     def _call_plain(self, args: list):
         """``execute`` for a plain call (see _plain_call): convert, run, copy an output that
@@ -377,6 +382,9 @@ class Executable:
 
     def _run(self, values: list[list], timeout) -> list:
         n = self.num_devices
+        if self._plain_module():  # one device, no feeds or channels: run it here
+            options = EvalOptions(rng_seed=self.client.rng_seed, timeout=timeout)
+            return [self.program.run(values[0], options)]
         state = ExecutionState(self.logical_ids, self.num_partitions)
         backend = ThreadedCollectives(state)
         options = [self._options(i, state, backend, timeout) for i in range(n)]
