@@ -29,6 +29,7 @@ and the backend options), so compiling the same module again costs a print and a
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 import threading
 from dataclasses import dataclass, field
@@ -168,9 +169,13 @@ class SwappedDotStep:
         swapped_dn = type(dn)(lhs_contracting_dimensions=dn.rhs_contracting_dimensions,
                               rhs_contracting_dimensions=dn.lhs_contracting_dimensions,
                               lhs_batch_dimensions=(), rhs_batch_dimensions=())
+        precision = dot.attrs["precision_config"]
+        if len(precision.operand_precision) == 2:  # one per operand: they swap too
+            precision = dataclasses.replace(
+                precision, operand_precision=tuple(reversed(precision.operand_precision)))
         swapped = make_instruction(
             "dot", [b, a], {"dot_dimension_numbers": swapped_dn,
-                            "precision_config": dot.attrs["precision_config"]},
+                            "precision_config": precision},
             shape=transpose.shape, name=f"{dot.name}.swapped")
         return cls(transpose, swapped, [a, b])
 
@@ -318,7 +323,7 @@ class Planner:
         if id(comp) in self._plans:
             return self._plans[id(comp)]
         order = comp.post_order()
-        swapped = _transposed_dots(order)  # id(dot) -> its transpose, computed swapped
+        swapped = _transposed_dots(order)  # id(transpose) -> the dot it transposes
         absorbed = {id(d) for d in swapped.values()}
         steps = []
         for instr in order:
