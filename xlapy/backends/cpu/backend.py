@@ -43,8 +43,9 @@ from xlapy.backends.cpu.buffers import POOL, run_parallel
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.kernel_abi import KernelSpec
 from xlapy.backends.cpu.loop_emitter import emit_loop, members_of
+from xlapy.backends.cpu.scalar_computation import constant_value
 from xlapy.hlo.attrs.enums import FusionKind
-from xlapy.interpreter.evaluator import EvalContext, EvalOptions
+from xlapy.interpreter.evaluator import EvalContext
 from xlapy.interpreter.registry import get_kernel
 from xlapy.runtime.client import Backend, DeviceProgram
 from xlapy.shape import dtypes
@@ -82,10 +83,6 @@ def _dtype(shape) -> np.dtype:
 def _contiguous(value) -> np.ndarray:
     a = np.asarray(value)
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
-
-
-def _constant_value(instr):
-    return EvalContext(None, EvalOptions()).run_instruction(instr, [])
 
 
 def _generated(instr) -> bool:
@@ -359,7 +356,7 @@ class Planner:
         if _dynamic(instr):  # bounded dynamic shapes: the interpreter tracks runtime sizes
             return InterpretStep(instr)
         if op == "constant":
-            return ConstantStep(instr, _constant_value(instr))
+            return ConstantStep(instr, constant_value(instr))
         if op in ("tuple", "get-tuple-element"):
             return ValueStep(instr)
         if op in ("reshape", "bitcast") and indexing.supports(instr):
@@ -398,7 +395,7 @@ class Planner:
             return None
         kind = fusion.attrs["kind"]
         consts = [i for i in comp.instructions if i.opcode == "constant"]
-        scalars = {id(c): _constant_value(c) for c in consts if not c.shape.dimensions}
+        scalars = {id(c): constant_value(c) for c in consts if not c.shape.dimensions}
         big = [c for c in consts if c.shape.dimensions]
         inputs = params + big
         members = members_of(roots, inputs)
@@ -410,7 +407,7 @@ class Planner:
             if not all(_generated(m) for m in producers):
                 return None
             return self._reduce_kernel(fusion, root, inputs,
-                                       [np.asarray(_constant_value(c)) for c in big],
+                                       [np.asarray(constant_value(c)) for c in big],
                                        operands=list(fusion.operands))
         if kind == FusionKind.INPUT:
             return None
@@ -419,14 +416,14 @@ class Planner:
             return None
         if not all(_generated(m) for m in members):
             return None
-        bound = [_contiguous(_constant_value(c)) for c in big]
+        bound = [_contiguous(constant_value(c)) for c in big]
         return self._kernel(fusion, roots, inputs, bound, scalars,
                             operands=list(fusion.operands), tuple_result=root.opcode == "tuple")
 
     def _kernel(self, instr, roots, inputs, bound, scalars, operands=None, tuple_result=False):
         name = f"k{len(self.kernels)}"
         if operands is None:  # one instruction: embed its rank-0 constant operands
-            scalars = {id(c): _constant_value(c) for c in inputs
+            scalars = {id(c): constant_value(c) for c in inputs
                        if c.opcode == "constant" and not c.shape.dimensions}
             inputs = [i for i in inputs if id(i) not in scalars]
         spec = emit_loop(self.irmod, name, roots, inputs, scalars)

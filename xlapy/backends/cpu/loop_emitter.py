@@ -76,11 +76,6 @@ def _flat(members, dims, scalars) -> bool:
     return True
 
 
-def immediate(et, value) -> ir.Constant:
-    """A rank-0 constant's value as an LLVM constant of its compute type."""
-    return el.immediate(et, value)
-
-
 def emit_loop(module: ir.Module, name: str, roots: list, inputs: list,
               scalars: dict) -> KernelSpec:
     dims = _dims(roots[0])
@@ -99,7 +94,7 @@ def emit_loop(module: ir.Module, name: str, roots: list, inputs: list,
     def loader(instr, index):
         et = instr.shape.element_type
         if id(instr) in scalars:
-            return immediate(et, scalars[id(instr)])
+            return el.immediate(et, scalars[id(instr)])
         ptr = b.gep(in_ptr[id(instr)], [index.linear], inbounds=True, name=f"{instr.name}.ptr")
         return el.load_value(b, ptr, et, instr.name)
 
@@ -218,4 +213,4 @@ def _nest(b: ir.IRBuilder, dims, split: int, lo, hi, body) -> None:
     level(split, [zero] * split, None)
 
 
-__all__ = ["emit_loop", "immediate", "members_of"]
+__all__ = ["emit_loop", "members_of"]

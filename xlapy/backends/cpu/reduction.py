@@ -59,7 +59,6 @@ from xlapy.backends.cpu.indexing import Index
 from xlapy.backends.cpu.kernel_abi import I64, KernelSpec, buffer_pointer, declare_kernel, for_range
 from xlapy.backends.cpu.scalar_computation import (
     constant_value,
-    immediate,
     inline_computation,
     supports_computation,
 )
@@ -364,7 +363,7 @@ class _Fn:
         if ptr is None and instr.opcode == "constant":
             value = constant_value(instr)
             if not instr.shape.dimensions:
-                return immediate(et, np.asarray(value).reshape(())[()])
+                return el.immediate(et, np.asarray(value).reshape(())[()])
             ptr = self._global(instr, value)
         if ptr is None:
             raise InvalidArgumentError(

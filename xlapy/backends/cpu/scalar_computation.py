@@ -68,11 +68,6 @@ def supports_computation(comp, _seen=None) -> bool:
     return comp.root is not None
 
 
-def immediate(et, value) -> ir.Constant:
-    """The compute-type LLVM constant of a scalar ``value`` of element type ``et``."""
-    return el.immediate(et, value)
-
-
 def constant_value(instr):
     """The NumPy value of a constant instruction (the interpreter's constant kernel)."""
     from xlapy.interpreter.evaluator import EvalContext, EvalOptions
@@ -123,7 +118,7 @@ class _Inliner:
             args = [self.values(o)[0] for o in instr.operands]
             out = inline_computation(self.b, instr.attrs["to_apply"], args)
         elif op == "constant":
-            out = [immediate(instr.shape.element_type, _scalar_of(constant_value(instr)))]
+            out = [el.immediate(instr.shape.element_type, _scalar_of(constant_value(instr)))]
         elif op == "parameter":
             raise InvalidArgumentError(
                 f"inline_computation: parameter %{instr.name} has no argument")
@@ -154,4 +149,4 @@ def _leaf_count(shape) -> int:
     return 1
 
 
-__all__ = ["constant_value", "immediate", "inline_computation", "supports_computation"]
+__all__ = ["constant_value", "inline_computation", "supports_computation"]
