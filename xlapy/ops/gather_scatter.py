@@ -48,7 +48,8 @@ def Scatter(input, scatter_indices: XlaOp, updates, update_computation: XlaCompu
     if not inputs:
         raise InvalidArgumentError("Scatter: Scatter inputs cannot be empty.")
     if len(inputs) != len(updates):
-        raise InvalidArgumentError(f"Scatter: Scatter should have same number of inputs and updates: "
+        raise InvalidArgumentError(f"Scatter: Scatter should have same number of inputs and "
+                                   f"updates: "
                                    f"{len(inputs)} vs {len(updates)}.")
     operands = inputs + [scatter_indices] + updates
     b = check_same_builder("Scatter", operands)

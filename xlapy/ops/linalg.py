@@ -64,7 +64,8 @@ def Fft(operand: XlaOp, fft_type: FftType | str, fft_length: Sequence[int]) -> X
     """Fourier transform of the innermost ``len(fft_length)`` (1-3) axes:
     ``ops.Fft(x, ops.FftType.RFFT, [64, 32])`` on f32[5,64,32] gives c64[5,64,17]."""
     b = check_same_builder("Fft", [operand])
-    return b.emit("fft", [operand], {"fft_type": fft_type, "fft_length": int_list(fft_length, "fft_length", "Fft")},
+    return b.emit("fft", [operand], {"fft_type": fft_type,
+                                     "fft_length": int_list(fft_length, "fft_length", "Fft")},
                   op_name="Fft")
 
 
