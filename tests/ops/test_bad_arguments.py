@@ -624,32 +624,35 @@ def _names_op(message: str, names: set[str]) -> bool:
     return any(re.match(re.escape(n) + r"\b", message) for n in names)
 
 
-def run_case(name: str, case: Case, names: set[str]) -> str | None:
-    """None if the call behaves; otherwise what is wrong."""
+def run_case(name: str, case: Case, names: set[str]) -> tuple[str | None, bool]:
+    """(None if the call behaves, otherwise what is wrong; whether the builder was built)."""
     fn = getattr(ops, name)
     try:
         result = fn(*case.args, **case.kwargs)
     except XlaError as err:
         message = str(err)
         if not _names_op(message, names):
-            return f"{case.label}: the message does not start with {sorted(names)}: {message!r}"
-        return None
+            return (f"{case.label}: the message does not start with {sorted(names)}: "
+                    f"{message!r}"), False
+        return None, False
     except Exception as err:  # noqa: BLE001 (the point of the sweep)
-        return f"{case.label}: {type(err).__name__}: {err}"
-    if isinstance(result, XlaOp) and result.builder.name == "main":
-        try:
-            # build may refuse what a later call could still complete (a gap in the
-            # parameter numbers); what it builds, the verifier must accept.
-            module = result.builder.build(result).module
-        except XlaError:
-            return None
-        except Exception as err:  # noqa: BLE001
-            return f"{case.label}: accepted, then building raised {type(err).__name__}: {err}"
-        try:
-            verify_module(module)
-        except Exception as err:  # noqa: BLE001
-            return f"{case.label}: accepted, but the verifier rejects the result: {err}"
-    return None
+        return f"{case.label}: {type(err).__name__}: {err}", False
+    if not (isinstance(result, XlaOp) and result.builder.name == "main"):
+        return None, False
+    try:
+        # build may refuse what a later call could still complete (a gap in the parameter
+        # numbers); what it builds, the verifier must accept.
+        module = result.builder.build(result).module
+    except XlaError:
+        return None, False
+    except Exception as err:  # noqa: BLE001
+        return (f"{case.label}: accepted, then building raised {type(err).__name__}: "
+                f"{err}"), True
+    try:
+        verify_module(module)
+    except Exception as err:  # noqa: BLE001
+        return f"{case.label}: accepted, but the verifier rejects the result: {err}", True
+    return None, True
 
 
 def test_every_public_name_has_a_baseline():
@@ -670,10 +673,13 @@ def test_baseline_is_valid(name):
 def test_bad_arguments(name):
     names = _op_names(name) if name[0].isupper() else {name}
     failures = []
-    for k in range(len(cases(name, Env()))):
-        failure = run_case(name, cases(name, Env())[k], names)  # a fresh builder per call
+    todo = cases(name, Env())
+    for k in range(len(todo)):
+        failure, built = run_case(name, todo[k], names)
         if failure:
             failures.append(failure)
+        if built:  # the builder is spent: the next calls get a fresh one
+            todo = cases(name, Env())
     assert not failures, f"ops.{name}:\n  " + "\n  ".join(failures)
 
 
