@@ -162,8 +162,8 @@ def test_builder_multi_collective_permute_and_errors():
     assert str(t.shape) == "(f32[8]{0}, s32[2,2]{1,0})"
     with pytest.raises(InvalidArgumentError, match="MultiCollectivePermute: needs at least 2 operands"):
         ops.MultiCollectivePermute([x], [(0, 1)])
-    with pytest.raises(InvalidArgumentError, match=r"source_target_pairs must be \(source, target\) "
-                                                   r"pairs, got \(0, 1, 2\)"):
+    with pytest.raises(InvalidArgumentError, match=r"source_target_pairs must be a list of "
+                                                   r"\(source, target\) pairs, got \(0, 1, 2\)"):
         ops.CollectivePermute(x, [(0, 1, 2)])
     with pytest.raises(ShapeError, match="Target 1 appears more than once"):
         ops.CollectivePermute(x, [(0, 1), (2, 1)])

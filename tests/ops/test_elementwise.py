@@ -206,7 +206,9 @@ def test_builder_conversions():
     assert str(ops.BitcastConvertType(x, P.U8).shape) == "u8[3,4]{1,0}"
     assert str(ops.ReducePrecision(x, 5, 10).shape) == "f32[3]{0}"
     assert str(ops.Clamp(ops.ConstantR0(b, np.float32(0.0)), x, ops.ConstantR0(b, np.float32(1.0))).shape) == "f32[3]{0}"
-    with pytest.raises(Exception, match="ConvertElementType: expected an element type, got 3.5"):
+    with pytest.raises(Exception, match=r"ConvertElementType: new_element_type must be an "
+                                        r"element type \(a PrimitiveType, its name or a NumPy "
+                                        r"dtype\), got 3.5"):
         ops.ConvertElementType(x, 3.5)
 
 

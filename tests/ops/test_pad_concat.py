@@ -152,7 +152,7 @@ def test_concatenate_attribute_and_arity():
     with pytest.raises(ShapeError, match="expects at least 1 operands, got 0"):
         infer("concatenate", dimensions=[0])
     b = XlaBuilder("c")
-    with pytest.raises(InvalidArgumentError, match="ConcatInDim: expected an XlaBuilder first"):
+    with pytest.raises(InvalidArgumentError, match="ConcatInDim: expected an XlaBuilder, got list"):
         ops.ConcatInDim([], [], 0)
     with pytest.raises(ShapeError, match="expects at least 1 operands, got 0"):
         ops.ConcatInDim(b, [], 0)

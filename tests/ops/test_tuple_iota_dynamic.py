@@ -83,7 +83,7 @@ def test_iota_type_and_size_form():
     with pytest.raises(InvalidArgumentError, match="iota: The output of iota must not have "
                                                    "dynamic dimensions"):
         ops.Iota(b, parse_shape("s32[<=4]"), 0)
-    with pytest.raises(InvalidArgumentError, match="Iota: expected an XlaBuilder first"):
+    with pytest.raises(InvalidArgumentError, match="Iota: expected an XlaBuilder, got NoneType"):
         ops.Iota(None, P.F32, 5)
 
 

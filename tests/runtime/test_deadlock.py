@@ -169,11 +169,16 @@ def test_busy_peer_times_out_naming_the_collective():
         err, elapsed = within(10, lambda: exe.execute([[f32(1, 2)], [f32(3, 4)]]))
         assert isinstance(err, ExecutionError)
         assert isinstance(err.__cause__, CollectiveTimeoutError)
-        assert str(err) == ("replica 0: all-reduce %ar: timed out after 0.2 s on replica 0 "
-                            "waiting for replica 1")
-        # replica 1 reached the all-reduce after its sleep and was released, not left waiting
-        assert "abandoned because replica 0 failed" in str(err.errors[(1, 0)])
-        assert elapsed < 3
+        assert str(err).startswith("replica 0: all-reduce %ar: timed out after 0.2 s on "
+                                   "replica 0 waiting for replica 1\n")
+        # execute did not wait for replica 1's sleep (tests/runtime/test_stragglers.py)
+        assert err.unfinished == {(1, 0): 'running custom-call %cc "test_deadlock_slow"'}
+        assert elapsed < 1
+        # once its sleep is over, replica 1 reaches the all-reduce and is released at once
+        deadline = time.monotonic() + 5
+        while exe.broken is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert exe.broken is None
     finally:
         unregister_custom_call("test_deadlock_slow")
 

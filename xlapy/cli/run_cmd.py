@@ -70,7 +70,8 @@ def register(subparsers) -> None:
                    help="run P partitions per replica (default: the module's num_partitions)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                    help="with several devices: how long a device waits in a collective, "
-                   "channel or feed before failing (default 60)")
+                   "channel or feed, or for the others to finish, before failing "
+                   "(default 60)")
     p.add_argument("--distributed", choices=["mpi"],
                    help="mpi: one device per MPI rank; launch with mpiexec -n N "
                    "(pip install 'xlapy[mpi]'; see xlapy/runtime/mpi_run.py)")

@@ -37,7 +37,10 @@ class EvalOptions:
     ``host_send``/``host_recv``: callables for host transfers (is_host_transfer);
     ``custom_calls``: extra targets by name (besides the global registry);
     ``rng_seed``: seed of the stateful ``rng`` op; ``collectives``: the backend the runtime
-    plugs in for multi-replica runs (default: a single device).
+    plugs in for multi-replica runs (default: a single device); ``cancel``: None, or an
+    object whose ``check_abort(what)`` raises once the execution was given up (the runtime's
+    ExecutionState): while loops call it every iteration, so that a device the runtime left
+    running after its execution failed stops at the next iteration instead of looping on.
     """
 
     replica_id: int = 0
@@ -53,6 +56,7 @@ class EvalOptions:
     rng_seed: int = 0
     collectives: Any = None
     timeout: float | None = 60.0
+    cancel: Any = None
 
 
 class EvalContext:

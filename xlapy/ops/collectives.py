@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from xlapy.builder import XlaBuilder, XlaOp, computation_of
 from xlapy.errors import InvalidArgumentError, ParseError
+from xlapy.hlo.attrs import check_int_tuples
 from xlapy.hlo.attrs.collective import (
     ChannelHandle,
     ChannelType,
@@ -36,7 +37,15 @@ from xlapy.opdefs.collectives import (
     infer_reduce_scatter_shape,
 )
 from xlapy.opdefs.registry import OpCall, get_opdef
-from xlapy.ops.core import check_same_builder, reshape_to
+from xlapy.ops.core import (
+    builder_arg,
+    call_overload,
+    check_same_builder,
+    int_arg,
+    op_list,
+    reshape_to,
+    shape_arg,
+)
 from xlapy.shape import PrimitiveType, Shape
 from xlapy.shape.layout import Layout
 
@@ -86,16 +95,10 @@ _outfeed_token: weakref.WeakKeyDictionary[XlaBuilder, XlaOp] = weakref.WeakKeyDi
 
 
 def _builder(op_name: str, builder) -> XlaBuilder:
-    if not isinstance(builder, XlaBuilder):
-        raise InvalidArgumentError(
-            f"{op_name}: expected an XlaBuilder, got {type(builder).__name__}")
-    return builder
+    return builder_arg(builder, op_name)
 
 
-def _int(value, what: str, op_name: str) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise InvalidArgumentError(f"{op_name}: {what} must be an integer, got {value!r}")
-    return int(value)
+_int = int_arg
 
 
 def _channel_id(channel_id, op_name: str) -> int | None:
@@ -238,7 +241,8 @@ def AllReduceTuple(operands: Sequence[XlaOp], computation, replica_groups=(), ch
                    use_global_device_ids: bool | None = None) -> XlaOp:
     """``ops.AllReduceTuple([x, y], add)``: one all-reduce of several arrays (of one
     element type); the result is the tuple of the reduced arrays."""
-    b = check_same_builder("AllReduceTuple", list(operands))
+    operands = op_list(operands, "operands", "AllReduceTuple")
+    b = check_same_builder("AllReduceTuple", operands)
     return AllReduce(_tuple(b, operands), computation, replica_groups, channel_id,
                      shape_with_layout, use_global_device_ids)
 
@@ -299,7 +303,8 @@ def AllGatherTuple(operands: Sequence[XlaOp], all_gather_dimension: int, shard_c
                    replica_groups=(), channel_id=None, layout: Layout | None = None,
                    use_global_device_ids: bool | None = None) -> XlaOp:
     """``ops.AllGatherTuple([x, y], 0, 2)``: one all-gather of several arrays."""
-    b = check_same_builder("AllGatherTuple", list(operands))
+    operands = op_list(operands, "operands", "AllGatherTuple")
+    b = check_same_builder("AllGatherTuple", operands)
     return AllGather(_tuple(b, operands), all_gather_dimension, shard_count, replica_groups,
                      channel_id, layout, use_global_device_ids)
 
@@ -398,14 +403,13 @@ def AllToAllTuple(operand, *args, **kwargs) -> XlaOp:
     ``ops.AllToAllTuple(x, split_dimension, concat_dimension, split_count, replica_groups=(),
     layout=None, channel_id=None)``: slice x into split_count blocks, exchange them with the
     tuple all-to-all, and concatenate the received blocks."""
-    if isinstance(operand, XlaOp):
-        return _all_to_all_tuple_split(operand, *args, **kwargs)
-    return _all_to_all_tuple(operand, *args, **kwargs)
+    target = _all_to_all_tuple_split if isinstance(operand, XlaOp) else _all_to_all_tuple
+    return call_overload("AllToAllTuple", target, operand, *args, **kwargs)
 
 
 def _all_to_all_tuple(operands: Sequence[XlaOp], replica_groups=(), layout: Layout | None = None,
                       channel_id=None) -> XlaOp:
-    operands = list(operands)
+    operands = op_list(operands, "operands", "AllToAllTuple")
     b = check_same_builder("AllToAllTuple", operands)
     layout = _layout(layout, "AllToAllTuple")
     shapes = [o.shape for o in operands]
@@ -475,7 +479,7 @@ def CollectiveBroadcast(operand, replica_groups, channel_id=None,
     """``ops.CollectiveBroadcast(x, [[0, 1]])``: every group member gets the value of the
     group's first member. The overload taking a list of operands supports
     ``has_dynamic_root`` (the last operand, s32[N-1], names the roots)."""
-    operands = [operand] if isinstance(operand, XlaOp) else list(operand)
+    operands = op_list(operand, "operand", "CollectiveBroadcast", one_allowed=True)
     if isinstance(operand, XlaOp) and has_dynamic_root:
         raise InvalidArgumentError("CollectiveBroadcast: has_dynamic_root needs the list form "
                                    "(data operands and the roots operand)")
@@ -488,14 +492,8 @@ def CollectiveBroadcast(operand, replica_groups, channel_id=None,
 
 
 def _pairs(source_target_pairs, op_name: str) -> tuple[tuple[int, int], ...]:
-    out = []
-    for p in source_target_pairs:
-        p = tuple(p)
-        if len(p) != 2:
-            raise InvalidArgumentError(f"{op_name}: source_target_pairs must be (source, target) "
-                                       f"pairs, got {p!r}")
-        out.append((_int(p[0], "source", op_name), _int(p[1], "target", op_name)))
-    return tuple(out)
+    return check_int_tuples(source_target_pairs, f"{op_name}: source_target_pairs",
+                            what="(source, target) pairs")
 
 
 def CollectivePermute(operand: XlaOp, source_target_pairs: Sequence[tuple[int, int]],
@@ -514,7 +512,7 @@ def MultiCollectivePermute(operands: Sequence[XlaOp],
                            channel_id=None) -> XlaOp:
     """``ops.MultiCollectivePermute([x, y], [(0, 1)])``: one collective-permute of
     several arrays; the result is their tuple."""
-    operands = list(operands)
+    operands = op_list(operands, "operands", "MultiCollectivePermute")
     b = check_same_builder("MultiCollectivePermute", operands)
     if len(operands) < 2:
         raise InvalidArgumentError(f"MultiCollectivePermute: needs at least 2 operands, got "
@@ -556,9 +554,7 @@ def _recv(token: XlaOp, shape: Shape, handle: ChannelHandle, host: bool, op_name
 
 
 def _check_shape_arg(shape, op_name: str) -> Shape:
-    if not isinstance(shape, Shape):
-        raise InvalidArgumentError(f"{op_name}: shape must be a Shape, got {type(shape).__name__}")
-    return shape
+    return shape_arg(shape, "shape", op_name)
 
 
 def Send(operand: XlaOp, handle: ChannelHandle) -> None:

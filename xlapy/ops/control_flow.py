@@ -9,26 +9,36 @@ from typing import Sequence
 
 from xlapy.builder import XlaBuilder, XlaComputation, XlaOp, computation_of
 from xlapy.errors import InvalidArgumentError
+from xlapy.hlo.attrs import check_sequence
 from xlapy.opdefs.control_flow import infer_conditional_shape, infer_map_shape
 from xlapy.opdefs.registry import OpCall, get_opdef
-from xlapy.ops.core import add_broadcast_sequence, check_same_builder, in_dim_broadcast
+from xlapy.ops.core import (
+    add_broadcast_sequence,
+    builder_arg,
+    check_same_builder,
+    in_dim_broadcast,
+    int_arg,
+    int_list,
+    op_list,
+    string_arg,
+)
 from xlapy.shape import PrimitiveType
 
 __all__ = ["Map", "Call", "CompositeCall", "While", "Conditional"]
 
 
-def _check_builder(builder, op_name: str) -> None:
-    if not isinstance(builder, XlaBuilder):
-        raise InvalidArgumentError(f"{op_name}: expected an XlaBuilder, got "
-                                   f"{type(builder).__name__}")
+_check_builder = builder_arg
 
 
-def _own(builder: XlaBuilder, op_name: str, operands: Sequence[XlaOp]) -> None:
+def _own(builder: XlaBuilder, op_name: str, operands) -> list[XlaOp]:
+    """``operands`` (a list of XlaOps), all built by ``builder``."""
+    operands = op_list(operands, "operands", op_name)
     if operands:
         b = check_same_builder(op_name, operands)
         if b is not builder:
             raise InvalidArgumentError(f"{op_name}: the operands were built by builder "
                                        f"'{b.name}', not by '{builder.name}'")
+    return operands
 
 
 def Map(builder: XlaBuilder, operands: Sequence[XlaOp], computation: XlaComputation,
@@ -36,15 +46,14 @@ def Map(builder: XlaBuilder, operands: Sequence[XlaOp], computation: XlaComputat
     """``computation`` (N scalars -> scalar) applied elementwise; scalar operands are
     broadcast. ``ops.Map(b, [x, y], add_f32, [0])`` on two f32[4] is their sum."""
     _check_builder(builder, "Map")
-    operands = list(operands)
-    _own(builder, "Map", operands)
+    operands = _own(builder, "Map", operands)
     if static_operands:
         raise InvalidArgumentError("Map: static_operands is not supported in Map")
     comp = computation_of(computation, "Map")
+    dimensions = int_list(dimensions, "dimensions", "Map")
     call = OpCall("map", tuple(o.shape for o in operands),
-                  get_opdef("map").check_attrs({"dimensions": tuple(dimensions),
-                                                "to_apply": comp}))
-    out = infer_map_shape(call, call.operands, comp.program_shape(), tuple(dimensions))
+                  get_opdef("map").check_attrs({"dimensions": dimensions, "to_apply": comp}))
+    out = infer_map_shape(call, call.operands, comp.program_shape(), dimensions)
     widened = []
     for o in operands:
         if o.shape.rank != out.rank:
@@ -52,15 +61,14 @@ def Map(builder: XlaBuilder, operands: Sequence[XlaOp], computation: XlaComputat
         if o.shape.dimensions != out.dimensions:
             o = add_broadcast_sequence(out, o)
         widened.append(o)
-    return builder.emit("map", widened, {"dimensions": tuple(dimensions), "to_apply": comp},
+    return builder.emit("map", widened, {"dimensions": dimensions, "to_apply": comp},
                         op_name="Map")
 
 
 def Call(builder: XlaBuilder, computation: XlaComputation, operands: Sequence[XlaOp]) -> XlaOp:
     """``computation`` applied to ``operands``: ``ops.Call(b, f, [x, y])``."""
     _check_builder(builder, "Call")
-    operands = list(operands)
-    _own(builder, "Call", operands)
+    operands = _own(builder, "Call", operands)
     return builder.emit("call", operands, {"to_apply": computation_of(computation, "Call")},
                         op_name="Call")
 
@@ -71,17 +79,17 @@ def CompositeCall(builder: XlaBuilder, computation: XlaComputation, operands: Se
     composite.attributes (default "{}") and composite.version (default "0")):
     ``ops.CompositeCall(b, f, [x], "foo.bar")``."""
     _check_builder(builder, "CompositeCall")
-    operands = list(operands)
-    _own(builder, "CompositeCall", operands)
-    if not isinstance(name, str) or not name:
+    operands = _own(builder, "CompositeCall", operands)
+    if not string_arg(name, "name", "CompositeCall"):
         raise InvalidArgumentError("CompositeCall: name must be a non-empty string")
-    if version is not None and (isinstance(version, bool) or int(version) < 0):
-        raise InvalidArgumentError(f"CompositeCall: version must be an integer >= 0, got "
-                                   f"{version!r}")
+    if version is not None:
+        version = int_arg(version, "version", "CompositeCall", minimum=0)
+    if attributes is not None:
+        attributes = string_arg(attributes, "attributes", "CompositeCall")
     frontend = {
         "composite.name": name,
-        "composite.attributes": "{}" if attributes is None else str(attributes),
-        "composite.version": "0" if version is None else str(int(version)),
+        "composite.attributes": "{}" if attributes is None else attributes,
+        "composite.version": "0" if version is None else str(version),
     }
     return builder.emit("call", operands, {"to_apply": computation_of(computation, "CompositeCall"),
                                            "is_composite": True},
@@ -122,8 +130,10 @@ def Conditional(*args, **kwargs) -> XlaOp:
         bound = dict(zip(names3, args), **kwargs)
         if set(bound) != set(names3):
             raise InvalidArgumentError(f"Conditional: expected arguments {', '.join(names3)}")
-        return _conditional(bound["branch_index"], list(bound["branch_computations"]),
-                            list(bound["branch_operands"]))
+        computations = check_sequence(bound["branch_computations"],
+                                      "Conditional: branch_computations", "a list of computations")
+        return _conditional(bound["branch_index"], list(computations),
+                            op_list(bound["branch_operands"], "branch_operands", "Conditional"))
     raise InvalidArgumentError(
         "Conditional: expected (predicate, true_operand, true_computation, false_operand, "
         "false_computation) or (branch_index, branch_computations, branch_operands)")

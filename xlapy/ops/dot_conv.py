@@ -22,9 +22,15 @@ from xlapy.hlo.attrs.dot import (
 from xlapy.hlo.attrs.window import ConvolutionDimensionNumbers, Padding, Window, make_padding
 from xlapy.opdefs import get_opdef
 from xlapy.opdefs.registry import ShapeError
-from xlapy.ops.core import check_same_builder
-from xlapy.ops.reduction import int_list as _ints
-from xlapy.shape import PrimitiveType, Shape, dtypes
+from xlapy.ops.core import (
+    bool_list,
+    check_same_builder,
+    element_type_arg,
+    int_arg,
+    int_pairs,
+)
+from xlapy.ops.core import int_list as _ints
+from xlapy.shape import Shape, dtypes
 
 __all__ = [
     "Algorithm", "Conv", "ConvGeneral", "ConvGeneralDilated", "ConvWithGeneralDimensions",
@@ -34,24 +40,13 @@ __all__ = [
 ]
 
 
-def _element_type(value, op_name: str) -> PrimitiveType:
-    if isinstance(value, PrimitiveType):
-        return value
-    if isinstance(value, str):
-        return dtypes.from_name(value.lower())
-    try:
-        return dtypes.from_dtype(value)
-    except InvalidArgumentError:
-        raise InvalidArgumentError(f"{op_name}: expected an element type, got {value!r}") from None
-
-
 def _emit(b: XlaBuilder, opcode: str, operands: list[XlaOp], attrs: dict,
           preferred_element_type, op_name: str) -> XlaOp:
     """Emit, with the result element type forced to ``preferred_element_type`` if given:
     the shape rule reads it from a declared result, as the verifier passes it in XLA."""
     shape = None
     if preferred_element_type is not None:
-        et = _element_type(preferred_element_type, op_name)
+        et = element_type_arg(preferred_element_type, "preferred_element_type", op_name)
         if not dtypes.is_array_type(et):
             raise InvalidArgumentError(f"{op_name}: preferred_element_type must be an array "
                                        f"element type, got {et.name}")
@@ -144,7 +139,8 @@ def ScaledDot(lhs: XlaOp, rhs: XlaOp, lhs_scale: XlaOp, rhs_scale: XlaOp,
 def CreateDefaultConvDimensionNumbers(num_spatial_dims: int = 2) -> ConvolutionDimensionNumbers:
     """XlaBuilder::CreateDefaultConvDimensionNumbers: batch 0, feature 1, spatial 2.. for
     input and output; kernel output feature 0, input feature 1 (``bf01_oi01->bf01``)."""
-    return ConvolutionDimensionNumbers.default(num_spatial_dims)
+    n = int_arg(num_spatial_dims, "num_spatial_dims", "CreateDefaultConvDimensionNumbers", 0)
+    return ConvolutionDimensionNumbers.default(n)
 
 
 def _verify_convolution(lhs: Shape, rhs: Shape, dnums: ConvolutionDimensionNumbers) -> None:
@@ -218,8 +214,9 @@ def ConvWithGeneralDimensions(lhs: XlaOp, rhs: XlaOp, window_strides: Sequence[i
     _verify_convolution(lhs.shape, rhs.shape, dnums)
     base = [lhs.shape.dimensions[d] for d in dnums.input_spatial_dimensions]
     window = [rhs.shape.dimensions[d] for d in dnums.kernel_spatial_dimensions]
+    strides = _ints(window_strides, "window_strides", op)
     try:
-        pads = make_padding(base, window, _ints(window_strides, "window_strides", op), padding)
+        pads = make_padding(base, window, strides, padding)
     except InvalidArgumentError as e:
         raise ShapeError(f"convolution: {e}") from None
     return ConvGeneral(lhs, rhs, window_strides, pads, dnums, feature_group_count,
@@ -256,19 +253,15 @@ def ConvGeneralDilated(lhs: XlaOp, rhs: XlaOp, window_strides: Sequence[int],
     dnums = _dnums(dimension_numbers, op)
     _verify_convolution(lhs.shape, rhs.shape, dnums)
     window_dims = [rhs.shape.dimensions[d] for d in dnums.kernel_spatial_dimensions]
-    pads = []
-    for p in padding:
-        try:
-            low, high = p
-        except (TypeError, ValueError):
-            raise InvalidArgumentError(
-                f"{op}: padding must be (low, high) pairs, got {padding!r}") from None
-        pads.append((int(low), int(high)))
+    pads = int_pairs(padding, "padding", op)
+    strides = _ints(window_strides, "window_strides", op)
+    lhs_dilation = _ints(lhs_dilation, "lhs_dilation", op)
+    rhs_dilation = _ints(rhs_dilation, "rhs_dilation", op)
+    if window_reversal is not None:
+        window_reversal = bool_list(window_reversal, "window_reversal", op)
     try:
-        window = Window.from_dimensions(
-            window_dims, _ints(window_strides, "window_strides", op), pads,
-            _ints(lhs_dilation, "lhs_dilation", op), _ints(rhs_dilation, "rhs_dilation", op),
-            None if window_reversal is None else [bool(r) for r in window_reversal])
+        window = Window.from_dimensions(window_dims, strides, pads, lhs_dilation, rhs_dilation,
+                                        window_reversal)
     except InvalidArgumentError as e:
         raise ShapeError(f"convolution: {e}") from None
     attrs = {

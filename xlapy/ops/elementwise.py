@@ -13,8 +13,14 @@ from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.enums import ComparisonDirection, ComparisonType
 from xlapy.opdefs.elementwise import infer_binary_shape
 from xlapy.opdefs.registry import OpCall, get_opdef
-from xlapy.ops.core import add_broadcast_sequence, check_same_builder, in_dim_broadcast
-from xlapy.shape import PrimitiveType, Shape, dtypes
+from xlapy.ops.core import (
+    add_broadcast_sequence,
+    check_same_builder,
+    element_type_arg,
+    in_dim_broadcast,
+    int_list,
+)
+from xlapy.shape import Shape, dtypes
 
 # Builder name -> HLO opcode.
 UNARY = {
@@ -60,7 +66,7 @@ def _binary_op(name: str, opcode: str, lhs: XlaOp, rhs: XlaOp,
     """XLA's XlaBuilder::BinaryOp: infer the broadcast result shape, broadcast the
     lower-rank operand through ``broadcast_dimensions`` and then size-1 dimensions."""
     b = check_same_builder(name, [lhs, rhs])
-    bdims = tuple(int(d) for d in broadcast_dimensions)
+    bdims = int_list(broadcast_dimensions, "broadcast_dimensions", name)
     opdef = get_opdef(opcode)
     call = OpCall(opcode, (lhs.shape, rhs.shape), opdef.check_attrs(attrs or {}))
     out = infer_binary_shape(call, lhs.shape, rhs.shape, bdims)
@@ -141,21 +147,10 @@ def Select(pred: XlaOp, on_true: XlaOp, on_false: XlaOp) -> XlaOp:
     return b.emit("select", [pred, on_true, on_false], op_name="Select")
 
 
-def _element_type(value, op_name: str) -> PrimitiveType:
-    if isinstance(value, PrimitiveType):
-        return value
-    if isinstance(value, str):
-        return dtypes.from_name(value)
-    try:
-        return dtypes.from_dtype(value)
-    except InvalidArgumentError:
-        raise InvalidArgumentError(f"{op_name}: expected an element type, got {value!r}") from None
-
-
 def ConvertElementType(operand: XlaOp, new_element_type) -> XlaOp:
     """``ops.ConvertElementType(x, PrimitiveType.BF16)``: elementwise conversion."""
     b = check_same_builder("ConvertElementType", [operand])
-    new = _element_type(new_element_type, "ConvertElementType")
+    new = element_type_arg(new_element_type, "new_element_type", "ConvertElementType")
     shape = operand.shape
     if not shape.is_array() or not dtypes.is_array_type(new):
         raise InvalidArgumentError(
@@ -169,7 +164,10 @@ def BitcastConvertType(operand: XlaOp, new_element_type) -> XlaOp:
     """``ops.BitcastConvertType(x, PrimitiveType.U8)``: reinterpret bits; a narrower type
     adds a minor dimension, a wider one consumes the last dimension."""
     b = check_same_builder("BitcastConvertType", [operand])
-    new = _element_type(new_element_type, "BitcastConvertType")
+    new = element_type_arg(new_element_type, "new_element_type", "BitcastConvertType")
+    if not dtypes.is_array_type(new):
+        raise InvalidArgumentError(f"bitcast-convert: cannot convert {operand.shape} to the "
+                                   f"non-array type {new.name}")
     opdef = get_opdef("bitcast-convert")
     probe = Shape.array(new, ()) if dtypes.is_array_type(new) else None
     shape = opdef.infer_shape([operand.shape], opdef.check_attrs({}), probe)

@@ -8,7 +8,7 @@ from typing import Sequence
 from xlapy.builder import XlaComputation, XlaOp, computation_of
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.gather_scatter import GatherDimensionNumbers, ScatterDimensionNumbers
-from xlapy.ops.core import check_same_builder
+from xlapy.ops.core import check_same_builder, int_list, op_list
 
 __all__ = ["Gather", "Scatter", "GatherDimensionNumbers", "ScatterDimensionNumbers"]
 
@@ -24,7 +24,7 @@ def Gather(input: XlaOp, start_indices: XlaOp, dimension_numbers: GatherDimensio
     b = check_same_builder("Gather", [input, start_indices])
     return b.emit("gather", [input, start_indices], {
         "gather_dimension_numbers": dimension_numbers,
-        "slice_sizes": tuple(slice_sizes),
+        "slice_sizes": int_list(slice_sizes, "slice_sizes", "Gather"),
         "indices_are_sorted": indices_are_sorted,
     }, op_name="Gather")
 
@@ -41,14 +41,15 @@ def Scatter(input, scatter_indices: XlaOp, updates, update_computation: XlaCompu
     adds the rows of f32[32,48] ``upd`` into rows ``idx`` (s32[32]) of f32[64,48] ``x``.
     """
     variadic = not isinstance(input, XlaOp)
-    inputs = list(input) if variadic else [input]
+    inputs = op_list(input, "input", "Scatter", one_allowed=True)
     if variadic and isinstance(updates, XlaOp):
         raise InvalidArgumentError("Scatter: with a list of inputs, updates must be a list too")
-    updates = list(updates) if variadic else [updates]
+    updates = op_list(updates, "updates", "Scatter", one_allowed=not variadic)
     if not inputs:
-        raise InvalidArgumentError("Scatter inputs cannot be empty.")
+        raise InvalidArgumentError("Scatter: Scatter inputs cannot be empty.")
     if len(inputs) != len(updates):
-        raise InvalidArgumentError(f"Scatter should have same number of inputs and updates: "
+        raise InvalidArgumentError(f"Scatter: Scatter should have same number of inputs and "
+                                   f"updates: "
                                    f"{len(inputs)} vs {len(updates)}.")
     operands = inputs + [scatter_indices] + updates
     b = check_same_builder("Scatter", operands)

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xlapy.builder import XlaOp
-from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.enums import FftType, Transpose
-from xlapy.ops.core import check_same_builder
+from xlapy.ops.core import bool_arg, check_same_builder, int_list
 
 __all__ = [
     "BatchNormGrad", "BatchNormInference", "BatchNormTraining", "Cholesky", "Fft", "FftType",
@@ -30,10 +29,7 @@ class TriangularSolveOptions:
     ADJOINT = Transpose.ADJOINT
 
 
-def _bool(value, what: str, op_name: str) -> bool:
-    if not isinstance(value, bool) and value not in (0, 1):
-        raise InvalidArgumentError(f"{op_name}: {what} must be true or false, got {value!r}")
-    return bool(value)
+_bool = bool_arg
 
 
 def BatchNormTraining(operand: XlaOp, scale: XlaOp, offset: XlaOp, epsilon: float,
@@ -68,7 +64,8 @@ def Fft(operand: XlaOp, fft_type: FftType | str, fft_length: Sequence[int]) -> X
     """Fourier transform of the innermost ``len(fft_length)`` (1-3) axes:
     ``ops.Fft(x, ops.FftType.RFFT, [64, 32])`` on f32[5,64,32] gives c64[5,64,17]."""
     b = check_same_builder("Fft", [operand])
-    return b.emit("fft", [operand], {"fft_type": fft_type, "fft_length": tuple(fft_length)},
+    return b.emit("fft", [operand], {"fft_type": fft_type,
+                                     "fft_length": int_list(fft_length, "fft_length", "Fft")},
                   op_name="Fft")
 
 

@@ -11,10 +11,20 @@ import numpy as np
 
 from xlapy.builder import XlaBuilder, XlaComputation, XlaOp, computation_of
 from xlapy.errors import InvalidArgumentError
+from xlapy.hlo.attrs import check_sequence
 from xlapy.hlo.attrs.enums import CustomCallApiVersion, CustomCallSchedule
 from xlapy.hlo.attrs.literal import as_literal
-from xlapy.ops.core import check_same_builder, in_dim_broadcast
-from xlapy.shape import Shape, dtypes
+from xlapy.ops.core import (
+    builder_arg,
+    check_same_builder,
+    element_type_arg,
+    in_dim_broadcast,
+    int_arg,
+    op_list,
+    shape_arg,
+    string_arg,
+)
+from xlapy.shape import Shape
 from xlapy.shape.literal import Literal
 
 __all__ = ["ConstantLiteral", "Constant", "ConstantR0", "ConstantR1", "CustomCall",
@@ -22,10 +32,15 @@ __all__ = ["ConstantLiteral", "Constant", "ConstantR0", "ConstantR1", "CustomCal
            "AfterAll", "CreateToken"]
 
 
-def _check_builder(builder, op_name: str) -> None:
-    if not isinstance(builder, XlaBuilder):
-        raise InvalidArgumentError(f"{op_name}: expected an XlaBuilder, got "
-                                   f"{type(builder).__name__}")
+_check_builder = builder_arg
+
+
+def _array(value, what: str, op_name: str) -> np.ndarray:
+    """``np.asarray(value)``, or an error naming the argument (ragged lists...)."""
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError) as e:
+        raise InvalidArgumentError(f"{op_name}: {what} is not an array: {e}") from None
 
 
 def _all_first(lit: Literal) -> bool:
@@ -63,9 +78,11 @@ def Constant(builder: XlaBuilder, value) -> XlaOp:
 def ConstantR0(builder: XlaBuilder, value, element_type=None) -> XlaOp:
     """A scalar constant: ``ops.ConstantR0(b, np.float32(1.5))`` or
     ``ops.ConstantR0(b, 3, PrimitiveType.S32)``."""
+    _check_builder(builder, "ConstantR0")
     if element_type is not None:
-        return ConstantLiteral(builder, Literal.scalar(value, element_type))
-    arr = np.asarray(value)
+        t = element_type_arg(element_type, "element_type", "ConstantR0")
+        return ConstantLiteral(builder, Literal.scalar(value, t))
+    arr = _array(value, "value", "ConstantR0")
     if arr.ndim != 0:
         raise InvalidArgumentError(f"ConstantR0: expected a scalar, got shape {arr.shape}")
     return ConstantLiteral(builder, Literal.from_array(arr))
@@ -74,18 +91,25 @@ def ConstantR0(builder: XlaBuilder, value, element_type=None) -> XlaOp:
 def ConstantR1(builder: XlaBuilder, values, value=None, element_type=None) -> XlaOp:
     """A rank-1 constant: ``ops.ConstantR1(b, np.arange(3, dtype=np.int32))``, or XLA's
     ``ConstantR1(b, length, value)``: ``ops.ConstantR1(b, 4, np.float32(0))``."""
+    _check_builder(builder, "ConstantR1")
     if value is not None:
-        if isinstance(values, bool) or not hasattr(values, "__index__") or int(values) < 0:
-            raise InvalidArgumentError(f"ConstantR1: length must be an integer >= 0, got "
-                                       f"{values!r}")
-        arr = np.full(int(values), value, dtype=np.asarray(value).dtype)
+        length = int_arg(values, "length", "ConstantR1", minimum=0)
+        fill = _array(value, "value", "ConstantR1")
+        if fill.ndim != 0:
+            raise InvalidArgumentError(f"ConstantR1: value must be a scalar, got shape "
+                                       f"{fill.shape}")
+        try:
+            arr = np.full(length, fill, dtype=fill.dtype)
+        except (ValueError, MemoryError):
+            raise InvalidArgumentError(
+                f"ConstantR1: cannot allocate {length} elements of {fill.dtype} "
+                f"({length * fill.dtype.itemsize} bytes)") from None
     else:
-        arr = np.asarray(values)
+        arr = _array(values, "values", "ConstantR1")
     if arr.ndim != 1:
         raise InvalidArgumentError(f"ConstantR1: expected a rank-1 array, got shape {arr.shape}")
     if element_type is not None:
-        t = element_type if isinstance(element_type, dtypes.PrimitiveType) else \
-            dtypes.from_name(str(element_type))
+        t = element_type_arg(element_type, "element_type", "ConstantR1")
         return ConstantLiteral(builder, Literal.from_array(arr, Shape.array(t, arr.shape)))
     return ConstantLiteral(builder, Literal.from_array(arr))
 
@@ -98,22 +122,23 @@ def _custom_call(op_name: str, builder: XlaBuilder, call_target_name: str,
                  api_version=CustomCallApiVersion.API_VERSION_ORIGINAL) -> XlaOp:
     """XLA's XlaBuilder::CustomCall and CustomCallInternal."""
     _check_builder(builder, op_name)
-    operands = list(operands)
+    operands = op_list(operands, "operands", op_name)
     if operands:
         b = check_same_builder(op_name, operands)
         if b is not builder:
             raise InvalidArgumentError(f"{op_name}: the operands were built by builder "
                                        f"'{b.name}', not by '{builder.name}'")
-    if not isinstance(call_target_name, str):
-        raise InvalidArgumentError(f"{op_name}: call_target_name must be a string")
+    string_arg(call_target_name, "call_target_name", op_name)
+    string_arg(opaque, "opaque", op_name)
     if call_target_name.startswith("$"):
         raise InvalidArgumentError(
             f'{op_name}: Invalid custom_call_target "{call_target_name}": Call targets that '
             f"start with '$' are reserved for internal use.")
-    if not isinstance(shape, Shape):
-        raise InvalidArgumentError(f"{op_name}: shape must be a Shape, got {shape!r}")
+    shape_arg(shape, "shape", op_name)
     if operand_shapes_with_layout is not None:
-        operand_shapes_with_layout = tuple(operand_shapes_with_layout)
+        operand_shapes_with_layout = check_sequence(
+            operand_shapes_with_layout, f"{op_name}: operand_shapes_with_layout",
+            "a list of Shapes")
         if not shape.has_layout():
             raise InvalidArgumentError(f"{op_name}: Result shape must have layout for custom "
                                        f"call with constrained layout.")
@@ -136,7 +161,9 @@ def _custom_call(op_name: str, builder: XlaBuilder, call_target_name: str,
         "operand_layout_constraints": operand_shapes_with_layout,
         "custom_call_has_side_effect": has_side_effect,
         "literal": literal,
-        "output_to_operand_aliasing": tuple(output_operand_aliasing),
+        "output_to_operand_aliasing": check_sequence(
+            output_operand_aliasing, f"{op_name}: output_operand_aliasing",
+            "a list of (output_index, (operand_number, operand_index))"),
         "schedule": schedule,
         "api_version": api_version,
     }
@@ -202,11 +229,8 @@ def OptimizationBarrier(operand: XlaOp) -> XlaOp:
 def AfterAll(builder: XlaBuilder, tokens: Sequence[XlaOp]) -> XlaOp:
     """A token ordered after all ``tokens``: ``ops.AfterAll(b, [t0, t1])``."""
     _check_builder(builder, "AfterAll")
-    tokens = list(tokens)
+    tokens = op_list(tokens, "tokens", "AfterAll")
     for i, t in enumerate(tokens):
-        if not isinstance(t, XlaOp):
-            raise InvalidArgumentError(f"AfterAll: operand {i} must be an XlaOp, got "
-                                       f"{type(t).__name__}")
         if not t.shape.is_token():
             raise InvalidArgumentError(f"AfterAll: All operands to AfterAll must be tokens; "
                                        f"operand {i} has shape {t.shape}")

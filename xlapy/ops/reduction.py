@@ -7,7 +7,6 @@ opdefs and the window attribute types.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 
 from xlapy.builder import XlaBuilder, XlaOp, computation_of
@@ -19,9 +18,17 @@ from xlapy.hlo.attrs.window import (
     make_padding,
     validate_padding_values,
 )
+from xlapy.hlo.attrs.window import make_padding as _make_padding  # ops.make_padding is wrapped
 from xlapy.opdefs import get_opdef
 from xlapy.opdefs.registry import ShapeError
-from xlapy.ops.core import check_same_builder
+from xlapy.ops.core import (
+    builder_arg,
+    call_overload,
+    check_same_builder,
+    int_list,
+    int_pairs,
+    op_list,
+)
 
 __all__ = [
     "Padding", "Reduce", "ReduceAll", "ReduceWindow", "ReduceWindowWithGeneralPadding",
@@ -29,43 +36,12 @@ __all__ = [
 ]
 
 
-def int_list(values, what: str, op_name: str) -> tuple[int, ...]:
-    """``values`` as a tuple of ints, or an error naming the argument."""
-    message = f"{op_name}: {what} must be a list of integers, got {values!r}"
-    try:
-        items = tuple(values)
-    except TypeError:
-        raise InvalidArgumentError(message) from None
-    for v in items:
-        if isinstance(v, bool) or not hasattr(v, "__index__"):
-            raise InvalidArgumentError(message)
-    return tuple(int(v) for v in items)
-
-
 _ints = int_list
+_ops = op_list
 
 
 def _pairs(values, op_name: str) -> tuple[tuple[int, int], ...]:
-    out = []
-    for p in values:
-        try:
-            low, high = p
-        except (TypeError, ValueError):
-            raise InvalidArgumentError(
-                f"{op_name}: padding must be a list of (low, high) pairs, got {values!r}") from None
-        out.append((int(low), int(high)))
-    return tuple(out)
-
-
-def _ops(values, what: str, op_name: str) -> list[XlaOp]:
-    if isinstance(values, XlaOp):
-        raise InvalidArgumentError(f"{op_name}: {what} must be a list of XlaOps, got one XlaOp")
-    items = list(values)
-    for i, v in enumerate(items):
-        if not isinstance(v, XlaOp):
-            raise InvalidArgumentError(
-                f"{op_name}: {what}[{i}] must be an XlaOp, got {type(v).__name__}")
-    return items
+    return int_pairs(values, "padding", op_name)
 
 
 def _window(opcode: str, *args, **kwargs) -> Window:
@@ -77,7 +53,7 @@ def _window(opcode: str, *args, **kwargs) -> Window:
 
 def _padding(opcode: str, input_dims, window_dims, strides, padding) -> list[tuple[int, int]]:
     try:
-        return make_padding(input_dims, window_dims, strides, padding)
+        return _make_padding(input_dims, window_dims, strides, padding)
     except InvalidArgumentError as e:
         raise ShapeError(f"{opcode}: {e}") from None
 
@@ -87,8 +63,7 @@ def _padding(opcode: str, input_dims, window_dims, strides, padding) -> list[tup
 
 def _reduce_variadic(builder: XlaBuilder, operands: Sequence[XlaOp], init_values: Sequence[XlaOp],
                      computation, dimensions_to_reduce: Sequence[int]) -> XlaOp:
-    if not isinstance(builder, XlaBuilder):
-        raise InvalidArgumentError(f"Reduce: expected an XlaBuilder, got {type(builder).__name__}")
+    builder_arg(builder, "Reduce")
     all_ops = _ops(operands, "operands", "Reduce") + _ops(init_values, "init_values", "Reduce")
     return builder.emit("reduce", all_ops, {
         "dimensions": _ints(dimensions_to_reduce, "dimensions_to_reduce", "Reduce"),
@@ -111,12 +86,8 @@ def Reduce(*args, **kwargs) -> XlaOp:
         total = ops.Reduce(x, ops.ConstantR0(b, 0.0), add_f32, [0, 1])
     """
     variadic = (args and isinstance(args[0], XlaBuilder)) or "builder" in kwargs
-    target = _reduce_variadic if variadic else _reduce_single
-    try:
-        bound = inspect.signature(target).bind(*args, **kwargs)
-    except TypeError as e:
-        raise InvalidArgumentError(f"Reduce: {e}") from None
-    return target(*bound.args, **bound.kwargs)
+    return call_overload("Reduce", _reduce_variadic if variadic else _reduce_single,
+                         *args, **kwargs)
 
 
 def ReduceAll(operand: XlaOp, init_value: XlaOp, computation) -> XlaOp:
@@ -134,7 +105,13 @@ def _as_op_lists(operands, init_values, op_name):
         if not isinstance(init_values, XlaOp):
             raise InvalidArgumentError(f"{op_name}: with one operand, init_value must be one XlaOp")
         return [operands], [init_values]
-    return _ops(operands, "operands", op_name), _ops(init_values, "init_values", op_name)
+    operands = _ops(operands, "operands", op_name)
+    init_values = _ops(init_values, "init_values", op_name)
+    if not operands or len(operands) != len(init_values):
+        raise InvalidArgumentError(
+            f"{op_name}: expects one or more operands and as many init_values, got "
+            f"{len(operands)} operands and {len(init_values)} init_values")
+    return operands, init_values
 
 
 def ReduceWindow(operands, init_values, computation, window_dimensions: Sequence[int],

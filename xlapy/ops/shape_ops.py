@@ -31,8 +31,18 @@ from xlapy.opdefs.shape_ops import (
     infer_reshape_shape,
     infer_slice_shape,
 )
-from xlapy.ops.core import add_broadcast_sequence, check_same_builder
-from xlapy.shape import PrimitiveType, Shape, dtypes
+from xlapy.ops.core import (
+    add_broadcast_sequence,
+    bool_list,
+    builder_arg,
+    check_same_builder,
+    element_type_arg,
+    int_arg,
+    int_list,
+    int_pairs,
+    op_list,
+)
+from xlapy.shape import Shape
 from xlapy.shape.shape import UNBOUNDED_SIZE
 
 __all__ = [
@@ -64,22 +74,12 @@ __all__ = [
 
 def _ints(values, what: str, op_name: str, sizes: bool = False) -> tuple[int, ...]:
     """A tuple of ints; with ``sizes``, None stands for an unbounded size (``?``)."""
-    try:
-        items = tuple(values)
-    except TypeError:
-        raise InvalidArgumentError(f"{op_name}: {what} must be a list of integers, got {values!r}") from None
-    if sizes:
-        items = tuple(UNBOUNDED_SIZE if v is None else v for v in items)
-    for v in items:
-        if isinstance(v, bool) or not hasattr(v, "__index__"):
-            raise InvalidArgumentError(f"{op_name}: {what} must be a list of integers, got {values!r}")
-    return tuple(int(v) for v in items)
+    if sizes and isinstance(values, (list, tuple)):
+        values = [UNBOUNDED_SIZE if v is None else v for v in values]
+    return int_list(values, what, op_name)
 
 
-def _int(value, what: str, op_name: str) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise InvalidArgumentError(f"{op_name}: {what} must be an integer, got {value!r}")
-    return int(value)
+_int = int_arg
 
 
 def _call(opcode: str, *operands: Shape) -> OpCall:
@@ -201,9 +201,10 @@ def DynamicReshape(operand: XlaOp, dim_sizes: Sequence[XlaOp], new_size_bounds: 
     """``ops.DynamicReshape(x, [n, four], [8, 4], [True, False])``: reshape to
     ``new_size_bounds`` where dimension i's runtime size is the S32 scalar ``dim_sizes[i]``
     and it is dynamic if ``dims_are_dynamic[i]``."""
+    dim_sizes = op_list(dim_sizes, "dim_sizes", "DynamicReshape")
     b = check_same_builder("DynamicReshape", [operand, *dim_sizes])
     bounds = _ints(new_size_bounds, "new_size_bounds", "DynamicReshape")
-    dyn = tuple(bool(v) for v in dims_are_dynamic)
+    dyn = bool_list(dims_are_dynamic, "dims_are_dynamic", "DynamicReshape")
     shape = infer_dynamic_reshape_shape(_call("dynamic-reshape", operand.shape), operand.shape,
                                         [s.shape for s in dim_sizes], bounds, dyn)
     return b.emit("dynamic-reshape", [operand, *dim_sizes], shape=shape, op_name="DynamicReshape")
@@ -289,9 +290,8 @@ def SliceInDim(operand: XlaOp, start_index: int, limit_index: int, stride: int,
 
 
 def _index_ops(start_indices, op_name: str) -> list[XlaOp]:
-    if isinstance(start_indices, XlaOp):
-        return [start_indices]  # XLA's legacy form: one rank-1 index array
-    return list(start_indices)
+    # One XlaOp is XLA's legacy form: one rank-1 index array.
+    return op_list(start_indices, "start_indices", op_name, one_allowed=True)
 
 
 def DynamicSlice(operand: XlaOp, start_indices: Sequence[XlaOp],
@@ -319,12 +319,12 @@ def DynamicUpdateSlice(operand: XlaOp, update: XlaOp, start_indices: Sequence[Xl
 
 def MakeNoPaddingConfig(rank: int) -> PaddingConfig:
     """XLA's MakeNoPaddingConfig: ``0_0`` for each of ``rank`` dimensions."""
-    return PaddingConfig.no_padding(_int(rank, "rank", "MakeNoPaddingConfig"))
+    return PaddingConfig.no_padding(int_arg(rank, "rank", "MakeNoPaddingConfig", minimum=0))
 
 
 def MakeEdgePaddingConfig(padding: Sequence[tuple[int, int]]) -> PaddingConfig:
     """XLA's MakeEdgePaddingConfig: ``[(low, high), ...]`` with no interior padding."""
-    return PaddingConfig.of(tuple(p) for p in padding)
+    return PaddingConfig.of(int_pairs(padding, "padding", "MakeEdgePaddingConfig"))
 
 
 def Pad(operand: XlaOp, padding_value: XlaOp, padding_config) -> XlaOp:
@@ -352,10 +352,8 @@ def PadInDim(operand: XlaOp, padding_value: XlaOp, dimno: int, pad_lo: int, pad_
 def ConcatInDim(builder: XlaBuilder, operands: Sequence[XlaOp], dimension: int) -> XlaOp:
     """``ops.ConcatInDim(b, [x, y], 0)``: join the operands along ``dimension``;
     f32[2,3] and f32[1,3] -> f32[3,3]."""
-    if not isinstance(builder, XlaBuilder):
-        raise InvalidArgumentError(
-            f"ConcatInDim: expected an XlaBuilder first, got {type(builder).__name__}")
-    operands = list(operands)
+    builder_arg(builder, "ConcatInDim")
+    operands = op_list(operands, "operands", "ConcatInDim")
     if operands:
         check_same_builder("ConcatInDim", operands)
     d = _int(dimension, "dimension", "ConcatInDim")
@@ -365,28 +363,17 @@ def ConcatInDim(builder: XlaBuilder, operands: Sequence[XlaOp], dimension: int) 
 # -- iota, tuples ---------------------------------------------------------------------------
 
 
-def _element_type(value, op_name: str) -> PrimitiveType:
-    if isinstance(value, PrimitiveType):
-        return value
-    if isinstance(value, str):
-        return dtypes.from_name(value)
-    try:
-        return dtypes.from_dtype(value)
-    except (InvalidArgumentError, TypeError):
-        raise InvalidArgumentError(f"{op_name}: expected a Shape or an element type, got {value!r}") from None
-
-
 def Iota(builder: XlaBuilder, shape_or_type, size_or_iota_dimension: int) -> XlaOp:
     """Counting values, in XLA's two forms: ``ops.Iota(b, parse_shape("s32[4,8]"), 1)``
     counts along dimension 1 of s32[4,8]; ``ops.Iota(b, PrimitiveType.F32, 5)`` is
     f32[5] {0, 1, 2, 3, 4}."""
-    if not isinstance(builder, XlaBuilder):
-        raise InvalidArgumentError(f"Iota: expected an XlaBuilder first, got {type(builder).__name__}")
+    builder_arg(builder, "Iota")
     n = _int(size_or_iota_dimension, "size_or_iota_dimension", "Iota")
     if isinstance(shape_or_type, Shape):
         shape, iota_dimension = shape_or_type, n
     else:
-        shape = Shape.array(_element_type(shape_or_type, "Iota"), (n,)) if n >= 0 else None
+        et = element_type_arg(shape_or_type, "shape_or_type (a Shape or an element type)", "Iota")
+        shape = Shape.array(et, (n,)) if n >= 0 else None
         if shape is None:
             raise InvalidArgumentError(f"Iota: size must be >= 0, got {n}")
         iota_dimension = 0
@@ -399,9 +386,8 @@ def Iota(builder: XlaBuilder, shape_or_type, size_or_iota_dimension: int) -> Xla
 
 def Tuple(builder: XlaBuilder, elements: Sequence[XlaOp]) -> XlaOp:
     """``ops.Tuple(b, [v, s])``: the tuple (f32[10], s32[]) of its elements."""
-    if not isinstance(builder, XlaBuilder):
-        raise InvalidArgumentError(f"Tuple: expected an XlaBuilder first, got {type(builder).__name__}")
-    return builder.emit("tuple", list(elements), op_name="Tuple")
+    builder_arg(builder, "Tuple")
+    return builder.emit("tuple", op_list(elements, "elements", "Tuple"), op_name="Tuple")
 
 
 def GetTupleElement(tuple_data: XlaOp, index: int) -> XlaOp:

@@ -6,7 +6,7 @@ from typing import Sequence
 
 from xlapy.builder import XlaComputation, XlaOp, computation_of
 from xlapy.errors import InvalidArgumentError
-from xlapy.ops.core import check_same_builder
+from xlapy.ops.core import check_same_builder, int_arg, op_list
 
 __all__ = ["Sort", "TopK"]
 
@@ -18,10 +18,11 @@ def Sort(operands: Sequence[XlaOp] | XlaOp, comparator: XlaComputation, dimensio
 
     ``ops.Sort([keys, values], lt_f32)`` gives the tuple (sorted keys, values permuted alike).
     """
-    operand_list = [operands] if isinstance(operands, XlaOp) else list(operands)
+    operand_list = op_list(operands, "operands", "Sort", one_allowed=True)
     if not operand_list:
         raise InvalidArgumentError("Sort: needs at least one operand")
     b = check_same_builder("Sort", operand_list)
+    dimension = int_arg(dimension, "dimension", "Sort")
     if dimension == -1:
         keys = operand_list[0].shape
         if not keys.is_array():

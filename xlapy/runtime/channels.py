@@ -21,8 +21,10 @@ A Client owns one ``ChannelTable``: every queue that outlives a single execution
   ``Client.outfeed(replica)``).
 
 Every blocking read waits at most the execution's timeout and gives up at once when
-another device of the execution failed (``WaitableQueue``). Imports the interpreter and
-threaded_collectives only.
+another device of the execution failed (``WaitableQueue``). Once an execution is aborted,
+its devices can neither read nor write any of these queues: a device left running after
+its execution failed must not take values meant for a later execution nor leave stale ones.
+Imports the interpreter and threaded_collectives only.
 """
 
 from __future__ import annotations
@@ -47,18 +49,25 @@ _POLL = 0.02  # seconds between checks of the abort flag while blocked on a queu
 
 class WaitableQueue:
     """A queue.Queue seen by one device of one execution: ``get(timeout)`` raises
-    queue.Empty after the timeout (the kernels turn that into their own message) and
-    RendezvousAbortedError as soon as the execution is aborted."""
+    queue.Empty after the timeout (the kernels turn that into their own message);
+    ``get`` and ``put`` raise RendezvousAbortedError once the execution is aborted."""
 
     def __init__(self, q: queue.Queue, state: ExecutionState | None, what: str):
         self.queue = q
         self.state = state
         self.what = what
 
+    def _check_abort(self) -> None:
+        if self.state is not None and self.state.abort_reason is not None:
+            raise RendezvousAbortedError(
+                f"{self.what}: abandoned because {self.state.abort_reason}")
+
     def put(self, item, block: bool = True, timeout: float | None = None) -> None:
+        self._check_abort()
         self.queue.put(item, block, timeout)
 
     def get(self, block: bool = True, timeout: float | None = None):
+        self._check_abort()
         if self.state is None or not block:
             return self.queue.get(block, timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -68,13 +77,12 @@ class WaitableQueue:
                 return self.queue.get(True, wait)
             except queue.Empty:
                 pass
-            if self.state.abort_reason is not None:
-                raise RendezvousAbortedError(
-                    f"{self.what}: abandoned because {self.state.abort_reason}")
+            self._check_abort()
             if deadline is not None and time.monotonic() >= deadline:
                 raise queue.Empty
 
     def get_nowait(self):
+        self._check_abort()
         return self.queue.get_nowait()
 
     def empty(self) -> bool:
@@ -197,7 +205,8 @@ def host_transfer_hooks(table: ChannelTable, device: Device, state: ExecutionSta
     label = device_label(device, partitions)
 
     def host_send(channel_id, value):
-        table.from_device(int(channel_id), device).put(value)
+        WaitableQueue(table.from_device(int(channel_id), device), state,
+                      f"send on host channel {channel_id}").put(value)
 
     def host_recv(channel_id, shape):
         q = WaitableQueue(table.to_device(int(channel_id), device), state,

@@ -16,6 +16,18 @@ the execution, the Client's channels and feeds, the Client's timeout. When a dev
 the others are released with an error and ``execute`` raises the first real error
 (ExecutionError naming the device).
 
+The timeout bounds how long a device waits for another: in a collective, on a channel or a
+feed, and at the end of the execution (once one device has finished its program, every
+other has ``timeout`` seconds to finish too, as the MPI runner's final gather). It never
+cuts short a device that computes while nobody waits for it, so a single device runs until
+its program ends, as on XLA. When a device fails or a wait times out, ``execute`` raises at
+once (within a fraction of a second): it does not wait for devices still computing. The
+error names them and what they were running; their threads cannot be killed, so they run
+on, detached: their results are discarded, every collective, channel or feed they reach
+fails at once, and interpreted while loops stop at their next iteration
+(EvalOptions.cancel). Until the last of them has ended the executable is *broken*:
+``Executable.broken`` says why and ``execute`` raises ExecutionError saying so.
+
 Buffers stay on their device between calls: a Buffer holds its array (read-only), execute
 passes it to the program without copying, and ``return_buffers=True`` gives results as
 Buffers for the next call. Donation follows the module's ``input_output_alias``: a Buffer
@@ -33,20 +45,23 @@ Imports the interpreter, the HLO layer and the runtime's own modules.
 from __future__ import annotations
 
 import queue
+import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.ir import Module
+from xlapy.hlo.ir import Instruction, Module
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions, EvaluationError, module_of
 from xlapy.interpreter.registry import get_kernel
 from xlapy.interpreter.values import TOKEN, to_value
 from xlapy.runtime.channels import ChannelTable, DeviceChannels, WaitableQueue, host_transfer_hooks
 from xlapy.runtime.placement import check_collectives, default_device_assignment, logical_ids
 from xlapy.runtime.threaded_collectives import (
+    CollectiveTimeoutError,
     ExecutionState,
     RendezvousAbortedError,
     ThreadedCollectives,
@@ -56,15 +71,22 @@ from xlapy.shape import Shape, dtypes, parse_shape
 
 DEFAULT_TIMEOUT = 60.0
 
+#: Seconds ``execute`` gives the devices a failure released (from a collective, a channel or
+#: a feed) to stop, before it raises and leaves the ones still computing behind.
+RELEASE_GRACE = 0.25
+
 
 class ExecutionError(EvaluationError):
-    """A device of a multi-device execution failed. ``device``: its (replica, partition);
-    ``errors``: every device's exception, by (replica, partition)."""
+    """A device of a multi-device execution failed, or the executable cannot run.
+    ``device``: the failed (replica, partition); ``errors``: every device's exception, by
+    (replica, partition); ``unfinished``: the devices still running when ``execute`` gave
+    up, by (replica, partition), with what they were running."""
 
-    def __init__(self, message: str, device=None, errors=None):
+    def __init__(self, message: str, device=None, errors=None, unfinished=None):
         super().__init__(message)
         self.device = device
         self.errors = dict(errors or {})
+        self.unfinished = dict(unfinished or {})
 
 
 # -- backends -----------------------------------------------------------------------------------
@@ -252,6 +274,9 @@ class Executable:
         self.logical_ids = logical_ids(replicas, partitions)
         self.devices = [client.device(assignment[r][p]) for r, p in self.logical_ids]
         self.aliases = tuple(module.config.get("input_output_alias") or ())
+        # Devices of failed executions still running: (device, thread, what it ran).
+        self._stragglers: list[tuple[tuple[int, int], threading.Thread, str]] = []
+        self._stragglers_lock = threading.Lock()
 
     @property
     def num_devices(self) -> int:
@@ -259,6 +284,24 @@ class Executable:
 
     def hlo_text(self) -> str:
         return self.module.to_string()
+
+    @property
+    def broken(self) -> str | None:
+        """Why this executable cannot run now, or None. It cannot while devices of an
+        earlier execution, which ``execute`` gave up on when that execution failed, are
+        still running (their threads cannot be stopped; see the module docstring)."""
+        if not self._stragglers:
+            return None
+        with self._stragglers_lock:
+            self._stragglers = [s for s in self._stragglers if s[1].is_alive()]
+            left = list(self._stragglers)
+        if not left:
+            return None
+        running = "; ".join(f"{self._label(self.logical_ids.index(d))} (running {what})"
+                            for d, _, what in left)
+        return (f"an earlier execution of {self.module.name} failed and left devices running: "
+                f"{running}. They run on, detached, until their programs end (their results "
+                f"are discarded); until then this executable cannot run")
 
     def __repr__(self) -> str:
         return (f"Executable({self.module.name}, replicas={self.num_replicas}, "
@@ -375,10 +418,11 @@ class Executable:
             num_partitions=self.num_partitions,
             infeed=WaitableQueue(client.channels.infeed(device), state,
                                  f"infeed of {device_label(device, self.num_partitions)}"),
-            outfeed=client.channels.outfeed(device),
+            outfeed=WaitableQueue(client.channels.outfeed(device), state,
+                                  f"outfeed of {device_label(device, self.num_partitions)}"),
             channels=DeviceChannels(client.channels, device, state, self.num_partitions),
             host_send=host_send, host_recv=host_recv, rng_seed=client.rng_seed,
-            collectives=backend, timeout=timeout)
+            collectives=backend, timeout=timeout, cancel=state)
 
     def _run(self, values: list[list], timeout) -> list:
         n = self.num_devices
@@ -407,30 +451,114 @@ class Executable:
 
         if n == 1:
             work(0)
-        else:
-            threads = [threading.Thread(target=work, args=(i,), daemon=True,
-                                        name=f"xlapy-{self._label(i)}") for i in range(n)]
-            for t in threads:
-                t.start()
-            try:
-                for t in threads:
-                    while t.is_alive():
-                        t.join(0.1)
-            except BaseException:  # e.g. KeyboardInterrupt: release the devices, then stop
-                state.abort("the caller interrupted the execution")
-                raise
-        if errors:
-            raise self._error(errors)
-        return results
+            if errors:
+                raise self._error(errors)
+            return results
+        threads = [threading.Thread(target=work, args=(i,), daemon=True,
+                                    name=f"xlapy-{self._label(i)}") for i in range(n)]
+        for t in threads:
+            t.start()
+        try:
+            late = self._await(state, threads, timeout)
+        except BaseException:  # e.g. KeyboardInterrupt: release the devices, then stop
+            state.abort("the caller interrupted the execution")
+            self._leave_behind(state, threads, [], lock)
+            raise
+        if late is None and not errors:
+            return results
+        if late:
+            # The end of the execution is a rendezvous too: ``timeout`` seconds after the
+            # first device finished, these had not (``_await`` aborted the execution).
+            done = [d for d, e in state.finished.items() if e is None]
+            first, what = next(iter(late.items()))
+            timed_out = CollectiveTimeoutError(
+                f"timed out: still running {what} {timeout:g} s after {_labels(done, self)} "
+                f"finished")
+            with lock:
+                errors.insert(0, (self.logical_ids.index(first), timed_out))
+        unfinished = self._leave_behind(state, threads, errors, lock)
+        with lock:
+            seen = list(errors)
+        raise self._error(seen, unfinished)
 
-    def _error(self, errors: list[tuple[int, BaseException]]) -> BaseException:
+    def _await(self, state: ExecutionState, threads: list, timeout) -> dict | None:
+        """Wait for the devices: None when every one finished; {} as soon as one failed;
+        when ``timeout`` seconds passed since the first finished, the unfinished devices
+        with what they run (the execution is then aborted, so none of them can still
+        finish as if in time)."""
+        n = self.num_devices
+        with state.cond:
+            while True:
+                if len(state.finished) == n:
+                    return None
+                if state.abort_reason is not None or any(
+                        e is not None for e in state.finished.values()):
+                    return {}
+                wait = 0.1  # bounded, so that the caller's Ctrl-C gets through
+                if state.first_finish is not None and timeout is not None:
+                    left = state.first_finish + timeout - time.monotonic()
+                    if left <= 0:
+                        late = {d: _running(threads[i]) for i, d in enumerate(self.logical_ids)
+                                if d not in state.finished}
+                        done = [d for d in state.devices if d in state.finished]
+                        state.abort(f"{_labels(late, self)} did not finish within "
+                                    f"{timeout:g} s of {_labels(done, self)}")
+                        return late
+                    wait = min(wait, left)
+                state.cond.wait(wait)
+
+    def _leave_behind(self, state: ExecutionState, threads: list, errors: list,
+                      lock: threading.Lock) -> dict:
+        """After a failure (the execution is aborted): give the devices it released
+        RELEASE_GRACE seconds to stop; record those still running as stragglers (the
+        executable is broken until they end). Returns the devices that were computing when
+        the failure was seen (not waiting for a peer), with what they ran: ``running ...``
+        for the stragglers, ``stopped in ...`` for those the abort stopped."""
+        computing = state.running_at_abort
+        deadline = time.monotonic() + RELEASE_GRACE
+        with state.cond:
+            while len(state.finished) < self.num_devices:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                state.cond.wait(left)
+            still = [d for d in self.logical_ids if d not in state.finished]
+        out = {}
+        for d in still:
+            thread = threads[self.logical_ids.index(d)]
+            out[d] = f"running {_running(thread)}"
+            with self._stragglers_lock:
+                self._stragglers.append((d, thread, out[d].removeprefix("running ")))
+        with lock:
+            reasons = {self.logical_ids[i]: e for i, e in errors}
+        for d in computing:
+            e = reasons.get(d)
+            if d not in out and isinstance(e, RendezvousAbortedError):
+                out[d] = f"stopped in {str(e).split(': abandoned because')[0]}"
+        return out
+
+    def _error(self, errors: list[tuple[int, BaseException]],
+               unfinished: dict | None = None) -> BaseException:
+        """The error ``execute`` raises: the first real one (not a release by another
+        device's failure); ``unfinished``: see _leave_behind."""
         real = [(i, e) for i, e in errors if not isinstance(e, RendezvousAbortedError)]
         index, first = (real or errors)[0]
         if self.num_devices == 1:
             return first
         device = self.logical_ids[index]
         by_device = {self.logical_ids[i]: e for i, e in errors}
-        err = ExecutionError(f"{self._label(index)}: {first}", device, by_device)
+        message = f"{self._label(index)}: {first}"
+        unfinished = unfinished or {}
+        stopped = [f"{_labels([d], self)} ({what.removeprefix('stopped ')})"
+                   for d, what in unfinished.items() if what.startswith("stopped")]
+        left = [f"{_labels([d], self)} ({what})" for d, what in unfinished.items()
+                if what.startswith("running")]
+        if stopped:
+            message += f"\nstopped when the execution failed: {'; '.join(stopped)}"
+        if left:
+            message += (f"\nleft running, detached (results discarded; see "
+                        f"Executable.broken): {'; '.join(left)}")
+        err = ExecutionError(message, device, by_device, unfinished)
         err.__cause__ = first
         return err
 
@@ -445,6 +573,10 @@ class Executable:
         """
         if timeout == "client":
             timeout = self.client.timeout
+        if self._stragglers:
+            broken = self.broken
+            if broken is not None:
+                raise ExecutionError(f"execute: {broken}")
         if not isinstance(args_per_device, (list, tuple)) or len(args_per_device) != self.num_devices:
             got = len(args_per_device) if isinstance(args_per_device, (list, tuple)) else \
                 type(args_per_device).__name__
@@ -562,6 +694,37 @@ def _runtime_shape(shape: Shape, array: np.ndarray) -> Shape:
     return Shape.array(shape.element_type, tuple(array.shape), layout=shape.layout)
 
 
+def _labels(devices, exe: Executable) -> str:
+    names = [exe._label(exe.logical_ids.index(d)) for d in devices]
+    return " and ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _running(thread: threading.Thread) -> str:
+    """What a device thread is running: the instructions on its stack, innermost first
+    (``custom-call %slow (in while %loop)``), read from its frames (only when an error is
+    reported, so running costs nothing)."""
+    frame = sys._current_frames().get(thread.ident)
+    found: list[Instruction] = []
+    while frame is not None:
+        if "xlapy" in frame.f_code.co_filename:
+            try:
+                local = frame.f_locals
+                instr = local.get("instr")
+                if not isinstance(instr, Instruction):
+                    instr = getattr(local.get("self"), "instr", None)
+            except Exception:  # noqa: BLE001 - a frame changing under us: skip it
+                instr = None
+            if isinstance(instr, Instruction) and all(i is not instr for i in found):
+                found.append(instr)
+        frame = frame.f_back
+    if not found:
+        return "its program" if thread.is_alive() else "nothing (it has ended)"
+    names = [f"{i.opcode} %{i.name}" + (f" \"{i.attrs['custom_call_target']}\""
+                                        if i.opcode == "custom-call" else "")
+             for i in found[:4]]
+    return names[0] + ("" if len(names) == 1 else " (in " + ", in ".join(names[1:]) + ")")
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().split("\n")[0]
     return text if len(text) <= 300 else text[:297] + "..."
@@ -579,8 +742,9 @@ def _count(value, default: int, what: str) -> int:
 
 class Client:
     """Runs HLO on devices of one process. ``timeout``: seconds any device waits in a
-    collective, a channel or a feed before giving up (None: forever); ``rng_seed``: the
-    seed of the ``rng`` op on every device.
+    collective, a channel or a feed, and at the end of an execution for the other devices
+    to finish, before giving up (None: forever; see the module docstring); ``rng_seed``:
+    the seed of the ``rng`` op on every device.
 
     >>> client = Client()
     >>> client.compile(hlo_text)(np.ones(3, np.float32))

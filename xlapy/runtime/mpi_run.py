@@ -22,8 +22,8 @@ as ``xlapy: rank N: <message>`` and the job is aborted with ``MPI_Abort``, so mp
 non-zero instead of the other ranks waiting forever; every collective also gives up after
 ``timeout`` seconds (the EvalOptions timeout) with an error naming what it waited for.
 
-mpi4py is imported lazily (``pip install 'xlapy[mpi]'``). Imports the interpreter and
-xlapy.runtime.mpi_collectives.
+mpi4py is imported lazily (``pip install 'xlapy[mpi]'``). Imports the interpreter,
+xlapy.runtime.mpi_collectives and the error classes of xlapy.runtime.threaded_collectives.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import numpy as np
 from xlapy.errors import InvalidArgumentError
 from xlapy.interpreter.evaluator import EvalOptions, evaluate, module_of
 from xlapy.runtime.mpi_collectives import MpiChannels, MpiCollectives, import_mpi
+from xlapy.runtime.threaded_collectives import CollectiveTimeoutError
 
 
 def _check_counts(module, size: int, num_partitions: int) -> tuple[int, int]:
@@ -123,7 +124,8 @@ def _timed(comm, requests, timeout, what) -> None:
     deadline = time.monotonic() + timeout
     while not MPI.Request.Testall(requests):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"rank {comm.Get_rank()} waited {timeout:g} s for {what}")
+            raise CollectiveTimeoutError(
+                f"rank {comm.Get_rank()} waited {timeout:g} s for {what}")
         time.sleep(1e-4)
 
 

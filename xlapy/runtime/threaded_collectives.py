@@ -19,6 +19,10 @@ instruction (opcode and name) and the missing devices when
 - another device failed: the runtime calls ``abort`` and every waiter raises
   RendezvousAbortedError.
 
+After ``abort`` every collective call fails at once (``check_abort``), so a device the
+runtime left running when it gave up on the execution (a straggler, see Executable.execute)
+can never meet a device of another execution or deliver stale data.
+
 collective-permute is point to point: the sender leaves its values in a mailbox keyed by
 (instruction, sender, receiver, occurrence) and goes on; the receiver waits for them.
 
@@ -50,7 +54,8 @@ class RendezvousAbortedError(EvaluationError):
 
 
 class CollectiveTimeoutError(EvaluationError):
-    """A collective, channel or feed waited longer than the execution's timeout."""
+    """A collective, channel or feed waited longer than the execution's timeout, or a device
+    did not finish within the timeout of another device finishing."""
 
 
 class DeadlockError(EvaluationError):
@@ -89,7 +94,8 @@ class ExecutionState:
     """What the devices of one execution share. All fields are guarded by ``cond``.
 
     ``devices``: every (replica, partition) that runs; ``finished``: device -> None when its
-    program completed, or the error text when it failed; ``waiting``: device -> what it waits
+    program completed, or the error text when it failed; ``first_finish``: when the first
+    device completed its program (time.monotonic()); ``waiting``: device -> what it waits
     for; ``abort_reason``: set once by ``abort``."""
 
     def __init__(self, devices: Sequence[Device], partitions: int = 1):
@@ -97,8 +103,10 @@ class ExecutionState:
         self.devices = tuple(devices)
         self.partitions = partitions
         self.finished: dict[Device, str | None] = {}
+        self.first_finish: float | None = None
         self.waiting: dict[Device, _Wait] = {}
         self.abort_reason: str | None = None
+        self.running_at_abort: tuple[Device, ...] = ()
 
     def label(self, device: Device) -> str:
         return device_label(device, self.partitions)
@@ -107,13 +115,19 @@ class ExecutionState:
         """``device`` completed its program (``error``: it failed with this message)."""
         with self.cond:
             self.finished[device] = error
+            if error is None and self.first_finish is None:
+                self.first_finish = time.monotonic()
             self.cond.notify_all()
 
     def abort(self, reason: str) -> None:
-        """Release every waiter with a RendezvousAbortedError saying ``reason``."""
+        """Release every waiter with a RendezvousAbortedError saying ``reason``. The devices
+        neither finished nor waiting in a collective then (computing, or blocked on a
+        channel or feed) are kept in ``running_at_abort``."""
         with self.cond:
             if self.abort_reason is None:
                 self.abort_reason = reason
+                self.running_at_abort = tuple(d for d in self.devices if d not in self.finished
+                                              and d not in self.waiting)
             self.cond.notify_all()
 
     def check_abort(self, what: str) -> None:

@@ -247,10 +247,13 @@ class WhileStep:
 
     def run(self, env, plan_ctx):
         state = env[id(self.instr.operands[0])]
+        cancel = plan_ctx.options.cancel  # see EvalOptions.cancel
         while True:
             go = self.cond.execute([state], plan_ctx)
             if not bool(np.asarray(go).reshape(())):
                 break
+            if cancel is not None:
+                cancel.check_abort(f"while %{self.instr.name}")
             state = self.body.execute([state], plan_ctx)
         env[id(self.instr)] = state
 

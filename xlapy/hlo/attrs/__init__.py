@@ -13,8 +13,11 @@ such a kind lists them in ``keys`` and implements ``items``/``read_key``/``assem
 from __future__ import annotations
 
 import contextvars
+import operator
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from xlapy.errors import InvalidArgumentError
 from xlapy.shape import Shape
@@ -92,6 +95,70 @@ class AttrSpec:
         return self.default is REQUIRED
 
 
+# -- shared argument checks -------------------------------------------------------------------
+# One place for what every integer, integer-list and list argument must be, so that the
+# attribute kinds, the value types (Window, dimension numbers...) and the builder functions
+# reject the same values with the same words. ``where`` names the op and the argument
+# ("slice: attribute 'slice'", "Transpose: permutation").
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+#: Iterables that are not lists of values: a string iterates its characters, a mapping its
+#: keys and a set in no fixed order.
+_NOT_A_LIST = (str, bytes, bytearray, dict, set, frozenset)
+
+
+def check_int(value, where: str, minimum: int | None = None) -> int:
+    """``value`` as a Python int (XLA's int64), or an InvalidArgumentError naming ``where``."""
+    if isinstance(value, (bool, np.bool_)):
+        raise InvalidArgumentError(f"{where} must be an integer, got {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise InvalidArgumentError(f"{where} must be an integer, got {value!r}") from None
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise InvalidArgumentError(f"{where} must fit in 64 bits (int64), got {v}")
+    if minimum is not None and v < minimum:
+        raise InvalidArgumentError(f"{where} must be >= {minimum}, got {v}")
+    return v
+
+
+def check_sequence(value, where: str, what: str = "a list") -> tuple:
+    """The items of a list-like ``value`` (list, tuple, range, 1-D array...), or an error
+    saying ``where`` must be ``what``."""
+    if isinstance(value, _NOT_A_LIST) or (isinstance(value, np.ndarray) and value.ndim != 1):
+        raise InvalidArgumentError(f"{where} must be {what}, got {value!r}")
+    try:
+        return tuple(value)
+    except TypeError:
+        raise InvalidArgumentError(f"{where} must be {what}, got {value!r}") from None
+
+
+def check_int_list(value, where: str, minimum: int | None = None) -> tuple[int, ...]:
+    """A tuple of ints (each as check_int), or an error naming ``where``."""
+    items = check_sequence(value, where, "a list of integers")
+    out = []
+    for i, v in enumerate(items):
+        if isinstance(v, (bool, np.bool_)) or not hasattr(v, "__index__"):
+            raise InvalidArgumentError(f"{where} must be a list of integers, got {value!r}")
+        out.append(check_int(v, f"{where}[{i}]", minimum))
+    return tuple(out)
+
+
+def check_int_tuples(value, where: str, sizes: tuple[int, ...] = (2,),
+                     what: str = "(low, high) pairs") -> tuple[tuple[int, ...], ...]:
+    """A tuple of int tuples, each of one of ``sizes`` elements (padding pairs, source-target
+    pairs...), or an error naming ``where``."""
+    out = []
+    for i, item in enumerate(check_sequence(value, where, f"a list of {what}")):
+        if (isinstance(item, _NOT_A_LIST) or not hasattr(item, "__iter__")
+                or len(ints := check_int_list(item, f"{where}[{i}]")) not in sizes):
+            raise InvalidArgumentError(
+                f"{where} must be a list of {what}, got {item!r} at index {i}")
+        out.append(ints)
+    return tuple(out)
+
+
 # -- simple kinds ---------------------------------------------------------------------------
 
 
@@ -102,12 +169,7 @@ class IntKind(AttrKind):
         self.minimum = minimum
 
     def check(self, value, where):
-        if isinstance(value, bool) or not hasattr(value, "__index__"):
-            raise InvalidArgumentError(f"{where} must be an integer, got {value!r}")
-        value = int(value)
-        if self.minimum is not None and value < self.minimum:
-            raise InvalidArgumentError(f"{where} must be >= {self.minimum}, got {value}")
-        return value
+        return check_int(value, where, self.minimum)
 
     def to_text(self, value) -> str:
         return str(value)
@@ -120,9 +182,11 @@ class FloatKind(AttrKind):
     name = "float"
 
     def check(self, value, where):
+        if isinstance(value, (str, bytes)):
+            raise InvalidArgumentError(f"{where} must be a number, got {value!r}")
         try:
             return float(value)
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, OverflowError) as e:
             raise InvalidArgumentError(f"{where} must be a number, got {value!r}") from e
 
     def to_text(self, value) -> str:
@@ -184,19 +248,7 @@ class IntListKind(AttrKind):
         self.minimum = minimum
 
     def check(self, value, where):
-        try:
-            items = tuple(value)
-        except TypeError as e:
-            raise InvalidArgumentError(f"{where} must be a list of integers, got {value!r}") from e
-        out = []
-        for v in items:
-            if isinstance(v, bool) or not hasattr(v, "__index__"):
-                raise InvalidArgumentError(f"{where} must be a list of integers, got {value!r}")
-            v = int(v)
-            if self.minimum is not None and v < self.minimum:
-                raise InvalidArgumentError(f"{where} entries must be >= {self.minimum}, got {v}")
-            out.append(v)
-        return tuple(out)
+        return check_int_list(value, where, self.minimum)
 
     def to_text(self, value) -> str:
         return "{" + ",".join(str(v) for v in value) + "}"
@@ -223,10 +275,7 @@ class BoolListKind(AttrKind):
     name = "boolean list"
 
     def check(self, value, where):
-        try:
-            items = tuple(value)
-        except TypeError as e:
-            raise InvalidArgumentError(f"{where} must be a list of booleans, got {value!r}") from e
+        items = check_sequence(value, where, "a list of booleans")
         for v in items:
             if not isinstance(v, bool):
                 raise InvalidArgumentError(f"{where} must be a list of booleans, got {value!r}")
@@ -329,7 +378,7 @@ class ComputationListKind(AttrKind):
     name = "computation list"
 
     def check(self, value, where):
-        items = tuple(value)
+        items = check_sequence(value, where, "a list of computations")
         for c in items:
             ComputationKind().check(c, where)
         return items

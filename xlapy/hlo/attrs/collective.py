@@ -34,7 +34,16 @@ from typing import Any
 import numpy as np
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import AttrKind, AttrSpec, BoolKind, IntKind, read_int_list
+from xlapy.hlo.attrs import (
+    AttrKind,
+    AttrSpec,
+    BoolKind,
+    IntKind,
+    check_int,
+    check_int_list,
+    check_sequence,
+    read_int_list,
+)
 from xlapy.shape.text import Scanner
 
 __all__ = [
@@ -83,10 +92,8 @@ class ReplicaGroup:
     replica_ids: tuple[int, ...] = ()
 
     def __post_init__(self):
-        ids = tuple(self.replica_ids)
-        if not all(_is_int(v) for v in ids):
-            raise InvalidArgumentError(f"ReplicaGroup: replica ids must be integers, got {ids!r}")
-        object.__setattr__(self, "replica_ids", tuple(int(v) for v in ids))
+        ids = check_int_list(self.replica_ids, "ReplicaGroup: replica_ids")
+        object.__setattr__(self, "replica_ids", ids)
 
     def __len__(self) -> int:
         return len(self.replica_ids)
@@ -105,18 +112,19 @@ class CollectiveDeviceList:
 
     def __post_init__(self):
         groups = []
-        for g in self.groups:
-            ids = g.replica_ids if isinstance(g, ReplicaGroup) else g
-            try:
-                ids = tuple(ids)
-            except TypeError:
+        where = "CollectiveDeviceList: groups"
+        for g in check_sequence(self.groups, where, "a list of replica groups"):
+            if isinstance(g, ReplicaGroup):
+                groups.append(g.replica_ids)
+                continue
+            if isinstance(g, (str, bytes)) or not hasattr(g, "__iter__"):
                 raise InvalidArgumentError(
-                    f"CollectiveDeviceList: each replica group must be a list of ids, got {g!r}"
-                ) from None
+                    f"CollectiveDeviceList: each replica group must be a list of ids, got {g!r}")
+            ids = check_sequence(g, where, "a list of replica groups")
             if not all(_is_int(v) for v in ids):
                 raise InvalidArgumentError(
                     f"CollectiveDeviceList: replica ids must be integers, got {ids!r}")
-            groups.append(tuple(int(v) for v in ids))
+            groups.append(check_int_list(ids, where))
         object.__setattr__(self, "groups", tuple(groups))
 
     @property
@@ -174,9 +182,12 @@ class IotaReplicaGroupList:
             if not _is_int(v) or v < 1:
                 raise InvalidArgumentError(
                     f"IotaReplicaGroupList: {name} must be an integer >= 1, got {v!r}")
-        n, m = int(num_replica_groups), int(num_devices_per_group)
-        dims = (n * m,) if reshape_dims is None else tuple(reshape_dims)
-        perm = tuple(range(len(dims))) if transpose_perm is None else tuple(transpose_perm)
+        n = check_int(num_replica_groups, "IotaReplicaGroupList: num_replica_groups")
+        m = check_int(num_devices_per_group, "IotaReplicaGroupList: num_devices_per_group")
+        dims = (n * m,) if reshape_dims is None else check_int_list(
+            reshape_dims, "IotaReplicaGroupList: reshape_dims")
+        perm = tuple(range(len(dims))) if transpose_perm is None else check_int_list(
+            transpose_perm, "IotaReplicaGroupList: transpose_perm")
         problem = _iota_problem(n, m, dims, perm)
         if problem:
             raise InvalidArgumentError(f"IotaReplicaGroupList: {problem}")
@@ -516,10 +527,7 @@ class ChannelHandle:
     type: ChannelType = ChannelType.DEVICE_TO_DEVICE
 
     def __post_init__(self):
-        if not _is_int(self.handle):
-            raise InvalidArgumentError(
-                f"ChannelHandle: handle must be an integer, got {self.handle!r}")
-        object.__setattr__(self, "handle", int(self.handle))
+        object.__setattr__(self, "handle", check_int(self.handle, "ChannelHandle: handle"))
         try:
             kind = ChannelType[self.type] if isinstance(self.type, str) else ChannelType(self.type)
             object.__setattr__(self, "type", kind)

@@ -16,20 +16,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import AttrKind, read_int_list
+from xlapy.hlo.attrs import AttrKind, check_int_list, check_sequence, read_int_list
 from xlapy.hlo.attrs.enums import Precision
 from xlapy.shape.text import Scanner
-
-
-def _dims(value, what: str) -> tuple[int, ...]:
-    try:
-        items = tuple(value)
-    except TypeError:
-        raise InvalidArgumentError(f"{what} must be a list of integers, got {value!r}") from None
-    for v in items:
-        if isinstance(v, bool) or not hasattr(v, "__index__"):
-            raise InvalidArgumentError(f"{what} must be a list of integers, got {value!r}")
-    return tuple(int(v) for v in items)
 
 
 def _braced(dims) -> str:
@@ -55,7 +44,7 @@ class DotDimensionNumbers:
     def __post_init__(self):
         for name in ("lhs_contracting_dimensions", "rhs_contracting_dimensions",
                      "lhs_batch_dimensions", "rhs_batch_dimensions"):
-            value = _dims(getattr(self, name), f"DotDimensionNumbers.{name}")
+            value = check_int_list(getattr(self, name), f"DotDimensionNumbers.{name}")
             object.__setattr__(self, name, value)
 
     def items(self) -> list[tuple[str, str]]:
@@ -139,7 +128,7 @@ class RaggedDotDimensionNumbers:
                 "RaggedDotDimensionNumbers.dot_dimension_numbers must be DotDimensionNumbers, "
                 f"got {self.dot_dimension_numbers!r}")
         for name in ("lhs_ragged_dimensions", "rhs_group_dimensions"):
-            value = _dims(getattr(self, name), f"RaggedDotDimensionNumbers.{name}")
+            value = check_int_list(getattr(self, name), f"RaggedDotDimensionNumbers.{name}")
             object.__setattr__(self, name, value)
 
     def items(self) -> list[tuple[str, str]]:
@@ -255,12 +244,8 @@ class PrecisionConfig:
     algorithm: Any = Algorithm.ALG_UNSET
 
     def __post_init__(self):
-        try:
-            items = tuple(self.operand_precision)
-        except TypeError:
-            raise InvalidArgumentError(
-                f"PrecisionConfig.operand_precision must be a list, got {self.operand_precision!r}"
-            ) from None
+        items = check_sequence(self.operand_precision, "PrecisionConfig.operand_precision",
+                               "a list of Precisions")
         precisions = tuple(_precision(p, "PrecisionConfig") for p in items)
         object.__setattr__(self, "operand_precision", precisions)
         object.__setattr__(self, "algorithm", _algorithm(self.algorithm, "PrecisionConfig"))

@@ -21,17 +21,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import AttrKind, IntListKind, read_int_list
-
-
-def _int_tuple(value, where: str, name: str) -> tuple[int, ...]:
-    return IntListKind().check(value, f"{where}: {name}")
-
-
-def _int(value, where: str, name: str) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise InvalidArgumentError(f"{where}: {name} must be an integer, got {value!r}")
-    return int(value)
+from xlapy.hlo.attrs import AttrKind, check_int, check_int_list, read_int_list
 
 
 def _braced(values) -> str:
@@ -55,9 +45,9 @@ class GatherDimensionNumbers:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "index_vector_dim":
-                object.__setattr__(self, f.name, _int(value, where, f.name))
+                object.__setattr__(self, f.name, check_int(value, f"{where}: {f.name}"))
             else:
-                object.__setattr__(self, f.name, _int_tuple(value, where, f.name))
+                object.__setattr__(self, f.name, check_int_list(value, f"{where}: {f.name}"))
 
 
 @dataclass(frozen=True)
@@ -77,9 +67,9 @@ class ScatterDimensionNumbers:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "index_vector_dim":
-                object.__setattr__(self, f.name, _int(value, where, f.name))
+                object.__setattr__(self, f.name, check_int(value, f"{where}: {f.name}"))
             else:
-                object.__setattr__(self, f.name, _int_tuple(value, where, f.name))
+                object.__setattr__(self, f.name, check_int_list(value, f"{where}: {f.name}"))
 
 
 class _DimensionNumbersKind(AttrKind):

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import AttrKind
+from xlapy.hlo.attrs import AttrKind, check_int, check_sequence
 from xlapy.shape.text import Scanner
 
 __all__ = ["PADDING_CONFIG", "PaddingConfig", "PaddingConfigKind", "PaddingDimension"]
@@ -39,10 +39,8 @@ class PaddingDimension:
 
     def __post_init__(self):
         for name in ("edge_padding_low", "edge_padding_high", "interior_padding"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not hasattr(v, "__index__"):
-                raise InvalidArgumentError(f"PaddingDimension: {name} must be an integer, got {v!r}")
-            object.__setattr__(self, name, int(v))
+            v = check_int(getattr(self, name), f"PaddingDimension: {name}")
+            object.__setattr__(self, name, v)
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,8 @@ class PaddingConfig:
     dimensions: tuple[PaddingDimension, ...] = ()
 
     def __post_init__(self):
-        object.__setattr__(self, "dimensions", tuple(self.dimensions))
+        object.__setattr__(self, "dimensions", check_sequence(
+            self.dimensions, "PaddingConfig: dimensions", "a list of PaddingDimensions"))
         for d in self.dimensions:
             if not isinstance(d, PaddingDimension):
                 raise InvalidArgumentError(
@@ -66,11 +65,12 @@ class PaddingConfig:
     def of(dims: Iterable[Sequence[int] | PaddingDimension]) -> PaddingConfig:
         """From ``(low, high)`` or ``(low, high, interior)`` per dimension."""
         out = []
-        for d in dims:
+        what = "a list of (low, high) or (low, high, interior) tuples"
+        for d in check_sequence(dims, "PaddingConfig", what):
             if isinstance(d, PaddingDimension):
                 out.append(d)
                 continue
-            d = tuple(d)
+            d = check_sequence(d, "PaddingConfig", what)
             if len(d) not in (2, 3):
                 raise InvalidArgumentError(
                     f"PaddingConfig: each dimension is (low, high) or (low, high, interior), "

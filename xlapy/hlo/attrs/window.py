@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import AttrKind, EnumKind
+from xlapy.hlo.attrs import AttrKind, EnumKind, check_int, check_int_list, check_sequence
 from xlapy.shape.text import Scanner
 
 # Token patterns of XLA's HLO lexer (hlo_lexer.cc).
@@ -26,17 +26,6 @@ _DXD = re.compile(r"\d+(?:x\d+)+")
 _INT = re.compile(r"-?\d+")
 _PAD = re.compile(r"-?\d+_-?\d+(?:_\d+)?(?:x-?\d+_-?\d+(?:_\d+)?)*")
 _DIM_LABELS = re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}")
-
-
-def _int_tuple(value, what: str) -> tuple[int, ...]:
-    try:
-        items = tuple(value)
-    except TypeError:
-        raise InvalidArgumentError(f"{what} must be a list of integers, got {value!r}") from None
-    for v in items:
-        if isinstance(v, bool) or not hasattr(v, "__index__"):
-            raise InvalidArgumentError(f"{what} must be a list of integers, got {value!r}")
-    return tuple(int(v) for v in items)
 
 
 # -- Window -----------------------------------------------------------------------------------
@@ -91,7 +80,7 @@ class Window:
     dimensions: tuple[WindowDimension, ...] = ()
 
     def __post_init__(self):
-        dims = tuple(self.dimensions)
+        dims = check_sequence(self.dimensions, "Window: dimensions", "a list of WindowDimensions")
         for d in dims:
             if not isinstance(d, WindowDimension):
                 raise InvalidArgumentError(
@@ -341,6 +330,9 @@ def make_padding(input_dims: Sequence[int], window_dims: Sequence[int], strides:
     [(2, 2)]
     """
     padding = as_padding(padding)
+    input_dims = check_int_list(input_dims, "make_padding: input_dims")
+    window_dims = check_int_list(window_dims, "make_padding: window_dims")
+    strides = check_int_list(strides, "make_padding: strides")
     validate_padding_values(input_dims, window_dims, strides)
     if padding is Padding.VALID:
         return [(0, 0)] * len(window_dims)
@@ -393,14 +385,11 @@ class ConvolutionDimensionNumbers:
     def __post_init__(self):
         for f in fields(self):
             value = getattr(self, f.name)
+            where = f"ConvolutionDimensionNumbers.{f.name}"
             if f.name.endswith("_dimensions"):
-                value = _int_tuple(value, f"ConvolutionDimensionNumbers.{f.name}")
-                object.__setattr__(self, f.name, value)
-            elif isinstance(value, bool) or not hasattr(value, "__index__"):
-                raise InvalidArgumentError(
-                    f"ConvolutionDimensionNumbers.{f.name} must be an integer, got {value!r}")
+                object.__setattr__(self, f.name, check_int_list(value, where))
             else:
-                object.__setattr__(self, f.name, int(value))
+                object.__setattr__(self, f.name, check_int(value, where))
 
     @staticmethod
     def default(num_spatial_dims: int) -> ConvolutionDimensionNumbers:

@@ -65,7 +65,10 @@ def _truth(value, instr, what: str) -> bool:
 def _while(ctx, instr, args):
     condition, body = instr.attrs["condition"], instr.attrs["body"]
     (state,) = args
+    cancel = ctx.options.cancel
     while _truth(ctx.call(condition, [state]), instr, f"condition %{condition.name}"):
+        if cancel is not None:
+            cancel.check_abort(f"while %{instr.name}")
         state = ctx.call(body, [state])
     return state
 
