@@ -324,6 +324,37 @@ def test_programs_keep_no_llvm_ir():
     assert Client(backend="cpu").compile(WHILE)(x).tolist() == [32.0] * 8
 
 
+SORT = """HloModule s
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  x = f32[64] parameter(0)
+  ROOT s = f32[64] sort(x), dimensions={0}, to_apply=cmp
+}
+"""
+
+
+@pytest.mark.parametrize("text", [SORT, WHILE, BASE, _eleven(5.0)], ids=["sort", "while", "base",
+                                                                      "constant"])
+def test_a_dropped_program_takes_its_module_and_engine_along(limits, text):
+    """Nothing global keeps a program, its optimised module or its engine (a sort's
+    comparator plan, cached in a global map keyed by the instruction, kept its module)."""
+    cpu.set_cache_limits(programs=0)
+    exe = Client(backend="cpu").compile(text)
+    args = [np.ones(p.shape.dimensions, np.float32) if p.shape.element_type.name == "F32"
+            else np.ones(p.shape.dimensions, np.int32) for p in exe.module.entry.parameters]
+    exe(*args)
+    refs = [weakref.ref(exe.program), weakref.ref(exe.program.module)]
+    if exe.program._compiled is not None:
+        refs.append(weakref.ref(exe.program._compiled._engine))
+    del exe
+    gc.collect()
+    assert [r() is None for r in refs] == [True] * len(refs)
+
+
 def _malloc_in_use():
     import ctypes
 
