@@ -8,8 +8,10 @@ many programs stay.
   generation settings: ``Jit.identity``);
 - the module printed with every option that shows information on (``KEY_PRINT_OPTIONS``):
   layouts in every shape, operand shapes, metadata, backend_config, frontend attributes,
-  shardings, control predecessors, the async ops in full. Names count too: a renamed module
-  misses, which costs a compile, never a wrong result;
+  shardings, control predecessors, the async ops in full. No backend reads metadata or
+  frontend attributes today, and names do not change what a module computes, but they are
+  in the key all the same: a module that differs only there misses, which costs a compile,
+  never a wrong result, and the cached program's ``verified`` flag stays exact;
 - every literal in the module (constants, custom-call ``literal=``) as its shape and raw
   bytes: the printer elides constants of more than 10 elements as ``{...}`` (two modules
   differing only there printed the same, and shared one program: issue 12), and a printed
