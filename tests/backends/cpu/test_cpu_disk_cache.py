@@ -159,7 +159,9 @@ def _corruptions(data: bytes, other: bytes) -> dict:
 def test_a_whole_entry_is_accepted(cached):
     _, _, _, data, _ = cached
     obj, problem = unpack_entry(data, _material(data))
-    assert problem == "" and obj is not None and obj[:4] == b"\x7fELF"
+    assert problem == "" and obj is not None
+    if sys.platform.startswith("linux"):
+        assert obj[:4] == b"\x7fELF"  # the payload is the object file itself
     assert pack_entry(_material(data), obj) == data
 
 
