@@ -22,16 +22,17 @@ for recycled blocks), each value is dropped after its last use so its block is r
 within the call (liveness-based reuse), large kernels run on both cores
 (``buffers.run_parallel``).
 
-Compiled programs are cached in memory by the module's fingerprint (SHA-256 of its text
-and the backend options), so compiling the same module again costs a print and a hash.
+Compiled programs are cached in memory (``program_cache``): keyed by the module's
+fingerprint (SHA-256 of its complete print, every literal's bytes, its config, the pipeline
+and the JIT's identity), least recently used programs dropped beyond a count and a byte
+bound, so compiling the same module again costs a print and a hash.
 """
 
 from __future__ import annotations
 
 import ctypes
 import dataclasses
-import hashlib
-import threading
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,6 +44,8 @@ from xlapy.backends.cpu.buffers import POOL, run_parallel
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.kernel_abi import KernelSpec
 from xlapy.backends.cpu.loop_emitter import emit_loop, members_of
+from xlapy.backends.cpu.program_cache import ENGINE_BYTES, INSTRUCTION_BYTES, ProgramCache
+from xlapy.backends.cpu.program_cache import fingerprint as _fingerprint
 from xlapy.backends.cpu.scalar_computation import constant_value
 from xlapy.hlo.attrs.enums import FusionKind
 from xlapy.interpreter.evaluator import EvalContext
@@ -66,14 +69,17 @@ except ImportError:  # pragma: no cover
 #: The passes run before planning (names of xlapy.passes.PASSES).
 PIPELINE = ("inline", "simplify", "cse", "dce", "fusion")
 
-_CACHE: dict[str, "CpuProgram"] = {}
-_CACHE_LOCK = threading.Lock()
+#: The compiled programs, by fingerprint (LRU, bounded: see program_cache).
+PROGRAMS = ProgramCache()
 _KERNEL_PROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+_BUILD: list[str] = []  # the pipeline and the JIT's identity, made once
 
 
 def fingerprint(module) -> str:
-    text = f"{PIPELINE}\n{module}"
-    return hashlib.sha256(text.encode()).hexdigest()
+    """The key of ``module``'s compiled program (program_cache.fingerprint)."""
+    if not _BUILD:
+        _BUILD.append(f"{PIPELINE}\n{json.dumps(get_jit().identity, sort_keys=True)}")
+    return _fingerprint(module, _BUILD[0])
 
 
 def _dtype(shape) -> np.dtype:
@@ -445,14 +451,19 @@ class Planner:
         return step
 
     def compile(self):
-        """Compile every kernel; bind the function pointers."""
+        """Compile every kernel; bind the function pointers; drop the LLVM IR (nothing
+        needs it once the machine code is loaded, and it is the bulk of a plan's Python
+        objects)."""
+        irmod, self.irmod = self.irmod, None
         if not self.kernels:
             return None
-        compiled = get_jit().compile(self.irmod)
+        compiled = get_jit().compile(irmod, keep_assembly=False)
         for step in self.kernels:
             step.fn = _KERNEL_PROTO(compiled.function_address(step.spec.name))
             if step.spec.then is not None:
                 step.then_fn = _KERNEL_PROTO(compiled.function_address(step.spec.then.name))
+            if getattr(step, "function", None) is not None:  # a compiled while's ir.Function
+                step.function = None
         return compiled
 
 
@@ -490,6 +501,10 @@ class _LazyContext:
 
 
 class CpuProgram(DeviceProgram):
+    """A compiled module: its plans, kernels and machine code (freed with the program).
+    ``nbytes``: the estimate the program cache bounds (object code, the engine, the
+    constants held, the Python objects of the plans)."""
+
     verified = False  # set by Client.compile once the module passed the verifier
 
     def __init__(self, module, entry: Plan, kernels: list, compiled):
@@ -497,6 +512,7 @@ class CpuProgram(DeviceProgram):
         self.entry = entry
         self.kernels = kernels
         self._compiled = compiled  # keeps the machine code alive
+        self.nbytes = _estimated_bytes(self)
 
     def run(self, args, options):
         return self.entry.execute(list(args), _LazyContext(self.module, options))
@@ -505,13 +521,27 @@ class CpuProgram(DeviceProgram):
         return list(self.entry.steps)
 
 
+def _estimated_bytes(program: CpuProgram) -> int:
+    size = ENGINE_BYTES + (program._compiled.nbytes if program._compiled is not None else 0)
+    count = 0
+    for comp in program.module.computations:
+        for instr in comp.instructions:
+            count += 1
+            if instr.opcode == "constant" and instr.shape.is_array():
+                size += instr.attrs["literal"].array.nbytes
+    size += count * INSTRUCTION_BYTES
+    for step in program.kernels:  # arrays bound to kernels (converted constants)
+        size += sum(np.asarray(a).nbytes for a in getattr(step, "bound", ()))
+        size += sum(np.asarray(a).nbytes for a in getattr(step, "consts", ()) or ())
+    return size
+
+
 def compile_module(module) -> CpuProgram:
     """Compile ``module`` (not modified) for the CPU backend, or take it from the cache."""
     from xlapy.passes import make_pipeline
 
     key = fingerprint(module)
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
+    hit = PROGRAMS.get(key)
     if hit is not None:
         return hit
     work = module.clone(suffix="")
@@ -520,15 +550,14 @@ def compile_module(module) -> CpuProgram:
     entry = planner.plan(work.entry)
     compiled = planner.compile()
     program = CpuProgram(work, entry, planner.kernels, compiled)
-    with _CACHE_LOCK:
-        _CACHE[key] = program
+    PROGRAMS.put(key, program, program.nbytes)
     return program
 
 
 def clear_cache() -> None:
-    """Forget the compiled programs held in memory (the disk cache stays)."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
+    """Forget the compiled programs held in memory (the disk cache stays). Programs still
+    held by Executables stay valid."""
+    PROGRAMS.clear()
 
 
 def clear_caches(disk: bool = True) -> None:
@@ -542,7 +571,8 @@ def clear_caches(disk: bool = True) -> None:
     clear_cache()
     directory = cache_dir()
     if disk and directory is not None:
-        for path in glob.glob(os.path.join(directory, "cpu-*.o")):
+        for path in glob.glob(os.path.join(directory, "cpu-*.o")) + \
+                glob.glob(os.path.join(directory, ".cpu-*.tmp")):
             try:
                 os.remove(path)
             except OSError:
@@ -557,13 +587,12 @@ class CpuBackend(Backend):
 
     def lookup(self, module) -> CpuProgram | None:
         """The cached program of ``module`` (same fingerprint), or None."""
-        with _CACHE_LOCK:
-            return _CACHE.get(fingerprint(module))
+        return PROGRAMS.get(fingerprint(module), count_miss=False)  # compile counts it
 
     def compile(self, module) -> CpuProgram:
         get_kernel("parameter")  # load the kernels before device threads start
         return compile_module(module)
 
 
-__all__ = ["CpuBackend", "CpuProgram", "KernelStep", "Plan", "clear_cache", "clear_caches",
-           "compile_module", "fingerprint"]
+__all__ = ["PROGRAMS", "CpuBackend", "CpuProgram", "KernelStep", "Plan", "clear_cache",
+           "clear_caches", "compile_module", "fingerprint"]

@@ -2,39 +2,88 @@
 compile llvmlite.ir modules to native code and hand out function pointers.
 
     engine = get_jit()
-    handle = engine.compile(ir_module)            # optimised, machine code emitted
+    handle = engine.compile(ir_module)            # optimised, machine code loaded
     ptr = handle.function_address("fused_0")      # call through ctypes
 
 Thread-safe: compilation holds a lock (LLVM's MCJIT is not re-entrant); calling compiled
-functions needs no lock. Compiled modules stay alive as long as their handle.
+functions needs no lock.
 
-Machine code is cached on disk: the object file of a module is stored under
-``$XLAPY_CACHE_DIR`` (default ``~/.cache/xlapy``) in ``cpu-<key>.o``, the key being the
-SHA-256 of the module's IR text, the host CPU name and features and the LLVM version, so a
-later compile of the same IR loads the object instead of optimising and generating code.
-``XLAPY_DISK_CACHE=0`` turns the disk cache off.
+Every compile ends as an object file: the IR is parsed into its own LLVM context,
+optimised, turned into object code by the process's target machine, and the IR, the pass
+manager and the context are freed at once; the object is then loaded into an MCJIT engine
+over an empty module (the engine owns its own target machine). A loaded program therefore
+holds its machine code and little else (an engine that compiled the IR itself kept the
+optimised module and code generator state: ~0.75 MB per program instead of ~50 KB).
+``CompiledModule.close()``, or dropping its last reference, frees the engine, its target
+machine and its code.
+
+llvmlite (0.50 here) gives ``ModulePassManager`` no ``_dispose``, so the C++ pass pipeline
+of every compile would leak (~95 KB each); ``_optimise`` frees it explicitly. What llvmlite
+still leaks is its PassBuilder's PassInstrumentationCallbacks (allocated in
+``LLVMPY_CreatePassBuilder``, never deleted): ~2 KB per compile, out of our reach (sharing
+one PassBuilder would instead pile up dangling instrumentation callbacks).
+
+Disk cache: the object file of a module is stored under ``$XLAPY_CACHE_DIR`` (default
+``~/.cache/xlapy``) as ``cpu-<key>.o``; ``XLAPY_DISK_CACHE=0`` turns it off. The key is the
+SHA-256 of the *key material* (``Jit.key_material``): the SHA-256 of the IR text, the LLVM
+and llvmlite versions, the target triple, the host CPU name and features, the optimisation
+and code generation settings, xlapy's version and the entry format. An entry is a header
+then the object bytes:
+
+    magic "XLAPYOBJ" | format u32 | material length u32 | object length u64 |
+    SHA-256 of the object | key material (JSON) | SHA-256 of everything before
+
+Entries are written atomically (a temporary file in the same directory, fsync'd, renamed,
+the directory fsync'd), so a reader sees a whole entry or none, and processes compiling the
+same module at once each write a complete, identical entry. Before any byte reaches LLVM an
+entry is checked: magic, format, sizes, the header's checksum, the recorded key material
+against this compile's (another module's object under this name, or one built by another
+LLVM, CPU or xlapy, is refused), the object's checksum. A bad entry is discarded with one
+warning line (logger ``xlapy.backends.cpu.jit``), the module is compiled again and the entry
+rewritten.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import os
+import struct
 import tempfile
 import threading
 
+import llvmlite
 import llvmlite.binding as llvm
+from llvmlite.binding import ffi
 
 _LOCK = threading.Lock()
 _JIT: "Jit | None" = None
+_LOG = logging.getLogger(__name__)
+
+#: The disk entries' format: bump it whenever the header or the key material changes.
+FORMAT = 2
+MAGIC = b"XLAPYOBJ"
+_FIXED = struct.Struct("<8sIIQ32s")  # magic, format, material length, object length, SHA
+
+# Optimisation and code generation (part of every object's key material).
+SPEED_LEVEL = 2
+LOOP_VECTORIZATION = True
+SLP_VECTORIZATION = True
+LOOP_UNROLLING = False
+CODEGEN_OPT = 3
+CODE_MODEL = "jitdefault"
 
 
 class CompiledModule:
-    """A module's machine code, owned by its own MCJIT engine."""
+    """A module's machine code, loaded in its own MCJIT engine. ``nbytes``: the object
+    code's size; ``from_cache``: whether it came from the disk cache."""
 
-    def __init__(self, engine, llvm_module, text: str):
+    def __init__(self, engine, object_bytes: int, from_cache: bool, assembly: str | None):
         self._engine = engine
-        self._module = llvm_module
-        self.ir_text = text
+        self.nbytes = object_bytes
+        self.from_cache = from_cache
+        self._assembly = assembly
 
     def function_address(self, name: str) -> int:
         address = self._engine.get_function_address(name)
@@ -43,8 +92,17 @@ class CompiledModule:
         return address
 
     def assembly(self) -> str:
-        """The optimised LLVM IR (for inspection: is the loop vectorised?)."""
-        return str(self._module)
+        """The optimised LLVM IR (for inspection: is the loop vectorised?). Kept only when
+        asked for at compile time (``keep_assembly``; by default with
+        ``use_disk_cache=False``); "" otherwise."""
+        return self._assembly or ""
+
+    def close(self) -> None:
+        """Free the engine, its target machine and its code now. No function of this module
+        may be called afterwards."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
 
 
 def cache_dir() -> str | None:
@@ -60,6 +118,8 @@ class Jit:
     generation at -O3)."""
 
     def __init__(self):
+        import xlapy
+
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         self.target = llvm.Target.from_default_triple()
@@ -67,84 +127,213 @@ class Jit:
         self.cpu = llvm.get_host_cpu_name()
         self.features = llvm.get_host_cpu_features().flatten()
         self.target_machine = self._new_target_machine()
+        self.last_from_cache = False  # whether the latest compile loaded a cached object
+        #: What every object depends on besides its IR (the key material's constant part).
+        self.identity = {
+            "format": FORMAT,
+            "xlapy": xlapy.__version__,
+            "llvm": ".".join(str(v) for v in llvm.llvm_version_info),
+            "llvmlite": llvmlite.__version__,
+            "triple": self.triple,
+            "cpu": self.cpu,
+            "features": self.features,
+            "optimisation": f"O{SPEED_LEVEL} loop-vectorize={LOOP_VECTORIZATION} "
+                            f"slp-vectorize={SLP_VECTORIZATION} unroll={LOOP_UNROLLING}",
+            "codegen": f"O{CODEGEN_OPT} code-model={CODE_MODEL}",
+        }
+        self._empty_ir = (f'target triple = "{self.triple}"\n'
+                          f'target datalayout = "{self.target_machine.target_data}"\n')
 
     def _new_target_machine(self):
         return self.target.create_target_machine(
-            cpu=self.cpu, features=self.features, opt=3, codemodel="jitdefault")
+            cpu=self.cpu, features=self.features, opt=CODEGEN_OPT, codemodel=CODE_MODEL)
 
     def _optimise(self, mod) -> None:
         # LLVM's -O2 pipeline with the loop and SLP vectorisers, without loop unrolling: the
         # vectoriser interleaves vector iterations itself and the reduction kernels keep
         # several accumulators, so unrolling bought no measurable speed while it doubled the
         # compile time (MLP fwd+bwd: 590 -> 307 ms, kernels as fast within noise).
-        pto = llvm.PipelineTuningOptions(speed_level=2)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pto.loop_unrolling = False
+        pto = llvm.PipelineTuningOptions(speed_level=SPEED_LEVEL)
+        pto.loop_vectorization = LOOP_VECTORIZATION
+        pto.slp_vectorization = SLP_VECTORIZATION
+        pto.loop_unrolling = LOOP_UNROLLING
         pb = llvm.create_pass_builder(self.target_machine, pto)
         pm = pb.getModulePassManager()
-        pm.run(mod, pb)
+        try:
+            pm.run(mod, pb)
+        finally:
+            _dispose_pass_manager(pm)
+            pb.close()
+            pto.close()
+
+    def key_material(self, text: str) -> bytes:
+        """What the object code of IR ``text`` is built from (see the module docstring)."""
+        material = dict(self.identity, ir_sha256=hashlib.sha256(text.encode()).hexdigest())
+        return json.dumps(material, sort_keys=True).encode()
 
     def cache_key(self, text: str) -> str:
-        h = hashlib.sha256()
-        for part in (text, self.triple, self.cpu, self.features, str(llvm.llvm_version_info)):
-            h.update(part.encode())
-            h.update(b"\0")
-        return h.hexdigest()
+        return hashlib.sha256(self.key_material(text)).hexdigest()
 
-    def compile(self, ir_module, *, use_disk_cache: bool = True) -> CompiledModule:
-        """Verify, optimise (the -O2 pipeline, vectorisers on) and emit ``ir_module``;
-        the object code comes from the disk cache when the same IR was compiled before."""
+    def compile(self, ir_module, *, use_disk_cache: bool = True,
+                keep_assembly: bool | None = None) -> CompiledModule:
+        """Verify, optimise (the -O2 pipeline, vectorisers on), emit and load ``ir_module``;
+        the object code comes from the disk cache when the same IR was compiled before.
+        ``keep_assembly`` (default: ``not use_disk_cache``) keeps the optimised IR for
+        ``assembly()`` and then always compiles."""
         ir_module.triple = self.triple
         ir_module.data_layout = str(self.target_machine.target_data)
         text = str(ir_module)
+        keep = (not use_disk_cache) if keep_assembly is None else keep_assembly
         directory = cache_dir() if use_disk_cache else None
+        material = self.key_material(text)
         path = None
-        cached = None
+        obj = None
         if directory is not None:
-            path = os.path.join(directory, f"cpu-{self.cache_key(text)}.o")
-            try:
-                with open(path, "rb") as f:
-                    cached = f.read()
-            except OSError:
-                cached = None
+            path = os.path.join(directory, f"cpu-{hashlib.sha256(material).hexdigest()}.o")
+            if not keep:
+                obj = _load(path, material)
+        from_cache = obj is not None
+        assembly = None
         with _LOCK:
-            if cached is not None:  # an empty module, the cached object file added to it
-                mod = llvm.parse_assembly(
-                    f'target triple = "{self.triple}"\n'
-                    f'target datalayout = "{self.target_machine.target_data}"\n')
-                engine = llvm.create_mcjit_compiler(mod, self._new_target_machine())
-                obj = llvm.ObjectFileRef.from_data(cached)
-                engine.add_object_file(obj)
-                produced: list[bytes] = []
-            else:
-                mod = llvm.parse_assembly(text)
+            if obj is None:
+                obj, assembly = self._emit(text, keep)
+            engine = self._engine_for(obj)
+        self.last_from_cache = from_cache
+        if path is not None and not from_cache:
+            _store(path, material, obj)
+        return CompiledModule(engine, len(obj), from_cache, assembly)
+
+    def _emit(self, text: str, keep: bool) -> tuple[bytes, str | None]:
+        """Object code of IR ``text`` (and the optimised IR when ``keep``). The IR lives in
+        a context of its own, freed here with it."""
+        context = llvm.create_context()
+        try:
+            mod = llvm.parse_assembly(text, context=context)
+            try:
                 mod.verify()
                 self._optimise(mod)
-                engine = llvm.create_mcjit_compiler(mod, self._new_target_machine())
-                produced = []
-                obj = None
-                if path is not None:
-                    produced.append(self.target_machine.emit_object(mod))
+                assembly = str(mod) if keep else None
+                return self.target_machine.emit_object(mod), assembly
+            finally:
+                mod.close()
+        finally:
+            context.close()
+
+    def _engine_for(self, obj: bytes):
+        """An MCJIT engine (with its own target machine) holding object code ``obj``."""
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(self._empty_ir),
+                                            self._new_target_machine())
+        try:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))  # the engine takes it
             engine.finalize_object()
             engine.run_static_constructors()
-        self.last_from_cache = cached is not None
-        if path is not None and cached is None and produced:
-            _store(path, produced[0])
-        compiled = CompiledModule(engine, mod, text)
-        compiled._object = obj  # the engine refers to the object file: keep it alive
-        return compiled
+        except BaseException:
+            engine.close()
+            raise
+        return engine
 
 
-def _store(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (a temporary file renamed); a cache that cannot
-    be written is skipped silently - it only costs time."""
+def _dispose_pass_manager(pm) -> None:
+    """Free a ModulePassManager: llvmlite's class has no ``_dispose`` (its C++ object, the
+    whole optimisation pipeline, would leak); use llvmlite's own when it has one."""
+    if type(pm)._dispose is not ffi.ObjectRef._dispose:
+        pm.close()
+        return
+    dispose = getattr(ffi.lib, "LLVMPY_DisposeNewModulePassManger", None)
+    if dispose is not None and not pm.closed:
+        dispose(pm)
+        pm.detach()
+
+
+# -- the disk cache -----------------------------------------------------------------------------
+
+
+def pack_entry(material: bytes, obj: bytes) -> bytes:
+    """A disk entry: the header (see the module docstring), then the object bytes."""
+    head = _FIXED.pack(MAGIC, FORMAT, len(material), len(obj),
+                       hashlib.sha256(obj).digest()) + material
+    return head + hashlib.sha256(head).digest() + obj
+
+
+def unpack_entry(data: bytes, material: bytes) -> tuple[bytes | None, str]:
+    """The object bytes of entry ``data`` if it is whole and was built from ``material``,
+    else (None, what is wrong)."""
+    view = memoryview(data)
+    if len(data) < _FIXED.size:
+        return None, f"is truncated ({len(data)} bytes, shorter than a header)"
+    magic, version, mlen, olen, obj_sha = _FIXED.unpack_from(view)
+    if magic != MAGIC:
+        return None, "is not an xlapy object entry (bad magic)"
+    if version != FORMAT:
+        return None, f"has format version {version}, expected {FORMAT}"
+    head_end = _FIXED.size + mlen
+    if len(data) != head_end + 32 + olen:
+        return None, (f"has {len(data)} bytes where its header says "
+                      f"{head_end + 32 + olen} (truncated or extended)")
+    if hashlib.sha256(view[:head_end]).digest() != view[head_end:head_end + 32]:
+        return None, "has a corrupt header (checksum mismatch)"
+    recorded = bytes(view[_FIXED.size:head_end])
+    if recorded != material:
+        return None, f"was built from something else ({_difference(recorded, material)})"
+    obj = view[head_end + 32:]
+    if hashlib.sha256(obj).digest() != obj_sha:
+        return None, "has corrupt object code (checksum mismatch)"
+    return bytes(obj), ""
+
+
+def _difference(recorded: bytes, expected: bytes) -> str:
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        got = json.loads(recorded)
+        want = json.loads(expected)
+        keys = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+    except (ValueError, TypeError, AttributeError):
+        return "unreadable key material"
+    return "differs in " + ", ".join(keys) if keys else "differs"
+
+
+def _load(path: str, material: bytes) -> bytes | None:
+    """The verified object bytes cached at ``path``, or None (no entry, or a bad one: then
+    one warning line and the entry is removed; the caller compiles and rewrites it)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    obj, problem = unpack_entry(data, material)
+    if obj is None:
+        _LOG.warning("xlapy: disk cache entry %s %s; discarded, compiling again", path, problem)
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+    return obj
+
+
+def _store(path: str, material: bytes, obj: bytes) -> None:
+    """Write the entry for ``obj`` atomically and durably (temporary file, fsync, rename,
+    directory fsync); a cache that cannot be written is skipped silently - it only costs
+    time."""
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".cpu-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(pack_entry(material, obj))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            raise
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
     except OSError:
         pass
 
@@ -158,4 +347,5 @@ def get_jit() -> Jit:
         return _JIT
 
 
-__all__ = ["CompiledModule", "Jit", "cache_dir", "get_jit"]
+__all__ = ["FORMAT", "CompiledModule", "Jit", "cache_dir", "get_jit", "pack_entry",
+           "unpack_entry"]

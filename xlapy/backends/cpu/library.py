@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 
 import numpy as np
 
@@ -822,17 +821,17 @@ def _match_lexicographic(node, operand_count):
     return None
 
 
-# instruction -> its comparator's keys (None: not recognised); weak, so modules can go
-_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_PLANS_LOCK = threading.Lock()
 _UNSET = object()
 
 
 def _sort_plan(instr):
-    with _PLANS_LOCK:
-        cached = _PLANS.get(instr, _UNSET)
-    if cached is not _UNSET:
-        return cached
+    """The comparator's keys of sort ``instr`` (None: not recognised), cached on the
+    instruction itself: a global map keyed by instruction, even a weak one, kept every sort's
+    module alive for good (the plan refers to the comparator's instructions, which refer to
+    their computation and module, and so to the key)."""
+    plan = instr.__dict__.get("_cpu_sort_plan", _UNSET)
+    if plan is not _UNSET:
+        return plan
     plan = None
     comp = instr.attrs["to_apply"]
     dims = instr.attrs["dimensions"]
@@ -842,8 +841,7 @@ def _sort_plan(instr):
                  for o in instr.operands)
         if ok:
             plan = _match_lexicographic(comp.root, count)
-    with _PLANS_LOCK:
-        _PLANS[instr] = plan
+    instr._cpu_sort_plan = plan  # a race computes it twice, harmlessly
     return plan
 
 
