@@ -91,9 +91,9 @@ def parse_pairs(text: str, instr) -> list[tuple[int, int]]:
         raise EvaluationError(f"{instr.opcode} %{instr.name}: {PAIRS_ATTRIBUTE}={text!r} is not "
                               f"a list of {{source,target}} pairs")
     inner = body[1:-1].strip()
-    pairs = re.findall(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}", inner)
+    pairs = re.findall(r"\{[ \t\n\r]*([0-9]+)[ \t\n\r]*,[ \t\n\r]*([0-9]+)[ \t\n\r]*\}", inner)
     rebuilt = ",".join(f"{{{s},{t}}}" for s, t in pairs)
-    if rebuilt != re.sub(r"\s+", "", inner):
+    if rebuilt != re.sub(r"[ \t\n\r]+", "", inner):
         raise EvaluationError(f"{instr.opcode} %{instr.name}: {PAIRS_ATTRIBUTE}={text!r} is not "
                               f"a list of {{source,target}} pairs")
     return [(int(s), int(t)) for s, t in pairs]
