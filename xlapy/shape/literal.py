@@ -28,7 +28,7 @@ import numpy as np
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.shape import dtypes
 from xlapy.shape.dtypes import PrimitiveType as PT
-from xlapy.shape.shape import UNBOUNDED_SIZE, Shape
+from xlapy.shape.shape import UNBOUNDED_SIZE, Shape, out_of_memory
 from xlapy.shape.text import Scanner, parse_shape, read_shape
 
 __all__ = [
@@ -357,10 +357,18 @@ class Literal:
             return Literal.token()
         if not shape.is_array() or shape.is_unbounded_dynamic():
             raise InvalidArgumentError(f"Literal.zeros: cannot make a literal of shape {shape}")
-        arr = np.zeros(shape.dimensions, dtype=dtypes.to_dtype(shape.element_type))
-        lit = Literal.from_array(arr, shape)
-        lit.elided = elided
-        return lit
+        dtype = dtypes.to_dtype(shape.element_type)
+        if elided:  # its value is unknown: a read-only zero view, no memory per element
+            arr = np.broadcast_to(np.zeros((), dtype), shape.dimensions)
+        else:
+            try:
+                arr = np.zeros(shape.dimensions, dtype=dtype)
+            except MemoryError as e:
+                raise out_of_memory("Literal.zeros", e, shape) from None
+            arr.setflags(write=False)
+        if shape.layout is None:
+            shape = shape.with_default_layout()
+        return Literal(shape, arr, elided=elided)
 
     # -- access ---------------------------------------------------------------------------
 

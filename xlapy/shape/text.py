@@ -12,7 +12,7 @@ import re
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.shape import dtypes
 from xlapy.shape.layout import COMBINE_DIMENSION, Layout, SplitConfig, Tile
-from xlapy.shape.shape import UNBOUNDED_SIZE, Shape
+from xlapy.shape.shape import INT64_MAX, UNBOUNDED_SIZE, Shape
 
 _WS = re.compile(r"(?:[ \t\n\r]+|/\*.*?\*/|//[^\n\r]*)+", re.S)  # a // comment ends at \n or \r
 _INT = re.compile(r"[-+]?[0-9]+")
@@ -151,6 +151,9 @@ def read_shape(sc: Scanner, *, fill_missing_layouts: bool = True, depth: int = 0
                 d = sc.read_int("a dimension size, '<=' bound or '?'")
                 if d < 0:
                     sc.error(f"dimension size must be >= 0, got {d}", dim_pos)
+                if d > INT64_MAX:
+                    sc.error(f"dimension size {d} is out of range: dimension sizes are int64, "
+                             f"at most {INT64_MAX}", dim_pos)
                 dims.append(d)
                 dyn.append(is_dyn)
             if sc.eat("]"):
