@@ -44,7 +44,14 @@ from xlapy.hlo.ir import Module
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions, EvaluationError, module_of
 from xlapy.interpreter.registry import get_kernel
 from xlapy.interpreter.values import TOKEN, to_value
-from xlapy.runtime.channels import ChannelTable, DeviceChannels, WaitableQueue, host_transfer_hooks
+from xlapy.runtime.channels import (
+    ChannelTable,
+    DeviceChannels,
+    WaitableQueue,
+    channel_key,
+    channel_text,
+    host_transfer_hooks,
+)
 from xlapy.runtime.placement import check_collectives, default_device_assignment, logical_ids
 from xlapy.runtime.threaded_collectives import (
     ExecutionState,
@@ -704,15 +711,18 @@ class Client:
     def send_to_device(self, channel_id: int, value, *, replica: int = 0,
                        partition: int = 0) -> None:
         """Give ``value`` to the ``recv ... is_host_transfer=true`` of channel ``channel_id``
-        on (replica, partition)."""
-        self.channels.to_device(int(channel_id), self._device_key(replica, partition)).put(value)
+        on (replica, partition); ``None`` names a recv without channel_id."""
+        self.channels.to_device(channel_key(channel_id),
+                                self._device_key(replica, partition)).put(value)
 
     def receive_from_device(self, channel_id: int, *, replica: int = 0, partition: int = 0,
                             timeout: float | None | str = "client"):
         """The next value the ``send ... is_host_transfer=true`` of channel ``channel_id`` on
-        (replica, partition) sent, waiting up to ``timeout`` seconds."""
-        q = self.channels.from_device(int(channel_id), self._device_key(replica, partition))
-        return self._take(q, timeout, f"host channel {channel_id} from "
+        (replica, partition) sent, waiting up to ``timeout`` seconds; ``None`` names a send
+        without channel_id."""
+        q = self.channels.from_device(channel_key(channel_id),
+                                      self._device_key(replica, partition))
+        return self._take(q, timeout, f"host {channel_text(channel_id)} from "
                           f"{device_label((replica, partition), 2 if partition else 1)}")
 
     def _take(self, q: queue.Queue, timeout, what: str):
