@@ -655,9 +655,12 @@ class Client:
     # -- compiling ----------------------------------------------------------------------------------
 
     def compile(self, computation, replicas: int | None = None, partitions: int | None = None,
-                *, verify: bool = True, device_assignment=None) -> Executable:
+                *, verify: bool = True, device_assignment=None,
+                allow_mixed_precision: bool = False) -> Executable:
         """Compile a Module, XlaComputation or HLO text for ``replicas`` x ``partitions``
-        devices (default: the module's replica_count and num_partitions)."""
+        devices (default: the module's replica_count and num_partitions). The verifier
+        rejects operands mixing floating-point precisions unless ``allow_mixed_precision``
+        (XLA's HloVerifier option)."""
         module = _parsed(computation) if isinstance(computation, str) else \
             module_of(computation, "compile")
         if module.entry is None:
@@ -675,7 +678,7 @@ class Client:
         if verify and not getattr(cached, "verified", False):
             from xlapy.hlo.verifier import verify_module
 
-            verify_module(module)
+            verify_module(module, allow_mixed_precision=allow_mixed_precision)
         check_collectives(module, replicas, partitions)
         if device_assignment is None:
             assignment = default_device_assignment(replicas, partitions)
@@ -688,7 +691,7 @@ class Client:
                     f"compile: device_assignment must be {replicas} rows of {partitions} "
                     f"distinct device numbers, got {device_assignment!r}")
         program = cached if cached is not None else self.backend.compile(module)
-        if verify:
+        if verify and not allow_mixed_precision:  # passed the default (strict) verifier
             program.verified = True
         return Executable(self, module, program, replicas, partitions, assignment)
 
