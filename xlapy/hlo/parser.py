@@ -27,6 +27,7 @@ from xlapy.hlo.async_chain import (
 )
 from xlapy.hlo.attrs.numbers import read_balanced, read_string
 from xlapy.hlo.attrs.result_accuracy import RESULT_ACCURACY_OPCODES, read_result_accuracy
+from xlapy.hlo.attrs.sharding import read_sharding
 from xlapy.hlo.ir import Computation, Instruction, Module, NameUniquer
 from xlapy.hlo.module_data import (
     ComputationLayout,
@@ -611,7 +612,7 @@ class _Parser:
         elif key == "backend_config":
             data["backend_config"] = read_string(sc) if sc.peek() == '"' else read_balanced(sc)
         elif key == "sharding":
-            data["sharding"] = read_balanced(sc)
+            data["sharding"] = read_sharding(sc)
         elif key == "control-predecessors":
             sc.expect("{", "to start control-predecessors")
             preds = []

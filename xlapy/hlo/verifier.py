@@ -7,7 +7,8 @@ condition/body, branches); no implicit broadcast in elementwise ops; unique inst
 and computation names; parameters numbered 0..n-1; every computation has a root of its
 own; the entry computation layout matches the entry computation; channel ids pair
 send/recv with their -done halves; operands do not mix floating-point precisions unless
-allowed (XLA's allow_mixed_precision, false by default). Messages show the failing instruction with its
+allowed (XLA's allow_mixed_precision, false by default); a sharding fits its instruction's
+shape (HloSharding::Validate). Messages show the failing instruction with its
 operands and users.
 """
 
@@ -94,6 +95,13 @@ def verify_instruction(instr: Instruction, *, allow_mixed_precision: bool = Fals
     if not compatible(inferred) or instr.shape.is_tuple() != inferred.is_tuple():
         _fail(instr, f"{instr.opcode}: shape {instr.shape} is not compatible with the shape "
                      f"its operands give, {inferred}")
+    if instr.sharding is not None:
+        from xlapy.hlo.attrs.sharding import validate_sharding
+
+        try:
+            validate_sharding(instr.sharding, instr.shape)
+        except XlaError as e:
+            _fail(instr, f"Invalid sharding for instruction %{instr.name}: {e}")
     if opdef.has("elementwise") and instr.opcode not in ELEMENTWISE_SAME_SHAPE_EXEMPT:
         for o in instr.operands:
             if o.shape.is_array() and o.shape.dimensions != instr.shape.dimensions:
