@@ -34,28 +34,28 @@ def test_valid_shardings_print_back(sharding):
     # the device count must match the tile assignment (HloSharding::FromProto)
     ("{devices=[2,2]0,1,2,3,4,5,6,7,8,9}",
      "the tile assignment [2,2] holds 4 devices, but the device list has 10"),
-    ("{devices=[2,2]<=[16]}", "the tile assignment [2,2] holds 4 devices, but the iota <=[16] "
-                              "has 16"),
-    ("{devices=[2,2]0,1,2}", "the tile assignment [2,2] holds 4 devices, but the device list "
-                             "has 3"),
-    ("{devices=[2,2]<=[2,3]T(1,0)}", "the tile assignment [2,2] holds 4 devices, but the iota "
-                                     "<=[2,3] has 6"),
+    ("{devices=[2,2]<=[16]}", ("the tile assignment [2,2] holds 4 devices, but the iota <=[16] "
+                              "has 16")),
+    ("{devices=[2,2]0,1,2}", ("the tile assignment [2,2] holds 4 devices, but the device list "
+                             "has 3")),
+    ("{devices=[2,2]<=[2,3]T(1,0)}", ("the tile assignment [2,2] holds 4 devices, but the iota "
+                                     "<=[2,3] has 6")),
     ("{devices=[2,-2]<=[4]}", "the sharding devices shape [2,-2] has a dimension below 1"),
     # ParseSingleSharding's own checks
     ("{maximal}", "maximal shardings should have exactly one device assigned"),
     ("{replicated device=1}", "replicated shardings should not have any devices assigned"),
     ("{manual devices=[2]0,1}", "manual shardings should not have any devices assigned"),
     ("{devices=[1]0}", "non-maximal shardings must have more than one device assigned"),
-    ("{last_tile_dim_replicate}", "non-maximal shardings must have a tile assignment list "
-                                  "including dimensions"),
-    ("{devices=[2,2]<=[2,2]T(0,2)}", "Out of range iota minor_to_major value 2, expecting value "
-                                     "in range [0, 2)"),
+    ("{last_tile_dim_replicate}", ("non-maximal shardings must have a tile assignment list "
+                                  "including dimensions")),
+    ("{devices=[2,2]<=[2,2]T(0,2)}", ("Out of range iota minor_to_major value 2, expecting value "
+                                     "in range [0, 2)")),
     ("{devices=[2,2]<=[2,2]}", "expected 'T(' to start sharding devices iota_transpose_perm"),
-    ("{foo}", "unknown attribute in sharding: expected device=, devices= metadata= or "
-              "last_tile_dims="),
+    ("{foo}", ("unknown attribute in sharding: expected device=, devices= metadata= or "
+              "last_tile_dims=")),
     ("{devices=[2,2]0,1,2,3 last_tile_dims={sideways}}",
-     "expected a sharding type (replicated, manual, unreduced, maximal, unknown, other) in "
-     "last_tile_dims, found sideways"),
+     ("expected a sharding type (replicated, manual, unreduced, maximal, unknown, other) in "
+     "last_tile_dims, found sideways")),
 ])
 def test_invalid_shardings_are_parse_errors(sharding, message):
     with pytest.raises(ParseError) as info:
@@ -66,18 +66,18 @@ def test_invalid_shardings_are_parse_errors(sharding, message):
 
 @pytest.mark.parametrize("sharding,shape,message", [
     ("{devices=[4]0,1,2,3}", "f32[4,4]",
-     "Number of tile assignment dimensions (excluding subgroups) is different than the input "
+     ("Number of tile assignment dimensions (excluding subgroups) is different than the input "
      "rank. sharding={devices=[4]0,1,2,3}, input_shape=f32[4,4] Note: While validating "
-     "sharding {devices=[4]0,1,2,3} against shape f32[4,4]"),
+     "sharding {devices=[4]0,1,2,3} against shape f32[4,4]")),
     ("{devices=[2,2]0,0,1,2}", "f32[4,4]", "device 0 is not unique in tile assignment"),
     ("{devices=[2,2]0,-1,1,2}", "f32[4,4]", "device -1 is negative in tile assignment"),
     ("{maximal device=-1}", "f32[4,4]", "device -1 is negative in tile assignment"),
     ("{{replicated}, {replicated}}", "(f32[4,4], f32[2], f32[])",
      "Shape (f32[4,4], f32[2], f32[]) has 3 leaf nodes while this sharding has 2"),
     ("{{replicated}, {devices=[2]0,1}}", "(f32[4,4], f32[2,2])",
-     "Number of tile assignment dimensions (excluding subgroups) is different than the input "
+     ("Number of tile assignment dimensions (excluding subgroups) is different than the input "
      "rank. sharding={devices=[2]0,1}, input_shape=f32[2,2] Note: While validating sharding "
-     "tuple element {1} which is {devices=[2]0,1}"),
+     "tuple element {1} which is {devices=[2]0,1}")),
 ])
 def test_verifier_validates_sharding_against_the_shape(sharding, shape, message):
     m = parse_hlo_module(module(sharding, shape))
