@@ -159,7 +159,7 @@ def evaluate(module_or_computation, *args, options: EvalOptions | None = None, *
         raise InvalidArgumentError(
             f"evaluate: the entry computation %{entry.name} takes {len(params)} arguments "
             f"({', '.join(str(p.shape) for p in params)}), got {len(args)}")
-    values = [to_value(a, p.shape, f"evaluate: argument {i} (%{p.name})")
+    values = [to_value(a, p.shape, f"evaluate: argument {i} (%{p.name})", exact_dtype=True)
               for i, (a, p) in enumerate(zip(args, params))]
     ctx = EvalContext(module, options)
     return ctx.call(entry, values)

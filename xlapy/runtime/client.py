@@ -309,8 +309,9 @@ class Executable:
         if len(args) != len(params):
             return self.execute([args])[0]  # raises the argument-count error
         label = self._label(0)
-        values = [to_value(a, p.shape, f"execute: argument {p.parameter_number} of {label} "
-                           f"(device {self.devices[0].id})") for a, p in zip(args, params)]
+        values = [to_value(a, p.shape, f"execute: argument {p.parameter_number} (%{p.name}) "
+                           f"of {label} (device {self.devices[0].id})", exact_dtype=True)
+                  for a, p in zip(args, params)]
         options = EvalOptions(rng_seed=self.client.rng_seed, timeout=self.client.timeout)
         result = self.program.run(values, options)
         taken = _array_leaves(values)
@@ -354,10 +355,11 @@ class Executable:
                                                f"parameter is {shape}")
                 buffers[key] = arg
                 return storage.array
-            return to_value(arg, shape, where)
+            return to_value(arg, shape, where, exact_dtype=True)
 
         values = [convert(a, p.shape, (p.parameter_number,),
-                          f"execute: argument {p.parameter_number} of {where_device}")
+                          f"execute: argument {p.parameter_number} (%{p.name}) of "
+                          f"{where_device}")
                   for a, p in zip(args, params)]
         return values, buffers
 
