@@ -77,31 +77,31 @@ def _save(path, **arrays):
 
 
 BAD_FILES = [
-    ("missing", lambda p: p.parent / "nowhere.npz", "cannot read npz file {dir}/nowhere.npz: No "
-                                                    "such file or directory"),
-    ("empty", lambda p: (p.write_bytes(b""), p)[1], "{path} is not a valid .npz archive: No data "
-                                                    "left in file"),
+    ("missing", lambda p: p.parent / "nowhere.npz", ("cannot read npz file {dir}/nowhere.npz: No "
+                                                    "such file or directory")),
+    ("empty", lambda p: (p.write_bytes(b""), p)[1], ("{path} is not a valid .npz archive: No data "
+                                                    "left in file")),
     ("truncated", _truncated, "{path} is not a valid .npz archive: File is not a zip file"),
     ("corrupt directory", _corrupt_directory, "{path} is not a valid .npz archive: "),
-    ("corrupt entry", _corrupt_entry, "{path}: entry arg0 is corrupt: Bad CRC-32 for file "
-                                      "'arg0.npy'"),
-    ("npy", _npy, "{path} holds an array of dtype float32 and shape [2] (an .npy file: one "
-                  "array); expected an .npz archive of named arrays"),
+    ("corrupt entry", _corrupt_entry, ("{path}: entry arg0 is corrupt: Bad CRC-32 for file "
+                                      "'arg0.npy'")),
+    ("npy", _npy, ("{path} holds an array of dtype float32 and shape [2] (an .npy file: one "
+                  "array); expected an .npz archive of named arrays")),
     ("object", lambda p: _save(p, arg0=np.array([1, "a"], object)),
      "{path}: entry arg0 is an object array (pickled Python objects); expected numeric arrays"),
     ("strings", lambda p: _save(p, arg0=np.array(["a", "b"])),
      "{path}: entry arg0 is a string array of dtype <U1 and shape [2]; expected numeric arrays"),
     ("unknown tag", lambda p: _save(p, arg0=np.array([1, 2], np.uint16),
                                     __dtype__arg0=np.array("nosuch")),
-     "{path}: entry __dtype__arg0 names 'nosuch', which is not an ml_dtypes element type (one "
-     "of bfloat16, "),
+     ("{path}: entry __dtype__arg0 names 'nosuch', which is not an ml_dtypes element type (one "
+     "of bfloat16, ")),
     ("tag of a non-type", lambda p: _save(p, arg0=np.array([1, 2], np.uint16),
                                           __dtype__arg0=np.array("finfo")),
      "{path}: entry __dtype__arg0 names 'finfo', which is not an ml_dtypes element type"),
     ("tag not a string", lambda p: _save(p, arg0=np.array([1, 2], np.uint16),
                                          __dtype__arg0=np.array(3)),
-     "{path}: entry __dtype__arg0 must be a string naming an ml_dtypes type, got an array of "
-     "dtype int64 and shape []"),
+     ("{path}: entry __dtype__arg0 must be a string naming an ml_dtypes type, got an array of "
+     "dtype int64 and shape []")),
     ("tag on the wrong bits", lambda p: _save(p, arg0=np.array([1, 2, 3], np.uint8),
                                               __dtype__arg0=np.array("bfloat16")),
      "{path}: entry arg0 is tagged bfloat16, stored as uint16 bits, but holds uint8 data"),
@@ -129,7 +129,7 @@ def test_bad_input_files_exit_2(name, make, message, module, tmp_path, capsys):
 ])
 def test_element_type_mismatch_is_refused(array, text, got, module, tmp_path, capsys):
     save_npz(tmp_path / "in.npz", {"arg0": array})
-    code, out, err = run(["run", module(text), "--inputs", str(tmp_path / "in.npz")], capsys)
+    code, _, err = run(["run", module(text), "--inputs", str(tmp_path / "in.npz")], capsys)
     want = "f32" if "f32[2] parameter" in text else "s32"
     assert code == 2
     assert err == (f"xlapy run: error: {tmp_path}/in.npz: arg0 is {got}, but parameter 0 %x "
@@ -180,7 +180,7 @@ def test_cast_inputs_refuses_complex_to_real(module, tmp_path, capsys):
     ("", "cannot write {tmp}: it is a directory"),
 ])
 def test_unwritable_output_exits_2(target, message, module, tmp_path, capsys):
-    code, out, err = run(["run", module(), "--output", str(tmp_path / target) if target
+    code, _, err = run(["run", module(), "--output", str(tmp_path / target) if target
                           else str(tmp_path)], capsys)
     assert code == 2
     assert err == "xlapy run: error: " + message.format(tmp=tmp_path) + "\n"

@@ -367,15 +367,15 @@ S8 = hlo("  x = s8[2] parameter(0)\n  ROOT y = s8[2] add(x, x)", comps="")
 
 @pytest.mark.parametrize("backend", ["interpreter", "cpu"])
 @pytest.mark.parametrize("module,arg,message", [
-    (DOUBLE, np.ones(3), "expected f32[3]{0}, got f64[3] (NumPy dtype float64): the element "
-                         "types differ; convert the array to f32 first"),
-    (DOUBLE, np.ones(3, np.complex64), "expected f32[3]{0}, got c64[3] (NumPy dtype "
-                                       "complex64): the element types differ"),
+    (DOUBLE, np.ones(3), ("expected f32[3]{0}, got f64[3] (NumPy dtype float64): the element "
+                         "types differ; convert the array to f32 first")),
+    (DOUBLE, np.ones(3, np.complex64), ("expected f32[3]{0}, got c64[3] (NumPy dtype "
+                                       "complex64): the element types differ")),
     (DOUBLE, np.float32(1), "expected f32[3]{0}, got f32[]: the dimensions differ"),
-    (DOUBLE, np.array(["a", "b", "c"]), "expected f32[3]{0}, got an array of NumPy dtype <U1 "
-                                        "and dimensions [3]: the element types differ"),
-    (DOUBLE, [1j, 2, 3], "expected f32[3]{0}, got complex values: f32 cannot hold their "
-                         "imaginary parts"),
+    (DOUBLE, np.array(["a", "b", "c"]), ("expected f32[3]{0}, got an array of NumPy dtype <U1 "
+                                        "and dimensions [3]: the element types differ")),
+    (DOUBLE, [1j, 2, 3], ("expected f32[3]{0}, got complex values: f32 cannot hold their "
+                         "imaginary parts")),
     (S8, [1.5, 2.0], "expected s8[2]{0}, got floating-point values: pass integers for s8"),
     (S8, [300, 1], "expected s8[2]{0}, got the integer 300, outside s8's range [-128, 127]"),
     (S8, np.array([1, 2], np.int32), "expected s8[2]{0}, got s32[2] (NumPy dtype int32)"),

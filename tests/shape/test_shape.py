@@ -244,17 +244,17 @@ INT64_MAX = 2**63 - 1
 
 
 @pytest.mark.parametrize("text,column,message", [
-    (f"f32[{2**63}]", 5, f"dimension size {2**63} is out of range: dimension sizes are int64, "
-                         f"at most {INT64_MAX}"),
+    (f"f32[{2**63}]", 5, (f"dimension size {2**63} is out of range: dimension sizes are int64, "
+                         f"at most {INT64_MAX}")),
     (f"f32[2,{2**64}]", 7, f"dimension size {2**64} is out of range"),
-    (f"f32[{2**62}]", 1, f"Shape f32[{2**62}] size may overflow int64_t ({2**62} elements of 4 "
-                         f"bytes are {2**64} bytes; at most {INT64_MAX} bytes)"),
+    (f"f32[{2**62}]", 1, (f"Shape f32[{2**62}] size may overflow int64_t ({2**62} elements of 4 "
+                         f"bytes are {2**64} bytes; at most {INT64_MAX} bytes)")),
     (f"f32[{2**62},4]", 1, f"Shape f32[{2**62},4] size may overflow int64_t"),
     (f"c128[{2**60}]", 1, "size may overflow int64_t"),
     (f"f32[<={2**62}]", 1, f"Shape f32[<={2**62}] size may overflow int64_t"),
     # an intermediate product that overflows counts, as XLA's ExtentProduct
-    (f"pred[{2**40},{2**40},0]", 1, "size may overflow int64_t (its element count overflows "
-                                     "before the size-0 dimension"),
+    (f"pred[{2**40},{2**40},0]", 1, ("size may overflow int64_t (its element count overflows "
+                                     "before the size-0 dimension")),
 ])
 def test_shape_size_must_fit_int64(text, column, message):
     with pytest.raises(ParseError) as info:
