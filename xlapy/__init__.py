@@ -24,7 +24,7 @@ The reference interpreter::
     xlapy.evaluate(comp, np.ones(3, np.float32))   # array([2., 2., 2.], dtype=float32)
 """
 
-from xlapy.errors import InvalidArgumentError, ParseError, XlaError
+from xlapy.errors import InvalidArgumentError, ParseError, ResourceExhaustedError, XlaError
 from xlapy.shape import (
     COMBINE_DIMENSION,
     UNBOUNDED_SIZE,
@@ -57,7 +57,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "COMBINE_DIMENSION", "UNBOUNDED_SIZE", "InvalidArgumentError", "Layout", "PaddingValue",
-    "ParseError", "PrimitiveType", "Shape", "SplitConfig", "Tile", "XlaError", "byte_size",
+    "ParseError", "PrimitiveType", "ResourceExhaustedError", "Shape", "SplitConfig", "Tile",
+    "XlaError", "byte_size",
     "from_physical", "linear_index", "multi_index", "parse_layout", "parse_shape",
     "physical_size", "to_physical",
     "Literal", "parse_literal", "parse_literal_with_shape",

@@ -19,6 +19,26 @@ class InvalidArgumentError(XlaError, ValueError):
     """
 
 
+class ResourceExhaustedError(XlaError, MemoryError):
+    """Memory for a buffer could not be allocated (XLA's RESOURCE_EXHAUSTED). The message
+    names what was being computed, the shape of the buffer and its size in bytes."""
+
+    def __init__(self, message: str, nbytes: int | None = None, instruction=None):
+        super().__init__(message)
+        self.nbytes = nbytes
+        self.instruction = instruction  # the instruction being computed, when known
+
+
+def human_bytes(n: int) -> str:
+    """``8796093022232`` -> ``'8.0 TiB'``."""
+    size, unit = float(n), "bytes"
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if size < 1024 or unit == "EiB":
+            break
+        size /= 1024
+    return f"{n} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+
+
 class ParseError(XlaError, ValueError):
     """Text (a shape, layout, literal or HLO module) could not be parsed.
 

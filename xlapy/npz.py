@@ -3,14 +3,17 @@
 bf16, the f8/f6/f4 types and s4/u4/s2/u2 (ml_dtypes) are written as their raw storage bits
 (``arr.view(uint16)`` / ``view(uint8)``) with a string entry ``__dtype__<key>`` naming the
 ml_dtypes dtype, and read back the same way. The layout of ``xlapy run``'s inputs/outputs and
-of the golden fixtures in tests/fixtures/jax."""
+of the golden fixtures in tests/fixtures/jax. Whatever a file holds, reading or writing it
+fails with an InvalidArgumentError that says what is wrong, never a NumPy or zip error."""
 
 from __future__ import annotations
 
 import io
+import os
+import zipfile
+import zlib
 from typing import Mapping
 
-import ml_dtypes
 import numpy as np
 
 from xlapy.errors import InvalidArgumentError
@@ -22,31 +25,119 @@ def _is_ml_dtype(dtype: np.dtype) -> bool:
     return type(dtype).__module__.startswith("ml_dtypes") or dtype.type.__module__.startswith("ml_dtypes")
 
 
+def _ml_dtype_names() -> dict[str, np.dtype]:
+    """The ml_dtypes types that are XLA element types, by name."""
+    from xlapy.shape import dtypes
+
+    out = {}
+    for t in dtypes.PrimitiveType:
+        try:
+            if not dtypes.is_array_type(t):
+                continue
+            dt = np.dtype(dtypes.to_dtype(t))
+        except (InvalidArgumentError, KeyError, TypeError, ValueError):
+            continue
+        if _is_ml_dtype(dt):
+            out[dt.name] = dt
+    return out
+
+
+def _where(path_or_file) -> str:
+    return str(path_or_file) if isinstance(path_or_file, (str, bytes)) or \
+        hasattr(path_or_file, "__fspath__") else "the npz data"
+
+
 def load_npz(path_or_file) -> dict[str, np.ndarray]:
-    """``{key: array}`` with ml_dtypes arrays restored; the ``__dtype__`` entries consumed."""
+    """``{key: array}`` with ml_dtypes arrays restored; the ``__dtype__`` entries consumed.
+
+    Anything that is not an .npz archive of numeric arrays - a missing or unreadable file,
+    a truncated or corrupt archive or entry, a single-array .npy file, object (pickled)
+    arrays, strings, a ``__dtype__`` tag that names no ml_dtypes element type or does not
+    fit its entry's bits - raises InvalidArgumentError saying so."""
+    where = _where(path_or_file)
     try:
         z = np.load(path_or_file, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise InvalidArgumentError(f"cannot read npz file {path_or_file}: {e}") from None
+    except OSError as e:
+        reason = e.strerror or str(e) or type(e).__name__
+        if isinstance(e, FileNotFoundError) or e.strerror:
+            raise InvalidArgumentError(f"cannot read npz file {where}: {reason}") from None
+        raise InvalidArgumentError(f"{where} is not an .npz archive ({reason})") from None
+    except (ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        reason = "it holds pickled Python objects" if "pickle" in str(e) else (
+            str(e) or "no data")
+        raise InvalidArgumentError(f"{where} is not a valid .npz archive: {reason}") from None
+    if isinstance(z, np.ndarray):
+        raise InvalidArgumentError(
+            f"{where} holds {_describe(z)} (an .npy file: one array); expected an .npz archive "
+            f"of named arrays (np.savez(path, arg0=..., arg1=...))")
     with z:
-        out = {}
-        for key in z.files:
-            if key.startswith(_PREFIX):
-                continue
-            arr = z[key]
-            tag = _PREFIX + key
-            if tag in z.files:
-                name = str(z[tag])
-                dtype = getattr(ml_dtypes, name, None)
-                if dtype is None:
-                    raise InvalidArgumentError(f"npz entry {tag} names an unknown ml_dtypes type {name!r}")
-                arr = arr.view(dtype)
-            out[key] = arr
-        return out
+        files = list(z.files)
+        raw = {}
+        for key in files:
+            try:
+                raw[key] = z[key]
+            except ValueError as e:
+                if "allow_pickle" in str(e):
+                    raise InvalidArgumentError(
+                        f"{where}: entry {key} is an object array (pickled Python objects); "
+                        f"expected numeric arrays") from None
+                raise InvalidArgumentError(f"{where}: entry {key} is corrupt: {e}") from None
+            except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+                raise InvalidArgumentError(f"{where}: entry {key} is corrupt: {e}") from None
+    known = None
+    out = {}
+    for key in files:
+        if key.startswith(_PREFIX):
+            if key[len(_PREFIX):] not in raw:
+                raise InvalidArgumentError(f"{where}: entry {key} tags no entry (there is no "
+                                           f"{key[len(_PREFIX):]})")
+            continue
+        arr = raw[key]
+        tag = _PREFIX + key
+        if tag in raw:
+            known = known if known is not None else _ml_dtype_names()
+            arr = _restore(where, key, arr, raw[tag], known)
+        elif arr.dtype.kind not in "biufc" and not _is_ml_dtype(arr.dtype):
+            raise InvalidArgumentError(
+                f"{where}: entry {key} is {_describe(arr)}; expected numeric arrays (bool, "
+                f"integers, floats, complex; bf16/f8/int4... as raw bits with a {_PREFIX}{key} "
+                f"tag)")
+        out[key] = arr
+    return out
+
+
+def _describe(arr: np.ndarray) -> str:
+    kinds = {"U": "string", "S": "bytes", "O": "object", "M": "datetime", "m": "timedelta",
+             "V": "structured"}
+    kind = kinds.get(arr.dtype.kind)
+    what = f"a {kind} array" if kind else "an array"
+    return f"{what} of dtype {arr.dtype} and shape {list(arr.shape)}"
+
+
+def _restore(where: str, key: str, arr: np.ndarray, tag: np.ndarray, known: dict) -> np.ndarray:
+    """The ml_dtypes array stored as raw bits in ``arr``, its type named by ``tag``."""
+    if tag.ndim != 0 or tag.dtype.kind not in "US":
+        raise InvalidArgumentError(
+            f"{where}: entry {_PREFIX}{key} must be a string naming an ml_dtypes type, got "
+            f"{_describe(tag)}")
+    name = str(tag)
+    dtype = known.get(name)
+    if dtype is None:
+        raise InvalidArgumentError(
+            f"{where}: entry {_PREFIX}{key} names {name!r}, which is not an ml_dtypes element "
+            f"type (one of {', '.join(sorted(known))})")
+    bits = np.dtype(np.uint16 if dtype.itemsize == 2 else np.uint8)
+    if arr.dtype != bits:
+        raise InvalidArgumentError(
+            f"{where}: entry {key} is tagged {name}, stored as {bits} bits, but holds "
+            f"{arr.dtype} data")
+    return arr.view(dtype)
 
 
 def save_npz(path_or_file, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write arrays; ml_dtypes arrays as raw bits plus a ``__dtype__<key>`` entry."""
+    """Write arrays; ml_dtypes arrays as raw bits plus a ``__dtype__<key>`` entry. A path
+    that cannot be written raises InvalidArgumentError naming it (NumPy adds ``.npz`` to a
+    path without it)."""
     entries = {}
     for key, arr in arrays.items():
         arr = np.asarray(arr)
@@ -57,7 +148,13 @@ def save_npz(path_or_file, arrays: Mapping[str, np.ndarray]) -> None:
         else:
             entries[key] = arr
     if isinstance(path_or_file, (str, bytes)) or hasattr(path_or_file, "__fspath__"):
-        np.savez(path_or_file, **entries)
+        if os.path.isdir(path_or_file):
+            raise InvalidArgumentError(f"cannot write {path_or_file}: it is a directory")
+        try:
+            np.savez(path_or_file, **entries)
+        except OSError as e:
+            raise InvalidArgumentError(f"cannot write {path_or_file}: "
+                                       f"{e.strerror or e}") from None
     else:
         buf = io.BytesIO()
         np.savez(buf, **entries)

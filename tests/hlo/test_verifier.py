@@ -115,3 +115,59 @@ def test_root_must_belong_to_the_computation():
     m.entry.root = Instruction("negate", parse_shape("f32[]"))
     with pytest.raises(VerifierError, match="computation %main has no root of its own"):
         verify_module(m)
+
+
+# -- mixed precision: HloVerifier's allow_mixed_precision, false by default ----------------------
+
+MIXED = """HloModule m
+
+add_f32 {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+ENTRY main {{
+  p16 = f16[2] parameter(0)
+  p32 = f32[2] parameter(1)
+  pbf = bf16[2] parameter(2)
+  pc = pred[2] parameter(3)
+  {body}
+}}
+"""
+
+
+@pytest.mark.parametrize("body,opcode,types", [
+    ("ROOT c = f32[2] add(p16, p32)", "add", "f16[2]{0} and f32[2]{0}"),
+    ("ROOT c = f32[2] multiply(pbf, p32)", "multiply", "bf16[2]{0} and f32[2]{0}"),
+    ("ROOT c = pred[2] compare(p16, p32), direction=LT", "compare", "f16[2]{0} and f32[2]{0}"),
+    ("ROOT c = f32[2] select(pc, p16, p32)", "select", "f16[2]{0} and f32[2]{0}"),
+    ("z = f16[] constant(0)\n  ROOT r = f32[] reduce(p32, z), dimensions={0}, to_apply=add_f32",
+     "reduce", "f32[2]{0} and f16[]"),
+])
+def test_mixed_precision_is_rejected_by_default(body, opcode, types):
+    module = parse_hlo_module(MIXED.format(body=body))
+    with pytest.raises(VerifierError) as info:
+        verify_module(module)
+    name = "r" if opcode == "reduce" else "c"
+    assert str(info.value).startswith(
+        f"Seen floating point types of different precisions in {opcode} %{name} ({types}), "
+        f"but mixed precision is disallowed (verify_module(..., allow_mixed_precision=True) "
+        f"allows it).\ninstruction %{name} in computation %main:")
+    if opcode in ("add", "multiply", "compare", "select"):
+        verify_module(module, allow_mixed_precision=True)
+
+
+@pytest.mark.parametrize("body", [
+    # XLA's allow-list: ops that pass data through or group it
+    "ROOT t = (f16[2], f32[2]) tuple(p16, p32)",
+    "ROOT d = f32[] dot(p16, p32), lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+    "ROOT c = f32[2] custom-call(p16, p32), custom_call_target=\"foo\"",
+    "t = (f16[2], f32[2]) tuple(p16, p32)\n  ROOT g = f16[2] get-tuple-element(t), index=0",
+    # not floating point: integers and pred mix with anything
+    "i = s32[2] convert(p16)\n  ROOT c = f16[2] select(pc, p16, p16)",
+    # one operand: convert changes precision, it does not mix it
+    "ROOT c = f32[2] convert(p16)",
+])
+def test_mixed_precision_exceptions(body):
+    verify_module(parse_hlo_module(MIXED.format(body=body)))

@@ -11,6 +11,7 @@ from movement_eval_helpers import ALL_TYPES, assert_same, np_dtype, sample
 
 from xlapy import ops
 from xlapy.builder import XlaBuilder
+from xlapy.errors import ParseError
 from xlapy.hlo.attrs.window import Padding
 from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
@@ -255,3 +256,70 @@ def test_sum_window_every_arithmetic_type(t):
     wide = x.astype(np.complex128 if dt.kind == "c" else np.float64 if t in ("f16", "bf16", "f32", "f64") else np.int64)
     want = np.array([wide[i:i + 3].sum() for i in range(4)]).astype(dt)
     assert_same(got, want)
+
+
+# -- huge windows, strides, dilations, paddings ----------------------------------------------------
+
+
+@pytest.mark.parametrize("case", range(12))
+@pytest.mark.parametrize("path", ["strided", "tables"])
+def test_random_large_windows_against_the_definition(case, path, monkeypatch):
+    # windows longer than the operand, padding and dilations larger than it: both ways of
+    # reading windows (strided views of a padded copy, index tables) give the definition
+    from xlapy.interpreter.kernels import reduction
+
+    if path == "tables":
+        monkeypatch.setattr(reduction, "_strided", lambda shape, window: False)
+    rng = np.random.default_rng(100 + case)
+    shape = tuple(int(v) for v in rng.integers(1, 5, 2))
+    sizes = [int(v) for v in rng.integers(1, 9, 2)]
+    strides = [int(v) for v in rng.integers(1, 4, 2)]
+    pads = [(int(a), int(b)) for a, b in rng.integers(0, 8, (2, 2))]
+    lhs_d = [int(v) for v in rng.integers(1, 4, 2)]
+    rhs_d = [int(v) for v in rng.integers(1, 4, 2)]
+    x = rng.integers(-50, 50, shape).astype(np.int32)
+    want = naive(x, sizes, strides, pads, lhs_d, rhs_d, lambda a, b: a * 3 + b, np.int32(1))
+    text = f"""
+HloModule m
+red {{
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  three = s32[] constant(3)
+  m = s32[] multiply(a, three)
+  ROOT r = s32[] add(m, b)
+}}
+ENTRY e {{
+  x = s32[{shape[0]},{shape[1]}] parameter(0)
+  i = s32[] constant(1)
+  ROOT r = reduce-window(x, i), window={{{window_text(sizes, strides, pads, lhs_d, rhs_d)}}}, to_apply=red
+}}
+"""
+    assert_same(run(text, x), want)
+
+
+@pytest.mark.parametrize("window,want", [
+    # the issue 12 reproducer: a window longer than the padded base gives no output
+    (f"size=1x{2**62}", np.zeros((2, 0), np.float32)),
+    (f"size=1x{2**62} pad=0_0x{2**62}_0", [[0, 1, 3, 6], [0, 4, 9, 15]]),
+    (f"size=1x{2**61} stride=1x{2**59} pad=0_0x{2**61}_{2**61}",
+     [[0, 6, 6, 6, 6], [0, 15, 15, 15, 15]]),
+    (f"size=1x1 stride=1x{2**62}", [[1], [4]]),
+    (f"size=1x2 rhs_dilate=1x{2**62}", np.zeros((2, 0), np.float32)),
+    (f"size=1x2 stride=1x{2**61} lhs_dilate=1x{2**61}", [[1, 2], [4, 5]]),
+])
+def test_huge_windows_cost_what_their_output_costs(window, want):
+    x = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    text = rw_module("f32", "[2,3]", window, "").replace("ROOT r = f32 ", "ROOT r = ")
+    assert_same(run(text, x), np.asarray(want, np.float32))
+
+
+def test_window_sizes_must_fit_int64():
+    with pytest.raises(ParseError, match=r"reduce-window: Window .* on dimension 1 of "
+                       r"f32\[2,3\]\{1,0\}: the padded base is 9223372036854775811, outside "
+                       r"int64 \(XLA computes window sizes in int64\)"):
+        parse_hlo_module(rw_module("f32", "[2,3]", f"size=1x{2**62} pad=0_0x{2**62}_{2**62}",
+                                   "").replace("ROOT r = f32 ", "ROOT r = "))
+    with pytest.raises(ParseError, match="the dilated base is 9223372036854775809, outside "
+                                         "int64"):
+        parse_hlo_module(rw_module("f32", "[2,3]", f"size=1x2 lhs_dilate=1x{2**62}", "")
+                         .replace("ROOT r = f32 ", "ROOT r = "))

@@ -154,6 +154,43 @@ def test_base_dilation_holes_are_not_candidates():
     assert_same(got, np.array([5, 9], np.float32))
 
 
+def test_huge_windows_and_padding():
+    # a window of 2**62 over three elements padded by 2**62 on the left: windows o = 1..3
+    # hold the first o elements (the rest is padding), never iterated
+    x = np.array([3, 1, 2], np.float32)
+    text = sas_module("f32", "[3]", "[4]", f"size={2**62} pad={2**62}_0")
+    got = run(text, x, np.array([10, 20, 30, 40], np.float32), np.float32(0))
+    assert_same(got, np.array([90, 0, 0], np.float32))  # max is x[0] in windows 1, 2, 3
+    text = sas_module("f32", "[3]", "[1]", f"size=2 stride={2**62}")
+    got = run(text, x, np.array([5], np.float32), np.float32(0))
+    assert_same(got, np.array([5, 0, 0], np.float32))
+
+
+@pytest.mark.parametrize("case", range(8))
+@pytest.mark.parametrize("path", ["strided", "tables"])
+def test_random_windows_both_paths(case, path, monkeypatch):
+    """Index tables (huge windows) and strided views (the rest) select and scatter alike."""
+    from xlapy.interpreter.kernels import reduction
+
+    rng = np.random.default_rng(200 + case)
+    n = int(rng.integers(1, 7))
+    size, stride = int(rng.integers(1, 9)), int(rng.integers(1, 4))
+    lo, hi = (int(v) for v in rng.integers(0, 6, 2))
+    padded = lo + n + hi
+    outs = 0 if size > padded else (padded - size) // stride + 1
+    x = rng.permutation(n).astype(np.float32)
+    source = np.arange(1, outs + 1, dtype=np.float32)
+    text = sas_module("f32", f"[{n}]", f"[{outs}]", f"size={size} stride={stride} pad={lo}_{hi}")
+    want = np.zeros(n, np.float32)
+    for o in range(outs):  # the definition: the max of the window's elements gets source[o]
+        inside = [p - lo for p in range(o * stride, o * stride + size) if 0 <= p - lo < n]
+        if inside:
+            want[max(inside, key=lambda i: (x[i], -i))] += source[o]
+    if path == "tables":
+        monkeypatch.setattr(reduction, "_strided", lambda shape, window: False)
+    assert_same(run(text, x, source, np.float32(0)), want)
+
+
 @pytest.mark.parametrize("t", ["s8", "s32", "u8", "u32", "s64", "f16", "bf16", "f32", "f64"])
 def test_element_types(t):
     dt = np_dtype(t)

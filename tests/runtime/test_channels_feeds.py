@@ -34,17 +34,20 @@ ENTRY e {
 """
 
 
-def exchange(pairs: str, channel_id: int) -> str:
-    """Every device sends x on the channel, then receives (the pairs say who to whom)."""
+def exchange(pairs: str, channel_id: int | None) -> str:
+    """Every device sends x on the channel, then receives (the pairs say who to whom);
+    channel_id None: no channel_id attribute (optional in XLA's parser)."""
     attr = f'frontend_attributes={{_xla_send_recv_source_target_pairs="{pairs}"}}'
+    if channel_id is not None:
+        attr = f"channel_id={channel_id}, {attr}"
     return f"""HloModule exchange
 ENTRY e {{
   x = f32[2] parameter(0)
   t = token[] after-all()
-  s = (f32[2], u32[], token[]) send(x, t), channel_id={channel_id}, {attr}
-  sd = token[] send-done(s), channel_id={channel_id}, {attr}
-  r = (f32[2], u32[], token[]) recv(sd), channel_id={channel_id}, {attr}
-  d = (f32[2], token[]) recv-done(r), channel_id={channel_id}, {attr}
+  s = (f32[2], u32[], token[]) send(x, t), {attr}
+  sd = token[] send-done(s), {attr}
+  r = (f32[2], u32[], token[]) recv(sd), {attr}
+  d = (f32[2], token[]) recv-done(r), {attr}
   ROOT v = f32[2] get-tuple-element(d), index=0
 }}
 """
@@ -105,6 +108,60 @@ def test_send_recv_between_partitions():
     exe = Client(timeout=5).compile(exchange("{{0,1},{1,0}}", 1), replicas=2, partitions=2)
     got = exe.execute([[f32(10 * r + p, 0)] for r in range(2) for p in range(2)])
     assert [float(g[0]) for g in got] == [1.0, 0.0, 11.0, 10.0]
+
+
+# -- without channel_id (optional in XLA's parser): one unnamed channel, replica mode -----------
+
+NO_CHANNEL = """HloModule m
+ENTRY e {
+  x = f32[2] parameter(0)
+  t = token[] after-all()
+  s = (f32[2], u32[], token[]) send(x, t)
+  sd = token[] send-done(s)
+  r = (f32[2], u32[], token[]) recv(sd)
+  d = (f32[2], token[]) recv-done(r)
+  ROOT v = f32[2] get-tuple-element(d), index=0
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_send_recv_without_channel_id(backend):
+    from xlapy.hlo.parser import parse_hlo_module
+    from xlapy.hlo.verifier import verify_module
+
+    module = parse_hlo_module(NO_CHANNEL)
+    verify_module(module)
+    text = module.to_string()
+    assert "channel_id" not in text
+    assert parse_hlo_module(text).to_string() == text
+    same(Client(backend=backend, timeout=5).compile(NO_CHANNEL)(f32(1, 2)), f32(1, 2))
+
+
+def test_send_recv_without_channel_id_between_replicas():
+    # no channel_id: the pairs name replicas, as an absent channel id means cross-replica
+    exe = Client(timeout=5).compile(exchange("{{0,1},{1,0}}", None), replicas=2)
+    got = exe.execute([[f32(1, 2)], [f32(3, 4)]])
+    same(got[0], f32(3, 4))
+    same(got[1], f32(1, 2))
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_host_transfers_without_channel_id(backend):
+    text = NO_CHANNEL
+    for op in ("send(x, t)", "send-done(s)", "recv(sd)", "recv-done(r)"):
+        text = text.replace(op, op + ", is_host_transfer=true")
+    client = Client(backend=backend, timeout=5)
+    client.send_to_device(None, f32(5, 6))
+    same(client.compile(text)(f32(1, 2)), f32(5, 6))
+    same(client.receive_from_device(None), f32(1, 2))
+
+
+def test_recv_without_channel_id_times_out_naming_it():
+    text = NO_CHANNEL.replace("  s = (f32[2], u32[], token[]) send(x, t)\n  sd = token[] "
+                              "send-done(s)\n", "").replace("recv(sd)", "recv(t)")
+    with pytest.raises(EvaluationError, match="nothing arrived on the channel without channel_id"):
+        Client(timeout=0.2).compile(text)(f32(1, 2))
 
 
 def test_recv_without_sender_times_out_quickly():

@@ -93,8 +93,8 @@ def test_argument_errors():
     with pytest.raises(InvalidArgumentError, match=r"execute: e takes 1 arguments \(f32\[3\]"
                        r"\{0\}\), replica 0 \(device 0\) got 2"):
         exe(f32(1, 2, 3), f32(1, 2, 3))
-    with pytest.raises(InvalidArgumentError, match=r"argument 0 of replica 0 \(device 0\): "
-                       r"expected an array of shape f32\[3\]"):
+    with pytest.raises(InvalidArgumentError, match=r"argument 0 \(%x\) of replica 0 \(device "
+                       r"0\): expected f32\[3\]\{0\}, got f32\[2\]: the dimensions differ"):
         exe(f32(1, 2))
     with pytest.raises(InvalidArgumentError, match="replicas must be a positive integer, got 0"):
         Client().compile(DOUBLE, replicas=0)
@@ -207,9 +207,9 @@ def test_buffer_on_another_device_is_rejected():
     client = Client()
     exe = client.compile(DOUBLE)
     other = client.buffer_from_pyval(f32(1, 2, 3), device=1)
-    with pytest.raises(InvalidArgumentError, match=r"argument 0 of replica 0 \(device 0\) is a "
-                       r"Buffer on device 1, but replica 0 \(device 0\) runs there; move it "
-                       r"with buffer.copy_to_device\(0\)"):
+    with pytest.raises(InvalidArgumentError, match=r"argument 0 \(%x\) of replica 0 \(device "
+                       r"0\) is a Buffer on device 1, but replica 0 \(device 0\) runs there; "
+                       r"move it with buffer.copy_to_device\(0\)"):
         exe.execute([[other]])
     same(exe.execute([[other.copy_to_device(0)]])[0], f32(2, 4, 6))
 
@@ -358,3 +358,47 @@ def test_a_failing_replica_is_named():
         assert "abandoned because replica 1 failed" in str(info.value.errors[(0, 0)])
     finally:
         unregister_custom_call("test_client_fail_on_one")
+
+
+# -- argument types: NumPy arrays must match, Python values convert without loss ---------------
+
+S8 = hlo("  x = s8[2] parameter(0)\n  ROOT y = s8[2] add(x, x)", comps="")
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("module,arg,message", [
+    (DOUBLE, np.ones(3), ("expected f32[3]{0}, got f64[3] (NumPy dtype float64): the element "
+                         "types differ; convert the array to f32 first")),
+    (DOUBLE, np.ones(3, np.complex64), ("expected f32[3]{0}, got c64[3] (NumPy dtype "
+                                       "complex64): the element types differ")),
+    (DOUBLE, np.float32(1), "expected f32[3]{0}, got f32[]: the dimensions differ"),
+    (DOUBLE, np.array(["a", "b", "c"]), ("expected f32[3]{0}, got an array of NumPy dtype <U1 "
+                                        "and dimensions [3]: the element types differ")),
+    (DOUBLE, [1j, 2, 3], ("expected f32[3]{0}, got complex values: f32 cannot hold their "
+                         "imaginary parts")),
+    (S8, [1.5, 2.0], "expected s8[2]{0}, got floating-point values: pass integers for s8"),
+    (S8, [300, 1], "expected s8[2]{0}, got the integer 300, outside s8's range [-128, 127]"),
+    (S8, np.array([1, 2], np.int32), "expected s8[2]{0}, got s32[2] (NumPy dtype int32)"),
+])
+def test_argument_of_the_wrong_type_is_refused(backend, module, arg, message):
+    exe = Client(backend=backend).compile(module)
+    with pytest.raises(InvalidArgumentError) as info:
+        exe(arg)
+    assert str(info.value).startswith("execute: argument 0 (%x) of replica 0 (device 0): " +
+                                      message)
+    with pytest.raises(InvalidArgumentError, match="^execute: argument 0 \\(%x\\) of replica 0"):
+        exe.execute([[arg]])  # the general path says the same
+
+
+def test_python_values_convert_without_loss():
+    assert Client().compile(DOUBLE)([1, 2.5, True]).tolist() == [2, 5, 2]
+    assert Client().compile(S8)([-128, 127]).tolist() == [0, -2]
+
+
+def test_evaluate_refuses_the_wrong_type_too():
+    from xlapy.hlo.parser import parse_hlo_module
+    from xlapy.interpreter import evaluate
+
+    with pytest.raises(InvalidArgumentError, match=r"^evaluate: argument 0 \(%x\): expected "
+                       r"f32\[3\]\{0\}, got f64\[3\]"):
+        evaluate(parse_hlo_module(DOUBLE), np.ones(3))

@@ -201,7 +201,8 @@ def array_shapes(draw):
             dims.append(UNBOUNDED_SIZE)
             dyn.append(True)
         else:
-            dims.append(draw(st.integers(0, 2**40)))
+            # product of the sizes at most 2**56: the byte size stays in int64
+            dims.append(draw(st.integers(0, 2 ** (56 // rank))))
             dyn.append(kind == "bounded")
     m2m = draw(st.permutations(list(range(rank))))
     tiles = []
@@ -235,3 +236,44 @@ def test_print_parse_round_trip(shape):
     again = parse_shape(text)
     assert again == shape
     assert str(again) == text
+
+
+# -- sizes: XLA keeps dimension sizes, element counts and byte sizes in int64 ----------------
+
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize("text,column,message", [
+    (f"f32[{2**63}]", 5, (f"dimension size {2**63} is out of range: dimension sizes are int64, "
+                         f"at most {INT64_MAX}")),
+    (f"f32[2,{2**64}]", 7, f"dimension size {2**64} is out of range"),
+    (f"f32[{2**62}]", 1, (f"Shape f32[{2**62}] size may overflow int64_t ({2**62} elements of 4 "
+                         f"bytes are {2**64} bytes; at most {INT64_MAX} bytes)")),
+    (f"f32[{2**62},4]", 1, f"Shape f32[{2**62},4] size may overflow int64_t"),
+    (f"c128[{2**60}]", 1, "size may overflow int64_t"),
+    (f"f32[<={2**62}]", 1, f"Shape f32[<={2**62}] size may overflow int64_t"),
+    # an intermediate product that overflows counts, as XLA's ExtentProduct
+    (f"pred[{2**40},{2**40},0]", 1, ("size may overflow int64_t (its element count overflows "
+                                     "before the size-0 dimension")),
+])
+def test_shape_size_must_fit_int64(text, column, message):
+    with pytest.raises(ParseError) as info:
+        parse_shape(text)
+    assert message in info.value.message
+    assert info.value.column == column
+
+
+def test_shape_size_limits_are_exact():
+    assert str(parse_shape(f"s8[{INT64_MAX}]")) == f"s8[{INT64_MAX}]{{0}}"
+    assert str(parse_shape(f"f32[{(2**63 - 4) // 4}]")) == f"f32[{(2**63 - 4) // 4}]{{0}}"
+    assert str(parse_shape(f"f32[?,{2**61 - 1}]")) == f"f32[?,{2**61 - 1}]{{1,0}}"
+    with pytest.raises(ParseError, match="size may overflow int64_t"):
+        parse_shape(f"f32[{2**61}]")
+    with pytest.raises(InvalidArgumentError, match="size may overflow int64_t"):
+        Shape.array(P.S32, (2**40, 2**40))
+    with pytest.raises(InvalidArgumentError, match="dimension 1 of f32\\[3,"):
+        Shape.array(P.F32, (3, 2**70))
+    # a wider element type can overflow a shape that fit
+    small = Shape.array(P.F32, (2**60,))
+    with pytest.raises(InvalidArgumentError, match=f"Shape c128\\[{2**60}\\] size may overflow"):
+        small.with_element_type(P.C128)

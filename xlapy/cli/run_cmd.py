@@ -3,7 +3,11 @@ print the results as XLA literals, optionally read inputs from and write outputs
 
 npz keys: ``arg0, arg1, ...`` in parameter order (a tuple-shaped parameter takes its leaves as
 consecutive keys, depth first); results ``out0, out1, ...`` (a tuple result flattened depth
-first). bf16/f8/int4... are stored as raw bits with ``__dtype__<key>`` (see xlapy.npz).
+first). bf16/f8/int4... are stored as raw bits with ``__dtype__<key>`` (see xlapy.npz). Each
+array must have its parameter's element type and dimensions, or the run stops with exit 2
+naming both; ``--cast-inputs`` converts other element types as HLO ``convert`` does (complex
+to real stays refused). A file that is no .npz of numeric arrays, or an ``--output`` that
+cannot be written, is exit 2 too.
 
 Several devices (``--replicas N``, ``--partitions P``, or the module's replica_count /
 num_partitions): the runtime (xlapy.Client) runs every device as a thread. Device k is
@@ -27,6 +31,7 @@ input (with several modules, every module runs; 2 wins over 1)."""
 from __future__ import annotations
 
 from xlapy.cli.common import CommandError, add_command, read_module_text
+from xlapy.errors import XlaError
 
 #: The backend of ``xlapy run`` without --backend: the compiled CPU backend.
 DEFAULT_BACKEND = "cpu"
@@ -59,7 +64,13 @@ def register(subparsers) -> None:
     )
     p.add_argument("modules", nargs="+", metavar="MODULE",
                    help="HLO text files or globs ('dumps/*.hlo'), or - for stdin")
-    p.add_argument("--inputs", metavar="NPZ", help="arguments: keys arg0, arg1, ...")
+    p.add_argument("--inputs", metavar="NPZ",
+                   help="arguments: keys arg0, arg1, ...; each array must have its "
+                   "parameter's element type and dimensions (else exit 2, naming both)")
+    p.add_argument("--cast-inputs", action="store_true",
+                   help="convert --inputs arrays of another element type to the parameter's, "
+                   "as HLO convert does (floats to integers round toward zero and saturate, "
+                   "NaN gives 0; integers wrap to narrower ones; complex to real is refused)")
     p.add_argument("--output", metavar="NPZ", help="write the results: keys out0, out1, ...")
     p.add_argument("--seed", type=int, default=0, help="seed of the random arguments (default 0)")
     p.add_argument("--no-verify", action="store_true", help="skip the HLO verifier")
@@ -97,7 +108,10 @@ def register(subparsers) -> None:
 
 
 def _arguments_from_npz(module, path: str, arrays: dict | None = None,
-                        prefix: str = "") -> list:
+                        prefix: str = "", cast: bool = False) -> list:
+    """The entry's arguments from the npz ``arrays`` (``path`` read when None): leaves in
+    parameter order, each checked against its parameter's shape - the same element type
+    (or converted as HLO convert does with ``cast``) and dimensions."""
     from xlapy.npz import load_npz
 
     if arrays is None:
@@ -121,7 +135,7 @@ def _arguments_from_npz(module, path: str, arrays: dict | None = None,
                 (f"no {prefix}* arrays" if prefix else "no arrays")
             raise CommandError(f"{path}: missing {prefix}{key} for {where} ({shape}); the file "
                                f"has {has}")
-        return arrays[key]
+        return _input_array(arrays[key], shape, f"{path}: {prefix}{key}", where, cast)
 
     for p in module.entry.parameters:
         args.append(take(p.shape, f"parameter {p.parameter_number} %{p.name}"))
@@ -131,6 +145,43 @@ def _arguments_from_npz(module, path: str, arrays: dict | None = None,
         raise CommandError(f"{path}: {', '.join(prefix + e for e in extra)} match no parameter "
                            f"(the module takes {counter[0]} arrays)")
     return args
+
+
+def _input_array(array, shape, what: str, where: str, cast: bool):
+    """``array`` for a parameter leaf of ``shape``: the same dimensions and element type,
+    or, with ``cast``, converted as HLO ``convert`` converts (the interpreter's convert)."""
+    import numpy as np
+
+    from xlapy.shape import dtypes
+
+    try:
+        got_type = dtypes.from_dtype(array.dtype)
+    except (XlaError, KeyError, TypeError, ValueError):
+        raise CommandError(f"{what} has NumPy dtype {array.dtype}, which is no XLA element "
+                           f"type; {where} is {shape}") from None
+    got = f"{dtypes.type_name(got_type)}[{','.join(str(d) for d in array.shape)}]"
+    from xlapy.interpreter.values import check_dims
+
+    try:
+        check_dims(tuple(array.shape), shape, where)
+    except XlaError:
+        raise CommandError(f"{what} is {got}, but {where} is {shape}: the dimensions differ"
+                           ) from None
+    want = dtypes.to_dtype(shape.element_type)
+    if array.dtype == want:
+        return array
+    want_name = dtypes.type_name(shape.element_type)
+    if not cast:
+        raise CommandError(f"{what} is {got}, but {where} is {shape}: the element types "
+                           f"differ ({dtypes.type_name(got_type)} vs {want_name}); pass "
+                           f"--cast-inputs to convert it as HLO convert does")
+    if dtypes.is_complex(got_type) and not dtypes.is_complex(shape.element_type):
+        raise CommandError(f"{what} is {got}, but {where} is {shape}: --cast-inputs converts "
+                           f"as HLO convert does, and convert does not take complex to real "
+                           f"({dtypes.type_name(got_type)} => {want_name})")
+    from xlapy.interpreter.kernels.numeric import convert
+
+    return np.asarray(convert(np.asarray(array), want))
 
 
 def run(args) -> int:
@@ -248,7 +299,7 @@ def _run_single(args, module) -> int:
     from xlapy.interpreter.values import value_to_literal
 
     if args.inputs:
-        inputs = _arguments_from_npz(module, args.inputs)
+        inputs = _arguments_from_npz(module, args.inputs, cast=args.cast_inputs)
     else:
         inputs = make_fake_arguments(module, args.seed)
     result = Client(backend=args.backend, timeout=args.timeout).compile(
@@ -429,7 +480,7 @@ def device_inputs(module, args, count: int) -> list[list]:
     arrays = load_npz(args.inputs)
     per_device = sorted({k.split(".", 1)[0] for k in arrays if k.startswith("r") and "." in k})
     if not per_device:
-        shared = _arguments_from_npz(module, args.inputs, arrays)
+        shared = _arguments_from_npz(module, args.inputs, arrays, cast=args.cast_inputs)
         return [list(shared) for _ in range(count)]
     shared_keys = sorted(k for k in arrays if k.startswith("arg"))
     if shared_keys:
@@ -439,7 +490,8 @@ def device_inputs(module, args, count: int) -> list[list]:
     if unknown:
         raise CommandError(f"{args.inputs}: keys {', '.join(u + '.*' for u in unknown)} name no "
                            f"device (devices r0..r{count - 1})")
-    return [_arguments_from_npz(module, args.inputs, arrays, prefix=f"r{k}.")
+    return [_arguments_from_npz(module, args.inputs, arrays, prefix=f"r{k}.",
+                                cast=args.cast_inputs)
             for k in range(count)]
 
 

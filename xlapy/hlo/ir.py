@@ -30,7 +30,7 @@ class NameUniquer:
     """XLA's NameUniquer: ``add``, ``add.1``, ``add.2``...; a name given with a numeric
     suffix (``add.7``) is kept if free and reserves that number."""
 
-    _SUFFIX = re.compile(r"^(.*)\.(\d+)$")
+    _SUFFIX = re.compile(r"^(.*)\.([0-9]+)$")
 
     def __init__(self, separator: str = "."):
         self.separator = separator

@@ -353,7 +353,7 @@ class StackFrameIndex:
         while sc.peek_ident() in sections:
             section = sc.read_ident()
             expected = 1
-            while sc.peek_re(_re.compile(r"\d+\s")):
+            while sc.peek_re(_re.compile(r"[0-9]+[ \t\n\r]")):
                 pos = sc.pos
                 n = sc.read_int()
                 if n != expected:

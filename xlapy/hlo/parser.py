@@ -27,6 +27,7 @@ from xlapy.hlo.async_chain import (
 )
 from xlapy.hlo.attrs.numbers import read_balanced, read_string
 from xlapy.hlo.attrs.result_accuracy import RESULT_ACCURACY_OPCODES, read_result_accuracy
+from xlapy.hlo.attrs.sharding import read_sharding
 from xlapy.hlo.ir import Computation, Instruction, Module, NameUniquer
 from xlapy.hlo.module_data import (
     ComputationLayout,
@@ -203,7 +204,7 @@ class _Parser:
             start = sc.pos
             raw[key] = read_balanced(sc)
             if key == "debug_attributes":  # kept as text; its log modes are checked
-                for m in re.finditer(r"log_mode\s*=\s*([A-Za-z0-9_.\-]*)", raw[key]):
+                for m in re.finditer(r"log_mode[ \t\n\r]*=[ \t\n\r]*([A-Za-z0-9_.\-]*)", raw[key]):
                     if m.group(1) not in ("default", "fusion_debugger"):
                         self.error(f"Invalid debug_log_mode value: {m.group(1)} (expected "
                                    "default or fusion_debugger)",
@@ -599,7 +600,7 @@ class _Parser:
 
     def _next_is_attribute(self) -> bool:
         """After ``,`` comes ``key=``: an attribute (not the next operand or computation)."""
-        m = re.compile(r",\s*[A-Za-z_][A-Za-z0-9_\-]*\s*=").match(self.sc.text, self.sc.pos)
+        m = re.compile(r",[ \t\n\r]*[A-Za-z_][A-Za-z0-9_\-]*[ \t\n\r]*=").match(self.sc.text, self.sc.pos)
         return m is not None
 
     def _generic_attr(self, key: str, data: dict, comp: Computation) -> None:
@@ -611,7 +612,7 @@ class _Parser:
         elif key == "backend_config":
             data["backend_config"] = read_string(sc) if sc.peek() == '"' else read_balanced(sc)
         elif key == "sharding":
-            data["sharding"] = read_balanced(sc)
+            data["sharding"] = read_sharding(sc)
         elif key == "control-predecessors":
             sc.expect("{", "to start control-predecessors")
             preds = []
@@ -658,7 +659,7 @@ class _Parser:
         if m:
             # a named operand is followed by ',' ')' or '#'; otherwise it is a nested op
             end = m.end()
-            follow = re.compile(r"\s*([,)#])").match(sc.text, end)
+            follow = re.compile(r"[ \t\n\r]*([,)#])").match(sc.text, end)
             if follow:
                 name = m.group(1)
                 sc.pos = end
@@ -703,7 +704,7 @@ def _set_thread(comp: Computation, thread: str) -> None:
 def _normalize_tuple_sharding(text: str, shape) -> str:
     """A single sharding on a tuple-shaped instruction applies to every leaf; XLA's parser
     stores (and prints) it as a tuple sharding (HloSharding::NormalizeTupleSharding)."""
-    if re.match(r"\{\s*[{}]", text):  # already a tuple sharding: {{...}, ...} or {}
+    if re.match(r"\{[ \t\n\r]*[{}]", text):  # already a tuple sharding: {{...}, ...} or {}
         return text
     leaves = max(len(shape.leaves()), 1)  # an empty tuple still has one entry
     out = "{" + text

@@ -6,7 +6,9 @@ element types and called computations' signatures: reducers, comparators, while
 condition/body, branches); no implicit broadcast in elementwise ops; unique instruction
 and computation names; parameters numbered 0..n-1; every computation has a root of its
 own; the entry computation layout matches the entry computation; channel ids pair
-send/recv with their -done halves. Messages show the failing instruction with its
+send/recv with their -done halves; operands do not mix floating-point precisions unless
+allowed (XLA's allow_mixed_precision, false by default); a sharding fits its instruction's
+shape (HloSharding::Validate). Messages show the failing instruction with its
 operands and users.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from xlapy.errors import InvalidArgumentError, XlaError
 from xlapy.hlo.ir import Computation, Instruction, Module
+from xlapy.shape import dtypes
 
 
 class VerifierError(InvalidArgumentError):
@@ -46,17 +49,59 @@ def _fail(instr: Instruction, message: str):
 ELEMENTWISE_SAME_SHAPE_EXEMPT = frozenset({"clamp", "select", "bitcast-convert"})
 
 
-def verify_instruction(instr: Instruction) -> None:
+# Opcodes whose operands may mix floating-point precisions even when mixed precision is not
+# allowed: they pass data through or group it (XLA's CheckMixedPrecisionOperands allow-list).
+MIXED_PRECISION_EXEMPT = frozenset({
+    "call", "conditional", "constant", "convolution", "dot", "ragged-dot", "all-reduce",
+    "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done",
+    "async-done", "async-update", "async-start", "copy-done", "copy-start", "custom-call",
+    "domain", "fusion", "get-tuple-element", "opt-barrier", "infeed", "outfeed", "parameter",
+    "recv", "recv-done", "reduce-precision", "reduce-window", "send", "send-done", "sort",
+    "tuple", "while",
+})
+
+
+def _check_mixed_precision(instr: Instruction) -> None:
+    """HloVerifier with allow_mixed_precision=false (its default): the floating-point leaves
+    of an instruction's operands share one type, outside MIXED_PRECISION_EXEMPT."""
+    if instr.opcode in MIXED_PRECISION_EXEMPT:
+        return
+    seen = None
+    for o in instr.operands:
+        for _, leaf in o.shape.leaves():
+            if not leaf.is_array() or not dtypes.is_floating(leaf.element_type):
+                continue
+            if seen is None:
+                seen = leaf
+            elif leaf.element_type != seen.element_type:
+                _fail(instr, f"Seen floating point types of different precisions in "
+                             f"{instr.opcode} %{instr.name} ({seen} and {leaf}), but mixed "
+                             f"precision is disallowed (verify_module(..., "
+                             f"allow_mixed_precision=True) allows it).")
+
+
+def verify_instruction(instr: Instruction, *, allow_mixed_precision: bool = False) -> None:
     from xlapy.opdefs import get_opdef
 
     opdef = get_opdef(instr.opcode)
+    if not allow_mixed_precision:
+        _check_mixed_precision(instr)
     try:
         inferred = opdef.infer_shape([o.shape for o in instr.operands], instr.attrs, instr.shape)
     except XlaError as e:
         _fail(instr, str(e))
-    if not instr.shape.compatible(inferred) or instr.shape.is_tuple() != inferred.is_tuple():
+    compatible = instr.shape.compatible_ignoring_fp_precision if allow_mixed_precision else \
+        instr.shape.compatible
+    if not compatible(inferred) or instr.shape.is_tuple() != inferred.is_tuple():
         _fail(instr, f"{instr.opcode}: shape {instr.shape} is not compatible with the shape "
                      f"its operands give, {inferred}")
+    if instr.sharding is not None:
+        from xlapy.hlo.attrs.sharding import validate_sharding
+
+        try:
+            validate_sharding(instr.sharding, instr.shape)
+        except XlaError as e:
+            _fail(instr, f"Invalid sharding for instruction %{instr.name}: {e}")
     if opdef.has("elementwise") and instr.opcode not in ELEMENTWISE_SAME_SHAPE_EXEMPT:
         for o in instr.operands:
             if o.shape.is_array() and o.shape.dimensions != instr.shape.dimensions:
@@ -65,7 +110,7 @@ def verify_instruction(instr: Instruction) -> None:
                              f"{instr.shape}.")
 
 
-def verify_computation(comp: Computation) -> None:
+def verify_computation(comp: Computation, *, allow_mixed_precision: bool = False) -> None:
     if comp.root is None or comp.root.parent is not comp:
         raise VerifierError(f"computation %{comp.name} has no root of its own")
     numbers = sorted(p.parameter_number for p in comp.instructions if p.opcode == "parameter")
@@ -77,11 +122,13 @@ def verify_computation(comp: Computation) -> None:
         for o in instr.operands:
             if o.parent is not comp:
                 _fail(instr, f"operand %{o.name} of %{instr.name} is not in computation %{comp.name}")
-        verify_instruction(instr)
+        verify_instruction(instr, allow_mixed_precision=allow_mixed_precision)
 
 
-def verify_module(module: Module) -> None:
-    """Raise VerifierError if the module is not valid HLO."""
+def verify_module(module: Module, *, allow_mixed_precision: bool = False) -> None:
+    """Raise VerifierError if the module is not valid HLO. As XLA's HloVerifier, operands
+    of different floating-point precisions (``add(f16, f32)``) are rejected unless
+    ``allow_mixed_precision``."""
     if module.entry is None:
         raise VerifierError(f"module {module.name} has no entry computation")
     comp_names: set[str] = set()
@@ -96,7 +143,7 @@ def verify_module(module: Module) -> None:
                              f"computation %{instr_names[instr.name].name}")
             instr_names[instr.name] = comp
     for comp in module.computations:
-        verify_computation(comp)
+        verify_computation(comp, allow_mixed_precision=allow_mixed_precision)
     _verify_entry_layout(module)
     _verify_channels(module)
 

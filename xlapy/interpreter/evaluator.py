@@ -14,10 +14,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from xlapy.errors import InvalidArgumentError, XlaError
+from xlapy.errors import InvalidArgumentError, ResourceExhaustedError, XlaError
 from xlapy.hlo.ir import Computation, Instruction, Module
 from xlapy.interpreter.registry import get_kernel
 from xlapy.interpreter.values import TOKEN, to_value
+from xlapy.shape.shape import out_of_memory
 
 
 class EvaluationError(XlaError, RuntimeError):
@@ -114,10 +115,13 @@ class EvalContext:
                                      f"opcode (instruction %{instr.name})")
         try:
             return fn(self, instr, args)
-        except EvaluationError:
+        except (EvaluationError, ResourceExhaustedError):
             raise
         except XlaError as e:
             raise EvaluationError(f"%{instr.name} = {instr.shape} {instr.opcode}(...): {e}") from e
+        except MemoryError as e:  # NumPy could not allocate: XLA's RESOURCE_EXHAUSTED
+            raise out_of_memory(f"%{instr.name} = {instr.shape} {instr.opcode}(...)", e,
+                                instr.shape, instr) from None
         except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError,
                 FloatingPointError, KeyError, AttributeError) as e:
             raise EvaluationError(
@@ -159,7 +163,7 @@ def evaluate(module_or_computation, *args, options: EvalOptions | None = None, *
         raise InvalidArgumentError(
             f"evaluate: the entry computation %{entry.name} takes {len(params)} arguments "
             f"({', '.join(str(p.shape) for p in params)}), got {len(args)}")
-    values = [to_value(a, p.shape, f"evaluate: argument {i} (%{p.name})")
+    values = [to_value(a, p.shape, f"evaluate: argument {i} (%{p.name})", exact_dtype=True)
               for i, (a, p) in enumerate(zip(args, params))]
     ctx = EvalContext(module, options)
     return ctx.call(entry, values)

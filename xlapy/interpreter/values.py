@@ -30,9 +30,16 @@ class _Token:
 TOKEN = _Token()
 
 
-def to_value(arg, shape: Shape, what: str):
+def to_value(arg, shape: Shape, what: str, *, exact_dtype: bool = False):
     """Check ``arg`` against ``shape`` and convert it: arrays to the element dtype (NumPy
-    casting rules), Literals to their arrays, tuples element by element."""
+    casting rules), Literals to their arrays, tuples element by element.
+
+    ``exact_dtype`` (the runtime's and ``evaluate``'s arguments, as a jax-compiled
+    executable checks them): a NumPy array or scalar must already have the element type,
+    nothing is converted behind the caller's back; Python numbers and lists convert only
+    without loss of kind or range (no complex to real, no float to integer, no integer
+    outside the type). Errors name ``what``, the expected shape and what came, in HLO
+    syntax."""
     if isinstance(arg, Literal):
         arg = literal_to_value(arg)
     if shape.is_tuple():
@@ -40,7 +47,8 @@ def to_value(arg, shape: Shape, what: str):
             raise InvalidArgumentError(
                 f"{what}: expected a tuple of {len(shape.tuple_shapes)} values for {shape}, "
                 f"got {type(arg).__name__}")
-        return tuple(to_value(a, s, f"{what}[{i}]") for i, (a, s) in enumerate(zip(arg, shape.tuple_shapes)))
+        return tuple(to_value(a, s, f"{what}[{i}]", exact_dtype=exact_dtype)
+                     for i, (a, s) in enumerate(zip(arg, shape.tuple_shapes)))
     if shape.is_token():
         return TOKEN
     if not shape.is_array():
@@ -48,23 +56,70 @@ def to_value(arg, shape: Shape, what: str):
     dtype = dtypes.to_dtype(shape.element_type)
     try:
         array = np.asarray(arg)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise InvalidArgumentError(f"{what}: cannot convert the argument to {shape}: {e}") from None
+    if array.dtype != dtype and exact_dtype:
+        _check_lossless(array, isinstance(arg, (np.ndarray, np.generic)), shape, what)
+    given = array
+    try:
         if array.dtype != dtype:
             array = array.astype(dtype)
     except (TypeError, ValueError, OverflowError) as e:
         raise InvalidArgumentError(f"{what}: cannot convert the argument to {shape}: {e}") from None
-    check_dims(array.shape, shape, what)
+    check_dims(array.shape, shape, what, described(given))
     return array
 
 
-def check_dims(dims: tuple[int, ...], shape: Shape, what: str) -> None:
+def described(array: np.ndarray) -> str:
+    """``f64[2,3]`` for an array of an XLA element type, else its NumPy dtype and shape."""
+    try:
+        name = dtypes.type_name(dtypes.from_dtype(array.dtype))
+    except (InvalidArgumentError, KeyError, TypeError, ValueError):
+        return f"an array of NumPy dtype {array.dtype} and dimensions {list(array.shape)}"
+    return f"{name}[{','.join(str(d) for d in array.shape)}]"
+
+
+def _check_lossless(array: np.ndarray, from_numpy: bool, shape: Shape, what: str) -> None:
+    """exact_dtype's rule for an argument whose dtype is not the element type's."""
+    t = shape.element_type
+    want = dtypes.type_name(t)
+    got = described(array)
+    if from_numpy:
+        if not got.startswith("an array"):
+            got += f" (NumPy dtype {array.dtype})"
+        raise InvalidArgumentError(f"{what}: expected {shape}, got {got}: the element types "
+                                   f"differ; convert the array to {want} first")
+    kind = array.dtype.kind
+    if kind not in "biufc":
+        raise InvalidArgumentError(f"{what}: expected {shape}, got {got}")
+    integral = dtypes.is_integral(t) or dtypes.is_pred(t)
+    if kind == "c" and not dtypes.is_complex(t):
+        raise InvalidArgumentError(f"{what}: expected {shape}, got complex values: {want} "
+                                   f"cannot hold their imaginary parts")
+    if kind in "fc" and integral:
+        raise InvalidArgumentError(f"{what}: expected {shape}, got floating-point values: "
+                                   f"pass integers for {want}")
+    if kind in "iu" and dtypes.is_integral(t) and array.size:
+        bits = dtypes.bit_width(t)
+        lo_ok, hi_ok = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) \
+            if dtypes.is_signed_integral(t) else (0, (1 << bits) - 1)
+        lo, hi = int(array.min()), int(array.max())
+        if lo < lo_ok or hi > hi_ok:
+            raise InvalidArgumentError(
+                f"{what}: expected {shape}, got the integer {lo if lo < lo_ok else hi}, "
+                f"outside {want}'s range [{lo_ok}, {hi_ok}]")
+
+
+def check_dims(dims: tuple[int, ...], shape: Shape, what: str, got: str | None = None) -> None:
     ok = len(dims) == len(shape.dimensions)
     if ok:
         for d, bound, dyn in zip(dims, shape.dimensions, shape.dynamic_dimensions):
             if (d != bound and not dyn) or (dyn and bound >= 0 and d > bound):
                 ok = False
     if not ok:
-        raise InvalidArgumentError(
-            f"{what}: expected an array of shape {shape}, got dimensions {list(dims)}")
+        got = got or f"dimensions {list(dims)}"
+        raise InvalidArgumentError(f"{what}: expected {shape}, got {got}: the dimensions "
+                                   f"differ")
 
 
 def literal_to_value(lit: Literal):

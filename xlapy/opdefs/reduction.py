@@ -16,7 +16,7 @@ from xlapy.hlo.attrs.window import WINDOW, Window, dilated_bound, strided_bound
 from xlapy.opdefs.common import expect_array, tname
 from xlapy.opdefs.registry import CALLS_COMPUTATIONS, OpCall, op
 from xlapy.shape import PrimitiveType, Shape
-from xlapy.shape.shape import UNBOUNDED_SIZE
+from xlapy.shape.shape import INT64_MAX, UNBOUNDED_SIZE
 
 P = PrimitiveType
 
@@ -94,6 +94,7 @@ def infer_window_output_shape(call: OpCall, base: Shape, window: Window,
             call.fail(f"Window {window.debug_string()} has a non-positive window dilation "
                       f"factor.")
         size = base.dimensions[i]
+        _check_int64(call, window, i, base, size)
         if size == UNBOUNDED_SIZE:
             dims.append(UNBOUNDED_SIZE)
         else:
@@ -104,6 +105,26 @@ def infer_window_output_shape(call: OpCall, base: Shape, window: Window,
             dims.append(strided_bound(padded, dilated_bound(d.size, d.window_dilation), d.stride))
         dyn.append(base.dynamic_dimensions[i])
     return Shape.array(element_type, dims, dynamic_dimensions=dyn)
+
+
+def _check_int64(call: OpCall, window: Window, i: int, base: Shape, size: int) -> None:
+    """XLA computes a window's sizes in int64: its attributes, the dilated base and window,
+    and the padded base (with each padding alone) must fit, or XLA's arithmetic wraps."""
+    d = window.dimensions[i]
+    values = [("size", d.size), ("stride", d.stride), ("padding low", d.padding_low),
+              ("padding high", d.padding_high), ("base dilation", d.base_dilation),
+              ("window dilation", d.window_dilation),
+              ("dilated window", dilated_bound(d.size, d.window_dilation))]
+    if size != UNBOUNDED_SIZE:
+        dilated = dilated_bound(size, d.base_dilation)
+        values += [("dilated base", dilated), ("padding low + dilated base",
+                                               d.padding_low + dilated),
+                   ("dilated base + padding high", dilated + d.padding_high),
+                   ("padded base", d.padding_low + dilated + d.padding_high)]
+    for what, value in values:
+        if not -INT64_MAX - 1 <= value <= INT64_MAX:
+            call.fail(f"Window {window.debug_string()} on dimension {i} of {base}: the "
+                      f"{what} is {value}, outside int64 (XLA computes window sizes in int64)")
 
 
 # -- reduce -------------------------------------------------------------------------------------

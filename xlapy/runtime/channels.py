@@ -99,9 +99,9 @@ def parse_pairs(text: str, instr) -> list[tuple[int, int]]:
         raise EvaluationError(f"{instr.opcode} %{instr.name}: {PAIRS_ATTRIBUTE}={text!r} is not "
                               f"a list of {{source,target}} pairs")
     inner = body[1:-1].strip()
-    pairs = re.findall(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}", inner)
+    pairs = re.findall(r"\{[ \t\n\r]*([0-9]+)[ \t\n\r]*,[ \t\n\r]*([0-9]+)[ \t\n\r]*\}", inner)
     rebuilt = ",".join(f"{{{s},{t}}}" for s, t in pairs)
-    if rebuilt != re.sub(r"\s+", "", inner):
+    if rebuilt != re.sub(r"[ \t\n\r]+", "", inner):
         raise EvaluationError(f"{instr.opcode} %{instr.name}: {PAIRS_ATTRIBUTE}={text!r} is not "
                               f"a list of {{source,target}} pairs")
     return [(int(s), int(t)) for s, t in pairs]
@@ -116,7 +116,7 @@ def channel_peer(instr, me: Device) -> Device | None:
     if text is None:
         return me
     pairs = parse_pairs(text, instr)
-    by_partition = int(instr.attrs["channel_id"]) > 0
+    by_partition = (instr.attrs.get("channel_id") or 0) > 0
     mine = me[1] if by_partition else me[0]
     if instr.opcode in ("send", "send-done"):
         found = [t for s, t in pairs if s == mine]
@@ -136,6 +136,17 @@ def _pairs_text(instr) -> str | None:
         if start.opcode in ("recv", "send"):
             text = start.frontend_attributes.get(PAIRS_ATTRIBUTE)
     return text
+
+
+def channel_key(channel_id) -> int | None:
+    """The key of a channel: its id, or None for a send/recv without ``channel_id`` (the
+    attribute is optional in XLA's parser; those pair with each other, in replica mode as
+    an absent channel id means in XLA's collectives)."""
+    return None if channel_id is None else int(channel_id)
+
+
+def channel_text(channel_id) -> str:
+    return "the channel without channel_id" if channel_id is None else f"channel {channel_id}"
 
 
 class ChannelTable:
@@ -184,7 +195,7 @@ class DeviceChannels(dict):
         self.partitions = partitions
 
     def queue_for(self, ctx, instr) -> WaitableQueue | None:
-        channel_id = int(instr.attrs["channel_id"])
+        channel_id = channel_key(instr.attrs.get("channel_id"))
         sending = instr.opcode in ("send", "send-done")
         me = self.device
         peer = channel_peer(instr, me)
@@ -192,7 +203,7 @@ class DeviceChannels(dict):
             return None
         sender, receiver = (me, peer) if sending else (peer, me)
         q = self.table.device_channel(channel_id, sender, receiver)
-        what = (f"{instr.opcode} %{instr.name} on channel {channel_id} "
+        what = (f"{instr.opcode} %{instr.name} on {channel_text(channel_id)} "
                 f"({device_label(sender, self.partitions)} -> "
                 f"{device_label(receiver, self.partitions)})")
         return WaitableQueue(q, self.state, what)
@@ -205,19 +216,19 @@ def host_transfer_hooks(table: ChannelTable, device: Device, state: ExecutionSta
     label = device_label(device, partitions)
 
     def host_send(channel_id, value):
-        WaitableQueue(table.from_device(int(channel_id), device), state,
-                      f"send on host channel {channel_id}").put(value)
+        WaitableQueue(table.from_device(channel_key(channel_id), device), state,
+                      f"send on host {channel_text(channel_id)}").put(value)
 
     def host_recv(channel_id, shape):
-        q = WaitableQueue(table.to_device(int(channel_id), device), state,
-                          f"recv-done on host channel {channel_id}")
+        q = WaitableQueue(table.to_device(channel_key(channel_id), device), state,
+                          f"recv-done on host {channel_text(channel_id)}")
         try:
             return q.get(timeout=timeout)
         except queue.Empty:
             replica, partition = device
             where = f"{replica}" if partitions <= 1 else f"{replica}, partition={partition}"
             raise CollectiveTimeoutError(
-                f"recv-done: nothing arrived from the host on channel {channel_id} for "
+                f"recv-done: nothing arrived from the host on {channel_text(channel_id)} for "
                 f"{label} within {timeout:g} s (expected {shape.to_string(print_layout=False)};"
                 f" the host sends with Client.send_to_device({channel_id}, value, "
                 f"replica={where}))") from None
@@ -225,5 +236,5 @@ def host_transfer_hooks(table: ChannelTable, device: Device, state: ExecutionSta
     return host_send, host_recv
 
 
-__all__ = ["PAIRS_ATTRIBUTE", "ChannelTable", "DeviceChannels", "WaitableQueue",
-           "channel_peer", "host_transfer_hooks", "parse_pairs"]
+__all__ = ["PAIRS_ATTRIBUTE", "ChannelTable", "DeviceChannels", "WaitableQueue", "channel_key",
+           "channel_peer", "channel_text", "host_transfer_hooks", "parse_pairs"]

@@ -58,7 +58,14 @@ from xlapy.hlo.ir import Instruction, Module
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions, EvaluationError, module_of
 from xlapy.interpreter.registry import get_kernel
 from xlapy.interpreter.values import TOKEN, to_value
-from xlapy.runtime.channels import ChannelTable, DeviceChannels, WaitableQueue, host_transfer_hooks
+from xlapy.runtime.channels import (
+    ChannelTable,
+    DeviceChannels,
+    WaitableQueue,
+    channel_key,
+    channel_text,
+    host_transfer_hooks,
+)
 from xlapy.runtime.placement import check_collectives, default_device_assignment, logical_ids
 from xlapy.runtime.threaded_collectives import (
     CollectiveTimeoutError,
@@ -345,8 +352,9 @@ class Executable:
         if len(args) != len(params):
             return self.execute([args])[0]  # raises the argument-count error
         label = self._label(0)
-        values = [to_value(a, p.shape, f"execute: argument {p.parameter_number} of {label} "
-                           f"(device {self.devices[0].id})") for a, p in zip(args, params)]
+        values = [to_value(a, p.shape, f"execute: argument {p.parameter_number} (%{p.name}) "
+                           f"of {label} (device {self.devices[0].id})", exact_dtype=True)
+                  for a, p in zip(args, params)]
         options = EvalOptions(rng_seed=self.client.rng_seed, timeout=self.client.timeout)
         result = self.program.run(values, options)
         taken = _array_leaves(values)
@@ -390,10 +398,11 @@ class Executable:
                                                f"parameter is {shape}")
                 buffers[key] = arg
                 return storage.array
-            return to_value(arg, shape, where)
+            return to_value(arg, shape, where, exact_dtype=True)
 
         values = [convert(a, p.shape, (p.parameter_number,),
-                          f"execute: argument {p.parameter_number} of {where_device}")
+                          f"execute: argument {p.parameter_number} (%{p.name}) of "
+                          f"{where_device}")
                   for a, p in zip(args, params)]
         return values, buffers
 
@@ -812,9 +821,12 @@ class Client:
     # -- compiling ----------------------------------------------------------------------------------
 
     def compile(self, computation, replicas: int | None = None, partitions: int | None = None,
-                *, verify: bool = True, device_assignment=None) -> Executable:
+                *, verify: bool = True, device_assignment=None,
+                allow_mixed_precision: bool = False) -> Executable:
         """Compile a Module, XlaComputation or HLO text for ``replicas`` x ``partitions``
-        devices (default: the module's replica_count and num_partitions)."""
+        devices (default: the module's replica_count and num_partitions). The verifier
+        rejects operands mixing floating-point precisions unless ``allow_mixed_precision``
+        (XLA's HloVerifier option)."""
         module = _parsed(computation) if isinstance(computation, str) else \
             module_of(computation, "compile")
         if module.entry is None:
@@ -832,7 +844,7 @@ class Client:
         if verify and not getattr(cached, "verified", False):
             from xlapy.hlo.verifier import verify_module
 
-            verify_module(module)
+            verify_module(module, allow_mixed_precision=allow_mixed_precision)
         check_collectives(module, replicas, partitions)
         if device_assignment is None:
             assignment = default_device_assignment(replicas, partitions)
@@ -845,7 +857,7 @@ class Client:
                     f"compile: device_assignment must be {replicas} rows of {partitions} "
                     f"distinct device numbers, got {device_assignment!r}")
         program = cached if cached is not None else self.backend.compile(module)
-        if verify:
+        if verify and not allow_mixed_precision:  # passed the default (strict) verifier
             program.verified = True
         return Executable(self, module, program, replicas, partitions, assignment)
 
@@ -868,15 +880,18 @@ class Client:
     def send_to_device(self, channel_id: int, value, *, replica: int = 0,
                        partition: int = 0) -> None:
         """Give ``value`` to the ``recv ... is_host_transfer=true`` of channel ``channel_id``
-        on (replica, partition)."""
-        self.channels.to_device(int(channel_id), self._device_key(replica, partition)).put(value)
+        on (replica, partition); ``None`` names a recv without channel_id."""
+        self.channels.to_device(channel_key(channel_id),
+                                self._device_key(replica, partition)).put(value)
 
     def receive_from_device(self, channel_id: int, *, replica: int = 0, partition: int = 0,
                             timeout: float | None | str = "client"):
         """The next value the ``send ... is_host_transfer=true`` of channel ``channel_id`` on
-        (replica, partition) sent, waiting up to ``timeout`` seconds."""
-        q = self.channels.from_device(int(channel_id), self._device_key(replica, partition))
-        return self._take(q, timeout, f"host channel {channel_id} from "
+        (replica, partition) sent, waiting up to ``timeout`` seconds; ``None`` names a send
+        without channel_id."""
+        q = self.channels.from_device(channel_key(channel_id),
+                                      self._device_key(replica, partition))
+        return self._take(q, timeout, f"host {channel_text(channel_id)} from "
                           f"{device_label((replica, partition), 2 if partition else 1)}")
 
     def _take(self, q: queue.Queue, timeout, what: str):

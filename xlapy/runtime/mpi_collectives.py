@@ -736,9 +736,9 @@ class MpiChannels(dict):
     def queue_for(self, ctx, instr):
         import queue
 
-        from xlapy.runtime.channels import channel_peer
+        from xlapy.runtime.channels import channel_key, channel_peer
 
-        channel_id = int(instr.attrs["channel_id"])
+        channel_id = channel_key(instr.attrs.get("channel_id"))
         peer = channel_peer(instr, self.device)
         if peer is None:
             return None
@@ -749,9 +749,12 @@ class MpiChannels(dict):
             raise EvaluationError(f"{instr.opcode}: channel {channel_id} pairs this device with "
                                   f"{peer}, outside the {self.backend.size}-rank MPI run "
                                   f"(instruction %{instr.name})")
-        if not 0 <= channel_id <= self.tag_ub:
-            raise EvaluationError(f"{instr.opcode}: channel id {channel_id} is above MPI's "
-                                  f"largest tag {self.tag_ub} (instruction %{instr.name})")
+        if channel_id is None:  # no channel_id: MPI's largest tag, kept for it
+            return _RemoteEnd(self.backend, self.tag_ub, peer_rank, instr)
+        if not 0 <= channel_id < self.tag_ub:
+            raise EvaluationError(f"{instr.opcode}: channel id {channel_id} is not below MPI's "
+                                  f"largest tag {self.tag_ub}, which xlapy keeps for sends and "
+                                  f"recvs without channel_id (instruction %{instr.name})")
         return _RemoteEnd(self.backend, channel_id, peer_rank, instr)
 
 

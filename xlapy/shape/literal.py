@@ -28,7 +28,7 @@ import numpy as np
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.shape import dtypes
 from xlapy.shape.dtypes import PrimitiveType as PT
-from xlapy.shape.shape import UNBOUNDED_SIZE, Shape
+from xlapy.shape.shape import UNBOUNDED_SIZE, Shape, out_of_memory
 from xlapy.shape.text import Scanner, parse_shape, read_shape
 
 __all__ = [
@@ -357,10 +357,18 @@ class Literal:
             return Literal.token()
         if not shape.is_array() or shape.is_unbounded_dynamic():
             raise InvalidArgumentError(f"Literal.zeros: cannot make a literal of shape {shape}")
-        arr = np.zeros(shape.dimensions, dtype=dtypes.to_dtype(shape.element_type))
-        lit = Literal.from_array(arr, shape)
-        lit.elided = elided
-        return lit
+        dtype = dtypes.to_dtype(shape.element_type)
+        if elided:  # its value is unknown: a read-only zero view, no memory per element
+            arr = np.broadcast_to(np.zeros((), dtype), shape.dimensions)
+        else:
+            try:
+                arr = np.zeros(shape.dimensions, dtype=dtype)
+            except MemoryError as e:
+                raise out_of_memory("Literal.zeros", e, shape) from None
+            arr.setflags(write=False)
+        if shape.layout is None:
+            shape = shape.with_default_layout()
+        return Literal(shape, arr, elided=elided)
 
     # -- access ---------------------------------------------------------------------------
 
@@ -470,7 +478,7 @@ def _check_dims(actual: tuple[int, ...], shape: Shape) -> None:
 
 # -- parsing ---------------------------------------------------------------------------------
 
-_NUMBER = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)")
+_NUMBER = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?)")
 _WORD = re.compile(r"-?[A-Za-z_][A-Za-z0-9_]*")
 _PAYLOAD = re.compile(r"\(0x([0-9a-fA-F]+)\)")
 _TRAILING = re.compile(r"[A-Za-z0-9_.]")
@@ -510,7 +518,7 @@ def _read_number(sc: Scanner, what: str) -> _Value:
             bad = re.compile(r"[-A-Za-z0-9_.+]+").match(sc.text, pos).group(0)
             sc.error(f"malformed number {bad!r}", pos)
         sc.pos = m.end()
-        if re.fullmatch(r"-?(?:0[xX][0-9a-fA-F]+|\d+)", text):
+        if re.fullmatch(r"-?(?:0[xX][0-9a-fA-F]+|[0-9]+)", text):
             return _Value("int", int(text, 16 if "x" in text.lower() else 10), pos,
                           neg=text[0] == "-")
         if math.isinf(float(text)):
@@ -587,7 +595,7 @@ def _read_dense(sc: Scanner, shape: Shape) -> Literal:
         values.append(_read_element(sc, shape.element_type))
         if rank:
             sc.error(f"expects nested array in rank {rank}, but sees 0", pos)
-    elif m := re.compile(r"\{\s*\.\.\.\s*\}").match(sc.text, pos):
+    elif m := re.compile(r"\{[ \t\n\r]*\.\.\.[ \t\n\r]*\}").match(sc.text, pos):
         sc.pos = m.end()
         return Literal.zeros(shape, elided=True)
     else:
@@ -595,9 +603,9 @@ def _read_dense(sc: Scanner, shape: Shape) -> Literal:
     return _build(sc, shape, values)
 
 
-_SIMPLE = r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_SIMPLE = r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _SIMPLE_NUMBER = re.compile(_SIMPLE)
-_SIMPLE_ROW = re.compile(rf"\{{\s*((?:{_SIMPLE}\s*,\s*)*{_SIMPLE})?\s*\}}")
+_SIMPLE_ROW = re.compile(rf"\{{[ \t\n\r]*((?:{_SIMPLE}[ \t\n\r]*,[ \t\n\r]*)*{_SIMPLE})?[ \t\n\r]*\}}")
 
 
 def _read_simple_row(sc: Scanner, t: PT, n: int, values: list) -> bool:
@@ -776,7 +784,7 @@ def read_literal_with_shape(sc: Scanner, depth: int = 0) -> Literal:
                 sc.expect(",", "to separate tuple elements")
             elements.append(read_literal_with_shape(sc, depth + 1))
         return Literal.tuple(elements)
-    if m := re.compile(r"token\b(?!\s*\[)").match(sc.text, sc.pos):
+    if m := re.compile(r"token\b(?![ \t\n\r]*\[)").match(sc.text, sc.pos):
         sc.pos = m.end()
         return Literal.token()
     # `f32[2] {1, 0}`: XLA's shape reader would take `{1, 0}` for a layout. Read the shape
@@ -789,7 +797,7 @@ def read_literal_with_shape(sc: Scanner, depth: int = 0) -> Literal:
             if with_layout:
                 shape = read_shape(sc)
             else:
-                m = re.compile(r"[A-Za-z0-9_]+\s*\[[^\]]*\]").match(sc.text, start)
+                m = re.compile(r"[A-Za-z0-9_]+[ \t\n\r]*\[[^\]]*\]").match(sc.text, start)
                 try:
                     shape = read_shape(sub := Scanner(sc.text[start:m.end()] if m else ""))
                 except ParseError:

@@ -12,13 +12,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from math import prod
 
-from xlapy.errors import InvalidArgumentError
+from xlapy.errors import InvalidArgumentError, ResourceExhaustedError, human_bytes
 from xlapy.shape import dtypes
 from xlapy.shape.dtypes import PrimitiveType
 from xlapy.shape.layout import Layout
 
 #: Shape::kUnboundedSize: the size recorded for an unbounded dynamic dimension (``?``).
 UNBOUNDED_SIZE = -(2**63)
+#: XLA keeps dimension sizes, element counts and byte sizes in int64.
+INT64_MAX = 2**63 - 1
 
 _DEFAULT = object()
 
@@ -83,6 +85,7 @@ class Shape:
                     f"Shape.array: dimension sizes must be >= 0, got {d} for dimension {i} "
                     f"of {dtypes.type_name(et)}{_dims_text(dims, dyn)}"
                 )
+        check_size(et, dims, dyn)
         if layout is _DEFAULT:
             layout = Layout.default(len(dims))
         shape = Shape(et, dims, dyn, layout)
@@ -247,6 +250,7 @@ class Shape:
 
     def with_element_type(self, element_type: PrimitiveType) -> "Shape":
         self._require_array("with_element_type")
+        check_size(element_type, self.dimensions, self.dynamic_dimensions)
         return Shape(element_type, self.dimensions, self.dynamic_dimensions, self.layout)
 
     def with_dimensions(self, dimensions, dynamic_dimensions=None) -> "Shape":
@@ -359,6 +363,56 @@ class Shape:
     def _require_array(self, what: str) -> None:
         if not self.is_array():
             raise InvalidArgumentError(f"{what}: expected an array shape, got {self}")
+
+
+def check_size(element_type: PrimitiveType, dims, dyn) -> None:
+    """XLA's ShapeUtil::ValidateShapeSize: every dimension size, the element count and the
+    byte size fit in int64 (an intermediate product that overflows counts, as XLA's
+    overflow-checked ExtentProduct; unbounded dimensions do not count)."""
+    count, overflow = 1, False
+    for i, d in enumerate(dims):
+        if d == UNBOUNDED_SIZE:
+            continue
+        if d > INT64_MAX:
+            raise InvalidArgumentError(
+                f"dimension {i} of {dtypes.type_name(element_type)}{_dims_text(dims, dyn)} has "
+                f"size {d}: dimension sizes are int64, at most {INT64_MAX}")
+        count *= d
+        overflow = overflow or count > INT64_MAX
+    width = dtypes.byte_width(element_type)
+    if overflow or count * width > INT64_MAX:
+        detail = (f"{count} elements of {width} byte{'s' if width != 1 else ''} are "
+                  f"{count * width} bytes" if count else "its element count overflows before "
+                  "the size-0 dimension")
+        raise InvalidArgumentError(
+            f"Shape {dtypes.type_name(element_type)}{_dims_text(dims, dyn)} size may overflow "
+            f"int64_t ({detail}; at most {INT64_MAX} bytes)")
+
+
+def out_of_memory(where: str, cause: BaseException | None = None,
+                  shape: Shape | None = None, instruction=None) -> ResourceExhaustedError:
+    """The error for a failed allocation in ``where``: of the array NumPy reported in
+    ``cause`` (its ``shape``/``dtype``), else of ``shape``. Names the buffer's shape in HLO
+    syntax and its bytes, as XLA's "Out of memory allocating N bytes"."""
+    dims = getattr(cause, "shape", None)
+    dtype = getattr(cause, "dtype", None)
+    text, nbytes = None, None
+    if dims is not None and dtype is not None:
+        nbytes = prod(int(d) for d in dims) * dtype.itemsize
+        try:
+            name = dtypes.type_name(dtypes.from_dtype(dtype))
+        except (InvalidArgumentError, KeyError, ValueError, TypeError):
+            name = str(dtype)
+        text = f"{name}[{','.join(str(int(d)) for d in dims)}]"
+    elif shape is not None and shape.is_array() and not shape.is_unbounded_dynamic():
+        nbytes = shape.element_count() * dtypes.byte_width(shape.element_type)
+        text = shape.to_string(print_layout=False)
+    prefix = f"{where}: " if where else ""
+    if nbytes is None:
+        return ResourceExhaustedError(f"{prefix}out of memory", None, instruction)
+    return ResourceExhaustedError(
+        f"{prefix}out of memory allocating {nbytes} bytes ({human_bytes(nbytes)}) for {text}",
+        nbytes, instruction)
 
 
 def _dims_text(dims, dyn) -> str:

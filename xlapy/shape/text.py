@@ -12,10 +12,10 @@ import re
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.shape import dtypes
 from xlapy.shape.layout import COMBINE_DIMENSION, Layout, SplitConfig, Tile
-from xlapy.shape.shape import UNBOUNDED_SIZE, Shape
+from xlapy.shape.shape import INT64_MAX, UNBOUNDED_SIZE, Shape
 
-_WS = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n\r]*)+", re.S)  # a // comment ends at \n or \r
-_INT = re.compile(r"[-+]?\d+")
+_WS = re.compile(r"(?:[ \t\n\r]+|/\*.*?\*/|//[^\n\r]*)+", re.S)  # a // comment ends at \n or \r
+_INT = re.compile(r"[-+]?[0-9]+")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -151,6 +151,9 @@ def read_shape(sc: Scanner, *, fill_missing_layouts: bool = True, depth: int = 0
                 d = sc.read_int("a dimension size, '<=' bound or '?'")
                 if d < 0:
                     sc.error(f"dimension size must be >= 0, got {d}", dim_pos)
+                if d > INT64_MAX:
+                    sc.error(f"dimension size {d} is out of range: dimension sizes are int64, "
+                             f"at most {INT64_MAX}", dim_pos)
                 dims.append(d)
                 dyn.append(is_dyn)
             if sc.eat("]"):
@@ -164,7 +167,7 @@ def read_shape(sc: Scanner, *, fill_missing_layouts: bool = True, depth: int = 0
     layout_pos = None
     sc.skip()
     # As XLA: a '{' starts a layout only when followed by an integer or ':'.
-    if sc.peek() == "{" and re.compile(r"\{\s*(?:[-+]?\d|:)").match(sc.text, sc.pos):
+    if sc.peek() == "{" and re.compile(r"\{[ \t\n\r]*(?:[-+]?[0-9]|:)").match(sc.text, sc.pos):
         layout_pos = sc.pos
         layout = read_layout(sc)
         if len(layout.minor_to_major) != len(dims):

@@ -439,7 +439,53 @@ WINDOWS = [
     ((0, 3), "size=1x2 pad=1_1x0_0"),                         # empty operand, windows of padding
     ((), ""),                                                 # rank 0
     ((100,), "size=100 pad=99_0"),                            # a cumulative sum (K > 64)
+    # windows longer than the operand: walked over its elements, never over the padding
+    ((5,), "size=12 pad=6_6"),
+    ((4,), "size=9 stride=2 pad=7_3 rhs_dilate=2"),
+    ((5,), "size=6 stride=3 pad=9_9 lhs_dilate=3 rhs_dilate=2"),
+    ((6, 4), "size=9x11 stride=2x3 pad=5_4x7_6 lhs_dilate=2x1 rhs_dilate=1x2"),
+    ((3, 5), "size=7x2 pad=4_4x1_1 rhs_dilate=3x1"),
 ]
+
+# Windows, strides, dilations and paddings of 2**62 on f32[2,3] (issue 12): the work grows
+# with the output and the operand, never with those sizes (XLA:CPU itself spins on the
+# first). Run in a child process with a time limit so that a kernel looping over the window
+# fails the test rather than hanging the suite.
+HUGE_WINDOWS = [
+    (f"size=1x{2**62}", [[], []]),
+    (f"size=1x{2**62} pad=0_0x{2**62}_0", [[0, 1, 3, 6], [0, 4, 9, 15]]),
+    (f"size=1x{2**61} stride=1x{2**59} pad=0_0x{2**61}_{2**61}",
+     [[0, 6, 6, 6, 6], [0, 15, 15, 15, 15]]),
+    (f"size=1x1 stride=1x{2**62}", [[1], [4]]),
+    (f"size=1x2 rhs_dilate=1x{2**62}", [[], []]),
+    (f"size=1x2 stride=1x{2**61} lhs_dilate=1x{2**61}", [[1, 2], [4, 5]]),
+]
+
+_HUGE_SCRIPT = """
+import json, sys
+import numpy as np
+from xlapy.runtime import Client
+out = []
+for text in json.loads(sys.stdin.read()):
+    x = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    out.append(np.asarray(Client(backend="cpu").compile(text)(x)).tolist())
+print(json.dumps(out))
+"""
+
+
+def test_huge_windows_cost_what_their_output_costs():
+    import json
+    import subprocess
+    import sys
+
+    texts = [_window_module("f32", "add", (2, 3), w, "0").to_string() for w, _ in HUGE_WINDOWS]
+    for text, (_, want) in zip(texts, HUGE_WINDOWS):  # the interpreter agrees
+        got = evaluate(parse_hlo_module(text), np.arange(1, 7, dtype=np.float32).reshape(2, 3))
+        assert got.tolist() == want, text
+    proc = subprocess.run([sys.executable, "-c", _HUGE_SCRIPT], input=json.dumps(texts),
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [want for _, want in HUGE_WINDOWS]
 
 
 def _window_module(t, op, shape, window, init):
@@ -468,7 +514,8 @@ def test_reduce_window_against_interpreter(t, op, init):
     for module, spec, x, shape, window in cases:
         want = evaluate(module, x)
         root = module.entry.root
-        k = int(np.prod([wd.size for wd in root.attrs["window"].dimensions], dtype=np.int64))
+        k = int(np.prod([min(wd.size, n) for wd, n in zip(root.attrs["window"].dimensions,
+                                                           shape)], dtype=np.int64))
         terms = None
         if t[0] == "f" and op == "add":
             terms = np.full(want.shape, np.abs(x).sum() + 0.5 if x.size else 0.5)

@@ -47,11 +47,13 @@ from xlapy.backends.cpu.loop_emitter import emit_loop, members_of
 from xlapy.backends.cpu.program_cache import ENGINE_BYTES, INSTRUCTION_BYTES, ProgramCache
 from xlapy.backends.cpu.program_cache import fingerprint as _fingerprint
 from xlapy.backends.cpu.scalar_computation import constant_value
+from xlapy.errors import ResourceExhaustedError
 from xlapy.hlo.attrs.enums import FusionKind
 from xlapy.interpreter.evaluator import EvalContext
 from xlapy.interpreter.registry import get_kernel
 from xlapy.runtime.client import Backend, DeviceProgram
 from xlapy.shape import dtypes
+from xlapy.shape.shape import out_of_memory
 
 try:  # optional emitters, each owning its opcodes
     from xlapy.backends.cpu import reduction as _reduction
@@ -309,10 +311,22 @@ class Plan:
 
     def execute(self, args, plan_ctx):
         env: dict = {key: args[k] for key, k in self._params}
-        for step, drop in zip(self.steps, self.drops):
-            step.run(env, plan_ctx)
-            for key in drop:
-                del env[key]
+        step = None
+        try:
+            for step, drop in zip(self.steps, self.drops):
+                step.run(env, plan_ctx)
+                for key in drop:
+                    del env[key]
+        except ResourceExhaustedError as e:
+            if e.instruction is None and step is not None:  # name the step that failed
+                instr = step.instr
+                e.args = (f"%{instr.name} = {instr.shape} {instr.opcode}(...): {e}",)
+                e.instruction = instr
+            raise
+        except MemoryError as e:  # NumPy could not allocate: XLA's RESOURCE_EXHAUSTED
+            instr = step.instr
+            raise out_of_memory(f"%{instr.name} = {instr.shape} {instr.opcode}(...)", e,
+                                instr.shape, instr) from None
         return env[self._root]
 
 

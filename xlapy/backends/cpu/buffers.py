@@ -59,7 +59,12 @@ class BufferPool:
             for blk in blocks:
                 if sys.getrefcount(blk) == free:
                     return blk.view(dtype).reshape(shape)
-            blk = np.empty(nbytes, np.uint8)
+            try:
+                blk = np.empty(nbytes, np.uint8)
+            except (MemoryError, ValueError):  # ValueError: beyond NumPy's addressable size
+                if not blocks:
+                    del self._blocks[nbytes]
+                raise _out_of_memory(shape, dtype, nbytes) from None
             if len(blocks) < POOL_PER_SIZE:
                 blocks.append(blk)
             return blk.view(dtype).reshape(shape)
@@ -70,6 +75,21 @@ class BufferPool:
 
 
 POOL = BufferPool()
+
+
+def _out_of_memory(shape, dtype: np.dtype, nbytes: int):
+    """XLA's RESOURCE_EXHAUSTED for an output buffer: its shape in HLO syntax and bytes (the
+    step running names the instruction, see backend.Plan.execute)."""
+    from xlapy.errors import ResourceExhaustedError, human_bytes
+    from xlapy.shape import dtypes
+
+    try:
+        name = dtypes.type_name(dtypes.from_dtype(dtype))
+    except (KeyError, ValueError, TypeError):
+        name = str(dtype)
+    dims = ",".join(str(int(d)) for d in shape)
+    return ResourceExhaustedError(f"out of memory allocating {nbytes} bytes "
+                                  f"({human_bytes(nbytes)}) for {name}[{dims}]", nbytes)
 
 
 class _Helper:

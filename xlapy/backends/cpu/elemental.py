@@ -31,7 +31,8 @@ Element types (``TYPES[et] = (kind, compute type)``; ``memory_type``/``load_valu
 
 Semantics are the interpreter's (xlapy.interpreter.kernels.elementwise, numeric): integer
 x / 0 = -1, x % 0 = x, INT_MIN / -1 = INT_MIN, shifts by >= the width give 0 (or the sign
-fill), power by squaring (negative exponents: 0 except bases 1 and -1), NaN-propagating
+fill), power by squaring over the exponent's low 6 bits as XLA:CPU (negative exponents, an
+unsigned one's sign bit too: 0 except bases 1 and -1), NaN-propagating
 maximum/minimum ordering -0 < +0, float -> int truncating with saturation and NaN -> 0,
 int -> narrow float through f32, f64 -> f8/f6/f4 rounded once, f64 -> bf16/f16/e8m0 through
 f32, TOTALORDER on the sign-magnitude keys of the encodings.
@@ -929,25 +930,28 @@ class ElementalEmitter:
         return b.select(out, fill, b.ashr(a, amount, name=f"{name}.sar"), name=name)
 
     def _int_power(self, a, c, ty, signed, name):
-        """Exponentiation by squaring with wrap-around, over the exponent's bits; a negative
-        exponent gives 0, except for bases 1 (1) and -1 (+-1 by the exponent's parity)."""
+        """XLA:CPU's EmitIntegerPow: square-and-multiply with wrap-around over the
+        exponent's low 6 bits only; a negative exponent (its sign bit set in the storage
+        width: unsigned types of 8 bits or more too, sub-byte types widened to 8 bits
+        first) gives 1 for base 1, +-1 by the exponent's parity for base -1 (all bits
+        set), 0 otherwise (see the interpreter's _int_power)."""
         b = self.b
         one = ir.Constant(ty, 1)
         zero = ir.Constant(ty, 0)
-        steps = ty.width - 1 if signed else ty.width
+        if ty.width == 1:  # s1/u1: exponent 0 gives 1; s1 -1^-1 = -1, 0^-1 = 0, u1 x^1 = x
+            nonzero = b.icmp_unsigned("!=", c, zero, name=f"{name}.nz")
+            return b.select(nonzero, a, one, name=name)
+        steps = min(6, ty.width)
         acc = one
         base = a
         e = c
         for k in range(steps):
-            bit = b.trunc(e, I1, name=f"{name}.bit{k}") if ty.width > 1 else e
+            bit = b.trunc(e, I1, name=f"{name}.bit{k}")
             acc = b.select(bit, b.mul(acc, base, name=f"{name}.m{k}"), acc, name=f"{name}.acc{k}")
             if k + 1 < steps:
                 base = b.mul(base, base, name=f"{name}.sq{k}")
                 e = b.lshr(e, one, name=f"{name}.e{k}")
-        if not signed or ty.width == 1:
-            if signed:  # s1: exponent 0 or -1; (-1)^-1 = -1, 0^-1 = 0, x^0 = 1
-                neg = b.icmp_unsigned("!=", c, zero, name=f"{name}.neg")
-                return b.select(neg, a, one, name=name)
+        if not signed and ty.width < 8:  # zero-extended to 8 bits: never negative
             return acc
         negative = b.icmp_signed("<", c, zero, name=f"{name}.neg")
         odd = b.trunc(c, I1, name=f"{name}.odd")

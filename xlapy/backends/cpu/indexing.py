@@ -193,8 +193,8 @@ def _iota(em, instr, index):
 
 def _start_indices(em, instr, first: int, sizes, name: str):
     """The clamped start indices of a dynamic (update-)slice: operands ``first``, ... are
-    scalars; start = clamp(start, 0, dim - size) as XLA does. Starts are read as s64, as
-    the interpreter reads them (a u64 start of 2^64-1 is -1, so it clamps to 0)."""
+    scalars; start = clamp(start, 0, dim - size) as XLA does, unsigned starts by value (a
+    u64 start of 2**64 - 1 clamps to dim - size, as XLA:CPU)."""
     from xlapy.backends.cpu.elemental import TYPES
     b = em.b
     operand_dims = _dims(instr.operands[0])
@@ -206,6 +206,8 @@ def _start_indices(em, instr, first: int, sizes, name: str):
         if ty.width < 64:
             s = b.sext(s, I64, name=f"{name}.w{d}") if kind == "s" else b.zext(
                 s, I64, name=f"{name}.w{d}")
+        elif kind == "u":  # 2**63 or more: beyond every dimension, saturate (not wrap)
+            s = b.select(b.icmp_signed("<", s, _c(0)), _c(2**63 - 1), s, name=f"{name}.u{d}")
         out.append(_clamp(b, s, 0, n - size, f"{name}.start{d}"))
     return out
 

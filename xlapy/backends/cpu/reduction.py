@@ -40,7 +40,12 @@ Reduce-window: a work item is a block of positions (``block_size``) along the ou
 dimension (at one position of the others); for each window position, in row-major window
 order, the inner loop updates the block's accumulators. Positions falling in padding or
 base-dilation holes are skipped (a branch-free select keeps the accumulator), as the
-interpreter and XLA:CPU do; a window without elements gives the init value.
+interpreter and XLA:CPU do; a window without elements gives the init value. The loops run
+only over window positions that fall inside the dilated base (bounds computed per output
+position, per block along the last dimension), and a window longer than the operand along a
+dimension walks the operand's elements instead, so the work grows with the output and the
+operand, never with the window, stride, dilation or padding sizes (a 1x2**62 window with
+2**62 padding costs what a 1x3 one does; XLA:CPU loops over the whole window).
 
 Float results differ from the interpreter only by reassociation: recognised float ``add``
 and ``multiply`` row reductions (vector accumulators, chunks) and reductions of more than
@@ -773,6 +778,59 @@ def _emit_reduce_window(module, name, root, inputs) -> KernelSpec:
         p = b.select(b.icmp_signed(">", p, _c(size - 1)), _c(size - 1), p, name=f"w{d}.idx")
         return p, ok
 
+    def offset(o, d):
+        """a = padding_low - o * stride: window position k reads padded position
+        k * window_dilation - a of the dilated base."""
+        wd = window[d]
+        step = o if wd.stride == 1 else b.mul(o, _c(wd.stride), name=f"w{d}.os")
+        return b.sub(_c(wd.padding_low), step, name=f"w{d}.a")
+
+    def slot_range(o, d):
+        """[first, end) of the window positions of output ``o`` along ``d`` that fall
+        inside the dilated base (holes still to check): padding is never iterated."""
+        wd = window[d]
+        a = offset(o, d)
+        first = _smax(b, _c(0), _ceildiv(b, a, wd.window_dilation))
+        last = _floordiv(b, b.add(a, _c((base[d] - 1) * wd.base_dilation)), wd.window_dilation)
+        end = _smin(b, _c(wd.size), b.add(last, _c(1)))
+        return a, first, end
+
+    def element_range(o, d):
+        """[first, end) of the operand elements along ``d`` some window position of output
+        ``o`` reads (a window longer than the operand: iterate elements, not positions)."""
+        wd = window[d]
+        a = offset(o, d)
+        neg = b.sub(_c(0), a)
+        first = _smax(b, _c(0), _ceildiv(b, neg, wd.base_dilation))
+        span = b.add(neg, _c((wd.size - 1) * wd.window_dilation))
+        end = _smin(b, _c(base[d]), b.add(_floordiv(b, span, wd.base_dilation), _c(1)))
+        return a, first, end
+
+    def slot_index(a, k, d):
+        """(operand index, hole predicate or None) of window position ``k`` given
+        ``a = offset(o, d)`` and ``k`` within slot_range."""
+        wd = window[d]
+        kk = k if wd.window_dilation == 1 else b.mul(k, _c(wd.window_dilation))
+        p = b.sub(kk, a, name=f"w{d}.p")
+        if wd.base_dilation == 1:
+            return p, None
+        ok = b.icmp_signed("==", b.srem(p, _c(wd.base_dilation)), _c(0), name=f"w{d}.hole")
+        return b.sdiv(p, _c(wd.base_dilation), name=f"w{d}.e"), ok
+
+    def element_index(a, e, d):
+        """(operand index, predicate or None) of operand element ``e``: some window position
+        reads it when ``e * base_dilation + a`` is a multiple of the window dilation."""
+        wd = window[d]
+        if wd.window_dilation == 1:
+            return e, None
+        pos = b.add(e if wd.base_dilation == 1 else b.mul(e, _c(wd.base_dilation)), a)
+        ok = b.icmp_signed("==", b.srem(pos, _c(wd.window_dilation)), _c(0), name=f"w{d}.at")
+        return e, ok
+
+    # A window longer than the operand dimension is walked over the operand's elements,
+    # a shorter one over its positions: work per output grows with min(window, operand).
+    by_element = [window[d].size > base[d] for d in range(rank)]
+
     with for_range(b, fn.lo, fn.hi, "item") as item:
         blk = b.urem(item, _c(n_blocks), name="blk") if n_blocks > 1 else _c(0)
         ob = b.udiv(item, _c(n_blocks), name="ob") if n_blocks > 1 else item
@@ -784,28 +842,43 @@ def _emit_reduce_window(module, name, root, inputs) -> KernelSpec:
             for j in range(n):
                 b.store(inits[j], b.gep(accs[j], [m], inbounds=True))
 
+        def update(m, idx, oks):
+            index = Index(b, base, multi=idx)
+            xs = [fn.value(o, index) for o in root.operands[:n]]
+            ptrs = [b.gep(accs[j], [m], inbounds=True) for j in range(n)]
+            olds = [b.load(q) for q in ptrs]
+            news = reducer.exact(b, olds, xs)
+            if oks:
+                valid = oks[0]
+                for extra in oks[1:]:
+                    valid = b.and_(valid, extra, name="valid")
+                news = [b.select(valid, new, old) for new, old in zip(news, olds)]
+            for q, v in zip(ptrs, news):
+                b.store(v, q)
+
         def loops(d, idx, oks):
-            if d < rank - 1:
-                with for_range(b, 0, window[d].size, f"k{d}") as k:
-                    p, ok = position(outer[d], k, d)
+            if d < rank - 1:  # one output position: only the positions inside the base
+                rng = element_range if by_element[d] else slot_range
+                a, first, end = rng(outer[d], d)
+                with for_range(b, first, end, f"k{d}") as k:
+                    p, ok = (element_index if by_element[d] else slot_index)(a, k, d)
                     loops(d + 1, idx + [p], oks + ([ok] if ok is not None else []))
                 return
-            with for_range(b, 0, window[d].size, f"k{d}") as k, \
+            if by_element[d]:  # per column, its own elements
+                with for_range(b, 0, cnt, "m") as m:
+                    a, first, end = element_range(b.add(m0, m, name="col"), d)
+                    with for_range(b, first, end, f"k{d}") as e:
+                        p, ok = element_index(a, e, d)
+                        update(m, idx + [p], oks + ([ok] if ok is not None else []))
+                return
+            # the positions any column of the block reads, each column checking its own
+            # (the inner loop over columns vectorises)
+            _, first, _ = slot_range(b.add(m0, b.sub(cnt, _c(1))), d)
+            _, _, end = slot_range(m0, d)
+            with for_range(b, first, end, f"k{d}") as k, \
                     for_range(b, 0, cnt, "m") as m:
                 p, ok = position(b.add(m0, m, name="col"), k, d)
-                allok = oks + ([ok] if ok is not None else [])
-                index = Index(b, base, multi=idx + [p])
-                xs = [fn.value(o, index) for o in root.operands[:n]]
-                ptrs = [b.gep(accs[j], [m], inbounds=True) for j in range(n)]
-                olds = [b.load(q) for q in ptrs]
-                news = reducer.exact(b, olds, xs)
-                if allok:
-                    valid = allok[0]
-                    for extra in allok[1:]:
-                        valid = b.and_(valid, extra, name="valid")
-                    news = [b.select(valid, new, old) for new, old in zip(news, olds)]
-                for q, v in zip(ptrs, news):
-                    b.store(v, q)
+                update(m, idx + [p], oks + ([ok] if ok is not None else []))
 
         loops(0, [], [])
         with for_range(b, 0, cnt, "st") as m:
@@ -819,8 +892,32 @@ def _emit_reduce_window(module, name, root, inputs) -> KernelSpec:
                 v = b.load(b.gep(accs[j], [m], inbounds=True))
                 _store(b, fn.outs[j], pos, v, types[j], f"out{j}")
     b.ret_void()
-    cost = block * max(1, _prod(wd.size for wd in window))
+    cost = block * max(1, _prod(min(wd.size, d) for wd, d in zip(window, base)))
     return _spec(name, root, inputs, n_outer * n_blocks, cost)
+
+
+def _smax(b, x, y):
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _smin(b, x, y):
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _floordiv(b, x, c: int):
+    """floor(x / c) for a constant c > 0 (sdiv truncates toward zero)."""
+    if c == 1:
+        return x
+    q = b.sdiv(x, _c(c))
+    inexact = b.icmp_signed("!=", b.srem(x, _c(c)), _c(0))
+    return b.sub(q, b.zext(b.and_(inexact, b.icmp_signed("<", x, _c(0))), I64))
+
+
+def _ceildiv(b, x, c: int):
+    """ceil(x / c) for a constant c > 0."""
+    if c == 1:
+        return x
+    return b.sub(_c(0), _floordiv(b, b.sub(_c(0), x), c))
 
 
 __all__ = ["ASSOCIATIVE", "BLOCK_BYTES", "CHUNK_MIN", "MAX_CHUNKS", "MIN_ITEMS", "Reducer", "emit",

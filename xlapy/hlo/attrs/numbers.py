@@ -51,7 +51,7 @@ def read_string(sc: Scanner) -> str:
     return c_unescape(m.group(1))
 
 
-_FLOAT = re.compile(r"[-+]?(?:inf|nan|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+_FLOAT = re.compile(r"[-+]?(?:inf|nan|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)")
 
 
 def read_float(sc: Scanner) -> float:

@@ -21,8 +21,8 @@ RESULT_ACCURACY_OPCODES = frozenset({
 })
 
 _MODES = ("default", "highest")
-_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)\s*=")
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf|nan)")
+_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)[ \t\n\r]*=")
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|inf|nan)")
 
 
 def _name(sc: Scanner, what: str) -> str:

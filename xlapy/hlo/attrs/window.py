@@ -22,9 +22,9 @@ from xlapy.hlo.attrs import AttrKind, EnumKind, check_int, check_int_list, check
 from xlapy.shape.text import Scanner
 
 # Token patterns of XLA's HLO lexer (hlo_lexer.cc).
-_DXD = re.compile(r"\d+(?:x\d+)+")
-_INT = re.compile(r"-?\d+")
-_PAD = re.compile(r"-?\d+_-?\d+(?:_\d+)?(?:x-?\d+_-?\d+(?:_\d+)?)*")
+_DXD = re.compile(r"[0-9]+(?:x[0-9]+)+")
+_INT = re.compile(r"-?[0-9]+")
+_PAD = re.compile(r"-?[0-9]+_-?[0-9]+(?:_[0-9]+)?(?:x-?[0-9]+_-?[0-9]+(?:_[0-9]+)?)*")
 _DIM_LABELS = re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}")
 
 

@@ -275,7 +275,7 @@ def _convert(instr, value, shape, what: str):
 @kernel("send")
 def _send(ctx, instr, args):
     data, _ = args
-    channel_id = instr.attrs["channel_id"]
+    channel_id = instr.attrs.get("channel_id")  # optional, as in XLA's parser
     host_send = ctx.options.host_send
     if instr.attrs["is_host_transfer"] and host_send is not None:
         host_send(channel_id, data)
@@ -298,13 +298,13 @@ def _recv(ctx, instr, args):
 
 @kernel("recv-done")
 def _recv_done(ctx, instr, args):
-    channel_id = instr.attrs["channel_id"]
+    channel_id = instr.attrs.get("channel_id")  # optional, as in XLA's parser
     shape = instr.shape.tuple_shapes[0]
     host_recv = ctx.options.host_recv
-    what = f"channel {channel_id}"
+    what = "the channel without channel_id" if channel_id is None else f"channel {channel_id}"
     if instr.attrs["is_host_transfer"] and host_recv is not None:
         value = host_recv(channel_id, shape)
-        what = f"host_recv for channel {channel_id}"
+        what = f"host_recv for {what}"
     else:
         q = channel_queue(ctx, channel_id, instr)
         if q is None:  # no sender pairs with this device (source-target pairs)

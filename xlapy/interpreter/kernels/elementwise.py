@@ -252,10 +252,23 @@ def _mulhi(a, b, bits, signed):
 
 
 def _int_power(a, b, bits, signed):
-    """Exponentiation by squaring with wrap-around. A negative exponent gives 0, except for
-    base 1 (1) and base -1 (+-1 by the exponent's parity), as XLA:CPU computes."""
-    negative = b < 0 if signed else np.zeros(b.shape, bool)
-    e = np.where(negative, 0, b).astype(np.uint64)
+    """XLA:CPU's integer power (ElementalIrEmitter::EmitIntegerPow): square-and-multiply
+    with wrap-around over the exponent's low 6 bits only (2**120 on s64 is 2**56), and a
+    negative exponent - its sign bit set in the storage width, so also a u64 exponent of
+    2**63 or more, while sub-byte types are widened to 8 bits first - gives 1 for base 1,
+    +-1 by the exponent's parity for base -1 (all bits set), 0 otherwise. Checked against
+    XLA:CPU (jaxlib 0.10.2) on every width, bases and exponents around the edges."""
+    if signed:
+        negative = b < 0
+        all_ones = a == -1
+    elif bits >= 8:  # the exponent is compared as a signed value of its width
+        top = 1 << (bits - 1)
+        negative = b >= top
+        all_ones = a == (top << 1) - 1
+    else:  # zero-extended to 8 bits: never negative, never all ones
+        negative = np.zeros(b.shape, bool)
+        all_ones = np.zeros(a.shape, bool)
+    e = np.where(negative, 0, b).astype(np.uint64) & np.uint64(63)
     acc = np.ones(np.broadcast_shapes(a.shape, b.shape), a.dtype)
     base = np.broadcast_to(a, acc.shape).copy()
     e = np.broadcast_to(e, acc.shape).copy()
@@ -263,9 +276,13 @@ def _int_power(a, b, bits, signed):
         acc = np.where(e & np.uint64(1), acc * base, acc)
         base = base * base
         e = e >> np.uint64(1)
-    if signed:
+    if negative.any():
         odd = (b & 1) == 1
-        negative_result = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0))
+        minus_one = np.array(-1, np.int64).astype(a.dtype) if signed else \
+            np.array((1 << bits) - 1, np.uint64).astype(a.dtype)
+        one, zero = np.ones((), a.dtype), np.zeros((), a.dtype)
+        negative_result = np.where(a == 1, one,
+                                   np.where(all_ones, np.where(odd, minus_one, one), zero))
         acc = np.where(negative, negative_result, acc)
     return acc
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from xlapy.interpreter.evaluator import EvaluationError
+from xlapy.interpreter.kernels.numeric import index_int64
 from xlapy.interpreter.kernels.shape_ops import dense
 from xlapy.interpreter.registry import kernel
 from xlapy.opdefs.registry import ELEMENTWISE, get_opdef
@@ -104,11 +105,12 @@ def apply_scalar_computation(ctx, comp, args, shape) -> list[np.ndarray]:
 
 def _indices_last(indices: np.ndarray, index_vector_dim: int) -> np.ndarray:
     """Start indices as int64 with the index vector as the last dimension (XLA reads an
-    index_vector_dim equal to the rank as a trailing dimension of size 1)."""
+    index_vector_dim equal to the rank as a trailing dimension of size 1); u64 indices by
+    value (numeric.index_int64: 2**64 - 1 clamps to the largest start, as XLA:CPU)."""
     idx = np.asarray(indices)
     if index_vector_dim == idx.ndim:
         idx = idx[..., None]
-    return np.moveaxis(idx, index_vector_dim, -1).astype(np.int64)
+    return index_int64(np.moveaxis(idx, index_vector_dim, -1))
 
 
 def _batch_axis(indices_dim: int, index_vector_dim: int) -> int:

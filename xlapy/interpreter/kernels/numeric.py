@@ -94,6 +94,16 @@ def libm(fn, *xs: np.ndarray) -> np.ndarray:
 # -- integers --------------------------------------------------------------------------------
 
 
+def index_int64(x) -> np.ndarray:
+    """Start indices as int64 for clamping: signed values unchanged, unsigned ones by value,
+    a u64 of 2**63 or more saturated to 2**63 - 1 (as large as any dimension allows; XLA:CPU
+    compares u64 starts unsigned: 2**64 - 1 clamps to the largest start, not to 0)."""
+    x = np.asarray(x)
+    if x.dtype == np.uint64:
+        x = np.minimum(x, np.uint64(2**63 - 1))
+    return x.astype(np.int64)
+
+
 def widen_int(x: np.ndarray) -> np.ndarray:
     """Integers or pred as int64 (uint64 for u64), values unchanged."""
     x = np.asarray(x)

@@ -21,7 +21,10 @@ Semantics (XLA's HLO semantics, as its reference evaluator and XLA:CPU implement
 - reduce-window: windows over the base dilated by ``lhs_dilate`` and padded; positions that
   fall in padding or dilation holes are skipped (not combined), as XLA's evaluator and
   XLA:CPU do (checked through jax: a sum window with init 100 over two padding elements and
-  one element 1 gives 101); a window without any element gives the init value.
+  one element 1 gives 101); a window without any element gives the init value. Windows are
+  read from strided views of a dilated, padded copy of the operand when that copy is small,
+  else through index tables (``window_tables``) whose size grows with the output and the
+  operand, never with the window, stride, dilation or padding sizes.
 - select-and-scatter: per window the select function (selected, current) -> keep selected
   is applied in window (row-major) order to the elements inside the base (padding skipped),
   so ties go to the first element in row-major order, as the page (select's first argument
@@ -322,6 +325,85 @@ def flat_windows(view: np.ndarray, rank: int) -> np.ndarray:
     return view.reshape(view.shape[:rank] + (int(np.prod(view.shape[rank:], dtype=np.int64)),))
 
 
+#: Window positions are computed in int64 when every intermediate stays below this.
+_INT64_SAFE = 1 << 62
+
+
+def window_tables(dims, window: Window) -> list[np.ndarray]:
+    """Per window dimension, which operand element each window slot reads: an array
+    (outputs along the dimension, slots) of operand indices, -1 where the slot falls in
+    padding or a base-dilation hole. The slots are the window positions in order when the
+    window is no longer than the operand dimension, else the operand elements in order
+    (each at most once per window, in window order): the tables, like the work, grow with
+    the output and the operand, never with the window, padding, stride or dilation sizes
+    (a 1x2**62 window with a 2**62 padding costs what a 1x3 window does)."""
+    tables = []
+    for n, wd in zip(dims, window.dimensions):
+        lo, bd, st, wdl, size = (wd.padding_low, wd.base_dilation, wd.stride,
+                                 wd.window_dilation, wd.size)
+        padded = lo + dilated_bound(n, bd) + wd.padding_high
+        out = strided_bound(max(padded, 0), dilated_bound(size, wdl), st)
+        by_slot = size <= n
+        bound = max(out - 1, 0) * st + abs(lo) + max((size - 1) * wdl, max(n - 1, 0) * bd)
+        dt = np.int64 if bound < _INT64_SAFE else object  # object: exact Python ints
+        q = np.arange(out, dtype=np.int64).astype(dt) * st - lo  # p = q + j * wdl
+        if by_slot:
+            p = q[:, None] + np.arange(size, dtype=np.int64).astype(dt)[None, :] * wdl
+            hit = (p >= 0) & (p <= (n - 1) * bd)
+            if bd != 1:
+                hit &= p % bd == 0
+                p = p // bd
+            table = np.where(hit, p, -1)
+        else:
+            d = np.arange(n, dtype=np.int64).astype(dt)[None, :] * bd - q[:, None]
+            hit = d >= 0
+            if wdl != 1:
+                hit &= d % wdl == 0
+                d = d // wdl
+            hit &= d < size
+            table = np.where(hit, np.arange(n, dtype=np.int64)[None, :], -1)
+        tables.append(np.asarray(table, dtype=np.int64).reshape(out, size if by_slot else n))
+    return tables
+
+
+def gather_windows(x: np.ndarray, tables: list[np.ndarray], rows: slice | None = None,
+                   *, positions: bool = False):
+    """The windows of ``x`` (rows ``rows`` of the first output dimension): (values of shape
+    (outputs..., K), mask of the elements that exist or None when all do, and with
+    ``positions`` the operand linear index of each element, -1 for absent ones)."""
+    rank = len(tables)
+    if rows is not None:
+        tables = [tables[0][rows]] + tables[1:]
+    outs = tuple(t.shape[0] for t in tables)
+    ks = tuple(t.shape[1] for t in tables)
+    k = int(np.prod(ks, dtype=np.int64))
+    # one take per dimension: (out0, K0, out1, K1, ...), then windows last
+    order = list(range(0, 2 * rank, 2)) + list(range(1, 2 * rank, 2))
+    if x.size:
+        values = x
+        for d, t in enumerate(tables):
+            values = np.take(values, np.maximum(t, 0), axis=2 * d)
+        values = values.transpose(order).reshape(outs + (k,))
+    else:
+        values = np.zeros(outs + (k,), x.dtype)
+    oks = [t >= 0 for t in tables]
+    mask = None
+    if not all(ok.all() for ok in oks):
+        mask = np.ones((), bool)
+        for d, ok in enumerate(oks):
+            mask = mask[..., None, None] & ok
+        mask = mask.transpose(order).reshape(outs + (k,))
+    if not positions:
+        return values, mask, None
+    linear = np.zeros((), np.int64)
+    for t, n in zip(tables, x.shape):
+        linear = linear[..., None, None] * n + np.maximum(t, 0)
+    linear = linear.transpose(order).reshape(outs + (k,))
+    if mask is not None:
+        linear = np.where(mask, linear, -1)
+    return values, mask, linear
+
+
 #: reduce-window materialises the windows of at most this many elements at a time.
 CHUNK_ELEMENTS = 1 << 22
 
@@ -337,6 +419,55 @@ def _needs_mask(x: np.ndarray, window: Window) -> bool:
                for wd, n in zip(window.dimensions, x.shape))
 
 
+def _strided(shape, window: Window) -> bool:
+    """Whether the windows are best read from a dilated, padded copy of the operand (strided
+    views; fast): when that copy stays within a few times the operand and the output and
+    no window, stride or dilation is longer than it. Otherwise (huge padding, windows,
+    strides or dilations; an empty result) ``window_tables`` reads them, in time and memory
+    bounded by the output and the operand."""
+    padded = out = 1
+    for n, wd in zip(shape, window.dimensions):
+        size = max(wd.padding_low + dilated_bound(n, wd.base_dilation) + wd.padding_high, 0)
+        win = dilated_bound(wd.size, wd.window_dilation)
+        if win > size or wd.stride > size or wd.window_dilation > size:
+            return False
+        padded *= size
+        out *= strided_bound(size, win, wd.stride)
+    total = int(np.prod(shape, dtype=np.int64))
+    return out > 0 and padded <= 4 * (total + out) + (1 << 16)
+
+
+def _window_leaves(xs: list, inits: list, window: Window):
+    """(output dimensions, K, leaves(rows) -> (leaves of shape (rows..., K), mask or None))
+    for the windows of the inputs ``xs`` (already of the reducer's input types)."""
+    x0 = xs[0]
+    rank = x0.ndim
+    if _strided(x0.shape, window):
+        views, mask = [], None
+        masked = _needs_mask(x0, window)
+        for x, init in zip(xs, inits):
+            padded, m = dilate_and_pad(x, range(rank), window, np.asarray(init).astype(x.dtype),
+                                       with_mask=masked and mask is None)
+            if m is not None:
+                mask = windows(m, window)
+            views.append(windows(padded, window))
+        out_shape = views[0].shape[:rank]
+        k = int(np.prod(views[0].shape[rank:], dtype=np.int64))
+
+        def leaves(sl):
+            return ([flat_windows(v[sl], rank) for v in views],
+                    None if mask is None else flat_windows(mask[sl], rank))
+    else:
+        tables = window_tables(x0.shape, window)
+        out_shape = tuple(t.shape[0] for t in tables)
+        k = int(np.prod([t.shape[1] for t in tables], dtype=np.int64))
+
+        def leaves(sl):
+            gathered = [gather_windows(x, tables, sl) for x in xs]
+            return [g[0] for g in gathered], gathered[0][1]
+    return out_shape, k, leaves
+
+
 @kernel("reduce-window")
 def reduce_window_kernel(ctx, instr, args):
     n = len(args) // 2
@@ -348,30 +479,19 @@ def reduce_window_kernel(ctx, instr, args):
     _check_window(window, rank, what)
     result_dtypes = _result_dtypes(comp)
     in_dtypes = _input_dtypes(comp, n)
-    masked = _needs_mask(inputs[0], window)
-    views, mask = [], None
-    for x, init, dt in zip(inputs, inits, in_dtypes):
-        x = x if x.dtype == dt else x.astype(dt)
-        padded, m = dilate_and_pad(x, range(rank), window, np.asarray(init).astype(dt),
-                                   with_mask=masked and mask is None)
-        if m is not None:
-            mask = windows(m, window)
-        views.append(windows(padded, window))
+    xs = [x if x.dtype == dt else x.astype(dt) for x, dt in zip(inputs, in_dtypes)]
     if rank == 0:  # a rank-0 operand: one window of one element
-        leaves = [v.reshape(1) for v in views]
+        leaves = [x.reshape(1) for x in xs]
         return _pack(reduce_last_axis(ctx, comp, inits, leaves, None, result_dtypes, what),
                      instr)
-    out_shape = views[0].shape[:rank]
-    k = int(np.prod(views[0].shape[rank:], dtype=np.int64))
+    out_shape, k, leaves_of = _window_leaves(xs, inits, window)
     # materialise the windows of a few leading output rows at a time
     row = max(1, k * int(np.prod(out_shape[1:], dtype=np.int64)))
     chunk = max(1, CHUNK_ELEMENTS // row)
     parts = []
     for start in range(0, max(out_shape[0], 1), chunk):
-        sl = slice(start, start + chunk)
-        leaves = [flat_windows(v[sl], rank) for v in views]
-        m = None if mask is None else flat_windows(mask[sl], rank)
-        parts.append(reduce_last_axis(ctx, comp, inits, leaves, m, result_dtypes, what))
+        leaves, mask = leaves_of(slice(start, start + chunk))
+        parts.append(reduce_last_axis(ctx, comp, inits, leaves, mask, result_dtypes, what))
     results = [np.concatenate([p[i] for p in parts], axis=0) if len(parts) > 1 else parts[0][i]
                for i in range(n)]
     return _pack(results, instr)
@@ -389,13 +509,22 @@ def select_and_scatter_kernel(ctx, instr, args):
     rank = operand.ndim
     _check_window(window, rank, what)
     out_dtype = dtypes.to_dtype(instr.shape.element_type)
-    positions = np.arange(operand.size, dtype=np.int64).reshape(operand.shape)
-    padded, mask = dilate_and_pad(operand, range(rank), window, np.zeros((), operand.dtype),
-                                  with_mask=True)
-    padded_pos, _ = dilate_and_pad(positions, range(rank), window, -1, with_mask=False)
-    values = flat_windows(windows(padded, window), rank)
-    present = flat_windows(windows(mask, window), rank)
-    where = flat_windows(windows(padded_pos, window), rank)
+    if rank == 0:
+        values, present = operand.reshape(1), np.ones(1, bool)
+        where = np.zeros(1, np.int64)
+    elif _strided(operand.shape, window):
+        positions = np.arange(operand.size, dtype=np.int64).reshape(operand.shape)
+        padded, mask = dilate_and_pad(operand, range(rank), window,
+                                      np.zeros((), operand.dtype), with_mask=True)
+        padded_pos, _ = dilate_and_pad(positions, range(rank), window, -1, with_mask=False)
+        values = flat_windows(windows(padded, window), rank)
+        present = flat_windows(windows(mask, window), rank)
+        where = flat_windows(windows(padded_pos, window), rank)
+    else:
+        values, present, where = gather_windows(operand, window_tables(operand.shape, window),
+                                                positions=True)
+        if present is None:
+            present = np.ones(values.shape, bool)
     out_shape = values.shape[:-1]
     if tuple(source.shape) != out_shape:
         raise EvaluationError(f"{what}: source has dimensions {list(source.shape)}, the "
@@ -453,5 +582,6 @@ def map_kernel(ctx, instr, args):
     return out
 
 
-__all__ = ["apply_computation", "dilate_and_pad", "flat_windows", "is_vectorisable",
-           "reduce_last_axis", "window_output_dims", "windows"]
+__all__ = ["apply_computation", "dilate_and_pad", "flat_windows", "gather_windows",
+           "is_vectorisable", "reduce_last_axis", "window_output_dims", "window_tables",
+           "windows"]

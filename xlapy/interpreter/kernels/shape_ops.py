@@ -53,8 +53,10 @@ def as_dtype(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def start_index(value) -> int:
-    """A start index operand as XLA reads it (GetIntegralAsS64: u64 wraps to signed)."""
-    return int(np.asarray(value).astype(np.int64))
+    """A start index operand by value (a u64 of 2**64 - 1 is that large, so it clamps to
+    the largest start, as XLA:CPU and the spec's clamp do; HloEvaluator's GetIntegralAsS64
+    would wrap it to -1)."""
+    return int(np.asarray(value))
 
 
 def _fail(instr, message: str) -> EvaluationError:
@@ -181,7 +183,7 @@ def slice_(ctx, instr, args):
 def _start_indices(instr, index_args, rank: int) -> list[int]:
     """One start per dimension: scalar operands, or XLA's legacy single rank-1 operand."""
     if len(index_args) == 1 and np.ndim(index_args[0]) == 1:
-        starts = [int(v) for v in np.asarray(index_args[0]).astype(np.int64)]
+        starts = [int(v) for v in np.asarray(index_args[0])]
     else:
         starts = [start_index(v) for v in index_args]
     if len(starts) != rank:
