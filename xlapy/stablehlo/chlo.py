@@ -651,6 +651,8 @@ def lower_chlo(low: Lowering, op: M.Op) -> None:
         return
     if name == "chlo.ragged_dot":
         return _ragged_dot(low, op)
+    if name == "chlo.scan":
+        return _scan(low, op)
     if name == "chlo.conj":
         x = xs[0]
         out = x if not dtypes.is_complex(x.et) else x.op("real").op("complex",
@@ -749,6 +751,25 @@ def _broadcast_binary(low: Lowering, op: M.Op, xs: list) -> None:
 
         raise LocatedError(unsupported_message(op.name), op.name_pos)
     low.bind(op, low.make(opcode, [lhs, rhs], shape=shape))
+
+
+def _scan(low: Lowering, op: M.Op) -> None:
+    """chlo.scan -> HLO scan (XLA keeps it as the high-level op)."""
+    from xlapy.stablehlo.convert import a_bool
+
+    body = low.conv.region(low, op.regions[0], op)
+    low.cur_op = op
+    n_inputs = op.attrs["num_inputs"].value if "num_inputs" in op.attrs else None
+    operands = low.operands(op)
+    if n_inputs is None:
+        seg = op.attrs.get("operandSegmentSizes")
+        n_inputs = seg.values[0] if isinstance(seg, M.DenseArrayAttr) else len(operands) // 2
+    values = {"dimensions": (a_int(op, "dimension"),), "num_carries": len(operands) - n_inputs,
+              "is_reverse": a_bool(op, "is_reverse"), "to_apply": body}
+    assoc = op.attrs.get("is_associative")
+    if assoc is not None:
+        values["is_associative"] = a_bool(op, "is_associative")
+    low.bind(op, low.make("scan", operands, values, shape=low.result_shape(op)))
 
 
 def _ragged_dot(low: Lowering, op: M.Op) -> None:

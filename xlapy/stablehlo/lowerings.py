@@ -807,6 +807,8 @@ def _collective_permute(low, op):
 def _collective_broadcast(low, op):
     values, texts = _collective_values(low, op)
     values.pop("use_global_device_ids", None)
+    if a_bool(op, "has_dynamic_root"):
+        values["has_dynamic_root"] = True
     low.bind(op, low.make("collective-broadcast", low.operands(op), values, texts=texts,
                           shape=low.result_shape(op)))
 

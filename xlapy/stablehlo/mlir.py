@@ -638,16 +638,26 @@ class MlirParser:
 
     # -- attributes ------------------------------------------------------------------------
 
-    def parse_attr(self) -> Attr:
-        attr = self._parse_attr_value()
-        return attr
+    def parse_attr(self, typed: bool = True) -> Attr:
+        """An attribute. ``typed=False``: a number, string or boolean does not take a
+        ``: type`` suffix (custom syntaxes where the op's type follows)."""
+        saved = self._typed
+        self._typed = typed
+        try:
+            return self._parse_attr_value()
+        finally:
+            self._typed = saved
 
     def _finish(self, attr: Attr, start: int) -> Attr:
         attr.pos = start
         attr.text = self.sc.text[start:self.sc.pos]
         return attr
 
+    _typed = True
+
     def _opt_colon_type(self) -> MType | None:
+        if not self._typed:
+            return None
         sc = self.sc
         save = sc.pos
         if self.eat(":") and not self.peek() == ":":
@@ -664,7 +674,7 @@ class MlirParser:
             items = []
             if not self.eat("]"):
                 while True:
-                    items.append(self.parse_attr())
+                    items.append(self.parse_attr(True))
                     if self.eat("]"):
                         break
                     self.expect(",", "or ']' in an array attribute")

@@ -281,7 +281,7 @@ def _dynamic_broadcast_in_dim(p, op, n):
 def _cholesky(p, op, n):
     op.operands = [p.use()]
     if p.eat(","):
-        _keyword_value(p, op, "lower", "lower", lambda p: p.parse_attr())
+        _keyword_value(p, op, "lower", "lower", lambda p: p.parse_attr(typed=False))
     return _results(p, op, n)
 
 
@@ -736,9 +736,33 @@ def _chlo_top_k(p, op, n):
     p.expect(",")
     _keyword_value(p, op, "k", "k", _int)
     if p.eat(","):
-        _keyword_value(p, op, "is_stable", "is_stable", lambda p: p.parse_attr())
+        _keyword_value(p, op, "is_stable", "is_stable", lambda p: p.parse_attr(typed=False))
     p.expect(")")
     return _results(p, op, n)
+
+
+def _chlo_scan(p, op, n):
+    """``chlo.scan(%inputs) inits(%inits) dimension=0 attributes? {region} : type``."""
+    p.expect("(")
+    inputs = p.use_list()
+    p.expect(")")
+    p.expect_keyword("inits")
+    p.expect("(")
+    inits = p.use_list()
+    p.expect(")")
+    op.operands = inputs + inits
+    op.attrs["num_inputs"] = IntAttr(len(inputs))
+    _keyword_value(p, op, "dimension", "dimension", _int)
+    if p.eat_keyword("attributes"):
+        op.attrs.update(p.parse_attr_dict_body())
+    op.regions.append(p.region(op))
+    p.expect(":")
+    pos = p.here()
+    ftype = p.parse_type()
+    if not isinstance(ftype, FunctionType):
+        p.error(f"expected a function type for '{op.name}', found {ftype}", pos)
+    _check_inputs(p, op, ftype, pos)
+    return list(ftype.results)
 
 
 _UNARY = (
@@ -790,9 +814,9 @@ FORMATS.update({
     "stablehlo.dot": _dot,
     "stablehlo.dot_general": _dot_general,
     "stablehlo.einsum": _operands_then_keywords(("config", "einsum_config",
-                                                 lambda p: p.parse_attr())),
+                                                 lambda p: p.parse_attr(typed=False))),
     "stablehlo.unary_einsum": _operands_then_keywords(("config", "einsum_config",
-                                                       lambda p: p.parse_attr())),
+                                                       lambda p: p.parse_attr(typed=False))),
     "stablehlo.fft": _operands_then_keywords(
         ("type", "fft_type", lambda p: _enum(p, "an FFT type")),
         ("length", "fft_length", _int_list)),
@@ -819,6 +843,7 @@ FORMATS.update({
     "tensor.cast": _tensor_cast,
     "chlo.constant": _constant,
     "chlo.top_k": _chlo_top_k,
+    "chlo.scan": _chlo_scan,
     "sdy.mesh": _sdy_mesh,
     "sdy.sharding_constraint": _sdy_sharding_constraint,
 })
