@@ -32,19 +32,12 @@ from xlapy.opdefs import get_opdef, make_instruction
 from xlapy.shape import Shape
 from xlapy.shape.text import Scanner
 from xlapy.stablehlo import mlir as M
+from xlapy.stablehlo.mlir import LocatedError
 from xlapy.stablehlo.values import dense_array, shape_of
 
 _MISSING = object()
 CONSTANT_OPS = frozenset({"stablehlo.constant", "arith.constant", "chlo.constant"})
 TERMINATORS = frozenset({"stablehlo.return", "func.return", "mhlo.return"})
-
-
-class LocatedError(InvalidArgumentError):
-    """An error with the text position it belongs to."""
-
-    def __init__(self, message: str, pos: int):
-        super().__init__(message)
-        self.pos = pos
 
 
 def sanitize(name: str) -> str:
@@ -73,7 +66,10 @@ class Converter:
         self.computations: list[Computation] = []  # callees before callers
         for op in module_op.regions[0][0].ops:
             if op.name == "func.func":
-                name = op.attrs["sym_name"].value
+                sym = op.attrs.get("sym_name")
+                if not isinstance(sym, M.StrAttr):
+                    self.error("func.func needs a sym_name string", op.pos)
+                name = sym.value
                 if name in self.funcs:
                     self.error(f"function @{name} is defined twice", op.pos)
                 self.funcs[name] = op
@@ -162,11 +158,14 @@ class Converter:
         comp = Computation(name)
         low = Lowering(self, comp, None)
         block = f.regions[0][0]
-        arg_attrs = f.attrs["arg_attrs"].items
-        res_attrs = f.attrs["res_attrs"].items
+        arg_attrs = _dicts(f.attrs.get("arg_attrs"))
+        res_attrs = _dicts(f.attrs.get("res_attrs"))
         if is_entry:
             self.aliases, self.donors = [], []
-            n_results = len(f.attrs["function_type"].type.results)
+            ftype = f.attrs.get("function_type")
+            if not (isinstance(ftype, M.TypeAttr) and isinstance(ftype.type, M.FunctionType)):
+                self.error(f"function @{name} has no function_type", f.pos)
+            n_results = len(ftype.type.results)
         for i, arg in enumerate(block.args):
             attrs = arg_attrs[i].items if i < len(arg_attrs) else {}
             low.cur_op = None
@@ -278,6 +277,13 @@ class Converter:
         low.block(block, implicit_results=implicit_results or [])
         self.computations.append(comp)
         return comp
+
+
+def _dicts(a) -> list:
+    """The dictionaries of arg_attrs/res_attrs (absent: none)."""
+    if isinstance(a, M.ArrayAttr):
+        return [x if isinstance(x, M.DictAttr) else M.DictAttr({}) for x in a.items]
+    return []
 
 
 def implicit_operands(regions: list, lowering: "Lowering") -> list:
@@ -452,11 +458,22 @@ class Lowering:
         if rule is None and op.name.startswith("chlo."):
             from xlapy.stablehlo.chlo import lower_chlo
 
-            lower_chlo(self, op)
+            try:
+                lower_chlo(self, op)
+            except LocatedError as e:
+                self.conv.error(str(e), e.pos)
             return
         if rule is None:
             self.conv.error(unsupported_message(op.name), op.name_pos)
-        rule(self, op)
+        try:
+            rule(self, op)
+        except LocatedError as e:
+            self.conv.error(str(e), e.pos)
+        except XlaError:
+            raise
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+            # An attribute of an unexpected kind or a malformed op the rule did not expect.
+            self.conv.error(f"{op.name}: malformed op ({type(e).__name__}: {e})", op.pos)
 
 
 def unsupported_message(name: str) -> str:
@@ -685,23 +702,50 @@ def struct_of(conv: Converter, a: M.Attr, what: str) -> dict:
 
 
 def sdy_to_hlo_sharding(conv: Converter, a: M.Attr) -> str | None:
-    """The HLO sharding of a ``#sdy.sharding<@mesh, [{"x"}, {}]>`` when it is replicated
-    (every dimension unsharded, or a mesh of one device); None otherwise (the Shardy text
-    stays in the ``xla.sdy.sharding`` frontend attribute)."""
+    """The HLO sharding of a ``#sdy.sharding<@mesh, [{"x"}, {"y", "z"}, {}]>`` (GSPMD's
+    tiled form: each dimension split by the product of its axes' sizes, the devices an iota
+    over the mesh transposed to the axes' order, axes left over replicating the last tile
+    dimension), ``{replicated}`` when nothing is split. None for what this does not read
+    (sub-axes, explicit device ids, an unknown mesh): the Shardy text stays in the
+    ``xla.sdy.sharding`` frontend attribute either way."""
     if not isinstance(a, M.DialectAttr):
         return None
-    m = re.match(r'\s*@([A-Za-z0-9_$.\-]+)\s*,\s*\[(.*)\]', a.body, re.S)
+    m = re.match(r'\s*@([A-Za-z0-9_$.\-]+)\s*,\s*\[(.*)\]\s*(.*)$', a.body, re.S)
     if not m:
         return None
     mesh = conv.meshes.get(m.group(1))
-    dims = m.group(2)
-    if not re.search(r'"', dims):
+    dims = re.findall(r"\{([^{}]*)\}", m.group(2))
+    if not any('"' in d for d in dims):
         return "{replicated}"
-    if mesh is not None:
-        sizes = [int(x) for x in re.findall(r'=\s*(\d+)', mesh.attrs["mesh"].body)]
-        total = 1
-        for s in sizes:
-            total *= s
-        if total == 1:
-            return "{replicated}"
-    return None
+    if mesh is None or "device_ids" in mesh.attrs["mesh"].body or ":(" in m.group(2):
+        return None
+    axes = [(n, int(s)) for n, s in re.findall(r'"([^"]+)"\s*=\s*(\d+)', mesh.attrs["mesh"].body)]
+    names = [n for n, _ in axes]
+    size = dict(axes)
+    used: list[str] = []
+    tiles = []
+    for d in dims:
+        t = 1
+        for n in re.findall(r'"([^"]+)"', d):
+            if n not in size or n in used:
+                return None
+            used.append(n)
+            t *= size[n]
+        tiles.append(t)
+    total = 1
+    for _, s in axes:
+        total *= s
+    if total == 1 or all(t == 1 for t in tiles):
+        return "{replicated}"
+    rest = [n for n in names if n not in used]
+    replicated = 1
+    for n in rest:
+        replicated *= size[n]
+    perm = [names.index(n) for n in used + rest]
+    shape = list(tiles) + ([replicated] if replicated > 1 else [])
+    devices = "[" + ",".join(map(str, shape)) + "]<=[" + ",".join(str(s) for _, s in axes) + "]"
+    if perm != sorted(perm):
+        devices += "T(" + ",".join(map(str, perm)) + ")"
+    elif len(axes) > 1:
+        devices = "[" + ",".join(map(str, shape)) + f"]<=[{total}]"
+    return "{devices=" + devices + (" last_tile_dim_replicate" if replicated > 1 else "") + "}"

@@ -20,8 +20,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from xlapy.errors import ParseError
+from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.shape.text import Scanner
+
+
+class LocatedError(InvalidArgumentError):
+    """An error found after parsing, with the text position it belongs to (the translation
+    turns it into a ParseError with line and column)."""
+
+    def __init__(self, message: str, pos: int):
+        super().__init__(message)
+        self.pos = pos
 
 # -- types ---------------------------------------------------------------------------------
 
@@ -681,6 +690,8 @@ class MlirParser:
             return self._finish(ArrayAttr(items), start)
         if ch == "{":
             return self._finish(DictAttr(self.parse_attr_dict_body()), start)
+        if ch == "(":  # a function type: function_type = (...) -> ...
+            return self._finish(TypeAttr(self.parse_type()), start)
         if ch == '"':
             value = self.read_string()
             return self._finish(StrAttr(value, self._opt_colon_type()), start)

@@ -20,6 +20,7 @@ from xlapy.shape.shape import UNBOUNDED_SIZE
 from xlapy.stablehlo.mlir import (
     DenseAttr,
     Element,
+    LocatedError,
     MType,
     ScalarType,
     TensorType,
@@ -119,7 +120,7 @@ def dense_array(attr: DenseAttr, resources: dict | None = None) -> np.ndarray:
         data = bytes.fromhex(payload[2:])
         return _from_bytes(data, et, dtype, dims, count, "hex dense literal")
     if isinstance(payload, Element):  # a splat
-        value = _element(payload, et, dtype)
+        value = _located_element(payload, et, dtype)
         return np.full(dims, value, dtype=dtype)
     flat: list[Element] = []
     nested: list[int] = []
@@ -128,7 +129,7 @@ def dense_array(attr: DenseAttr, resources: dict | None = None) -> np.ndarray:
         got = "x".join(map(str, nested)) if nested else "0"
         raise InvalidArgumentError(f"dense literal has {len(flat)} elements (shape {got}) but "
                                    f"its type is {t}")
-    values = [_element(e, et, dtype) for e in flat]
+    values = [_located_element(e, et, dtype) for e in flat]
     arr = np.empty(count, dtype=dtype)
     for i, v in enumerate(values):
         arr[i] = v
@@ -183,6 +184,15 @@ def _float_from_token(raw: str, et, dtype):
         uint = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[width]
         return np.array([bits], dtype=uint).view(dtype)[0]
     return np.asarray(float(raw)).astype(dtype)
+
+
+def _located_element(e: Element, et, dtype):
+    try:
+        return _element(e, et, dtype)
+    except LocatedError:
+        raise
+    except InvalidArgumentError as err:
+        raise LocatedError(str(err), e.pos) from None
 
 
 def _element(e: Element, et, dtype):
