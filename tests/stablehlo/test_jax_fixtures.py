@@ -25,15 +25,6 @@ FIXTURES = TESTS / "fixtures" / "jax"
 MLIR = Path(__file__).resolve().parent / "fixtures"
 NAMES = sorted(p.stem for p in MLIR.glob("*.mlir"))
 
-#: Fixtures whose StableHLO result differs from the HLO text's, with the reason.
-NOT_BIT_EXACT = {
-    # XLA expands exp/log/sqrt/log1p of complex values into real arithmetic before the
-    # translation (StablehloComplexMathExpander); xlapy translates them to the HLO ops, whose
-    # results differ in the last bits.
-    "complex_arith": "complex exp/log/sqrt are HLO ops here, expanded by XLA",
-}
-
-
 def _inputs(name: str) -> list:
     data = load_npz(FIXTURES / f"{name}.npz")
     return [data[f"arg{i}"] for i in range(sum(1 for k in data if k.startswith("arg")))]
@@ -43,17 +34,12 @@ def _leaves(result) -> list:
     return [np.asarray(x) for x in (flatten(result) if isinstance(result, tuple) else [result])]
 
 
-def _same(got, want, where: str, exact: bool) -> None:
+def _same(got, want, where: str) -> None:
     g, w = _leaves(got), _leaves(want)
     assert len(g) == len(w), f"{where}: {len(g)} results, the HLO text gives {len(w)}"
     for i, (a, b) in enumerate(zip(g, w)):
         assert (a.dtype, a.shape) == (b.dtype, b.shape), f"{where}: result {i}"
-        if exact:
-            assert a.tobytes() == b.tobytes(), f"{where}: result {i} differs:\n{a}\n{b}"
-        elif a.dtype.kind in "fc":
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"{where}: result {i}")
-        else:
-            assert np.array_equal(a, b), f"{where}: result {i}"
+        assert a.tobytes() == b.tobytes(), f"{where}: result {i} differs:\n{a}\n{b}"
 
 
 def _modules(name: str):
@@ -83,7 +69,7 @@ def test_interpreter_gives_the_hlo_texts_results(name):
     args = _inputs(name)
     got = evaluate(module, *args)
     want = evaluate(reference, *args)
-    _same(got, want, f"{name} (interpreter)", exact=name not in NOT_BIT_EXACT)
+    _same(got, want, f"{name} (interpreter)")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -93,7 +79,7 @@ def test_cpu_gives_the_hlo_texts_results(name):
     client = Client(backend="cpu")
     got = client.compile(module)(*[np.array(a, copy=True) for a in args])
     want = client.compile(reference)(*[np.array(a, copy=True) for a in args])
-    _same(got, want, f"{name} (cpu)", exact=name not in NOT_BIT_EXACT)
+    _same(got, want, f"{name} (cpu)")
 
 
 def test_every_fixture_has_its_stablehlo_text():

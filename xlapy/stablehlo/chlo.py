@@ -123,7 +123,8 @@ def const(low: Lowering, value, et: PrimitiveType, shape: Shape) -> Ex:
     dtype = dtypes.to_dtype(et)
     if dtypes.is_floating(et) or dtypes.is_complex(et):
         arr = np.asarray(value, dtype=np.float64 if not dtypes.is_complex(et) else complex)
-        arr = arr.astype(dtype)
+        with np.errstate(over="ignore"):  # 1e308 in f32 is inf, as MLIR rounds it
+            arr = arr.astype(dtype)
     else:
         v = int(value)
         bits = dtypes.bit_width(et)

@@ -103,6 +103,15 @@ def _unary(opcode):
     def rule(low: Lowering, op: M.Op):
         data = low.op_data(opcode)
         data.update(_result_accuracy(low, op))
+        x = low.get(op.operands[0], op)
+        from xlapy.stablehlo import complex_math
+
+        if complex_math.applies(op.name, x.shape.element_type) and "extras" not in data:
+            from xlapy.stablehlo.chlo import Ex
+
+            out = complex_math.EXPANSIONS[op.name](Ex(low, x))
+            low.values[id(op.results[0])] = out.inst
+            return
         low.bind(op, low.make(opcode, low.operands(op), shape=low.result_shape(op),
                               data=data))
     return rule
