@@ -1,5 +1,5 @@
 """StableHLO's interpreter tests through xlapy's StableHLO import, on both backends (see
-conformance.py). Skipped unless ``XLAPY_STABLEHLO_INTERPRET_TESTS`` points at a checkout's
+stablehlo_conformance.py). Skipped unless ``XLAPY_STABLEHLO_INTERPRET_TESTS`` points at a checkout's
 ``stablehlo/tests/interpret`` directory (the tests are not part of this repository).
 
 Every case must pass, except those listed below with the reason; a listed case that starts
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import ENV, case_names, interpret_files, run_file
+from stablehlo_conformance import ENV, case_names, interpret_files, run_file
 
 ROOT = os.environ.get(ENV)
 

@@ -18,7 +18,7 @@ an op XLA does not translate either, ...).
 The tests are not part of this repository: point ``XLAPY_STABLEHLO_INTERPRET_TESTS`` (or the
 command line) at a checkout's ``stablehlo/tests/interpret`` directory::
 
-    python tests/stablehlo/conformance.py /path/to/stablehlo/tests/interpret [--backend cpu]
+    python tests/stablehlo/stablehlo_conformance.py /path/to/stablehlo/tests/interpret [--backend cpu]
 """
 
 from __future__ import annotations
