@@ -1,6 +1,6 @@
 """StableHLO's interpreter tests through xlapy's StableHLO import, on both backends (see
-stablehlo_conformance.py). Skipped unless ``XLAPY_STABLEHLO_INTERPRET_TESTS`` points at a checkout's
-``stablehlo/tests/interpret`` directory (the tests are not part of this repository).
+stablehlo_conformance.py). Skipped unless ``XLAPY_STABLEHLO_INTERPRET_TESTS`` points at a
+checkout's ``stablehlo/tests/interpret`` directory (the tests are not part of this repository).
 
 Every case must pass, except those listed below with the reason; a listed case that starts
 passing fails too (the list must be kept true)."""
