@@ -132,9 +132,6 @@ class Converter:
             fe["xla.sdy.meshes"] = "{" + body + "}"
         if fe:
             module.config["frontend_attributes"] = fe
-        for key, value in attrs.items():
-            if key.startswith("sdy.") or key == "mhlo.frontend_attributes":
-                continue
         if self.aliases:
             module.config["input_output_alias"] = tuple(self.aliases)
         if self.donors:

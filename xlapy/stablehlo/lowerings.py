@@ -296,18 +296,11 @@ def _get_dimension_size(low, op):
 
 
 def _set_dimension_size(low, op):
+    # The declared result type decides whether the dimension stays dynamic: a constant size
+    # equal to the static size is XLA's RemoveDynamicDimension, a static result.
     x, size = low.operands(op)
-    d = a_int(op, "dimension")
-    size_op = op.operands[1].owner
-    if isinstance(size_op, M.Op) and size_op.name in CONSTANT_OPS:
-        value = int(dense_array(size_op.attrs["value"]).reshape(-1)[0])
-        if 0 <= d < x.shape.rank and value == x.shape.dimensions[d]:
-            # XLA: RemoveDynamicDimension (the size is the full static size)
-            low.bind(op, low.make("set-dimension-size", [x, size], {"dimensions": (d,)},
-                                  shape=low.result_shape(op)))
-            return
-    low.bind(op, low.make("set-dimension-size", [x, size], {"dimensions": (d,)},
-                          shape=low.result_shape(op)))
+    low.bind(op, low.make("set-dimension-size", [x, size],
+                          {"dimensions": (a_int(op, "dimension"),)}, shape=low.result_shape(op)))
 
 
 # -- contractions ----------------------------------------------------------------------------
