@@ -8,9 +8,10 @@ Shapes and layouts::
     xlapy.physical_size(s)             # 24 elements, tile padding included
     xlapy.byte_size(s)                 # 96
 
-HLO text and the builder::
+HLO text, StableHLO text and the builder::
 
     m = xlapy.parse_hlo_module(text)   # any module XLA prints
+    m = xlapy.parse_stablehlo(mlir)    # jax.jit(f).lower(x).as_text(), as XLA translates it
     xlapy.verify_module(m)
     print(m.to_string(print_operand_shape=True))
 
@@ -48,6 +49,7 @@ from xlapy.hlo.ir import Computation, Instruction, Module
 from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions
 from xlapy.hlo.verifier import VerifierError, verify_module
+from xlapy.stablehlo import is_stablehlo_text, parse_stablehlo
 from xlapy.opdefs import ShapeError
 from xlapy.builder import XlaBuilder, XlaComputation, XlaOp
 from xlapy import ops
@@ -64,6 +66,7 @@ __all__ = [
     "Literal", "parse_literal", "parse_literal_with_shape",
     "Computation", "HloPrintOptions", "Instruction", "Module", "ShapeError", "VerifierError",
     "XlaBuilder", "XlaComputation", "XlaOp", "ops", "parse_hlo_module", "verify_module",
+    "is_stablehlo_text", "parse_stablehlo",
     "EvalOptions", "EvaluationError", "evaluate",
 ]
 

@@ -46,7 +46,8 @@ def register(subparsers) -> None:
     """Add ``xlapy graph`` to the command line."""
     p = add_command(subparsers, "graph", summary="draw an HLO module as a graph (DOT, SVG, "
                     "PNG, HTML)", description=_DESCRIPTION, examples=_EXAMPLES, run=run)
-    p.add_argument("module", metavar="MODULE", help="HLO text file, or - for stdin")
+    p.add_argument("module", metavar="MODULE",
+                   help="HLO or StableHLO (MLIR) text file, or - for stdin")
     p.add_argument("--format", "-f", choices=FORMATS, default="dot",
                    help="dot (default), or svg/png/html with Graphviz installed")
     p.add_argument("-o", "--output", metavar="FILE",
@@ -74,7 +75,7 @@ def _non_negative(text: str) -> int:
 
 
 def run(args) -> int:
-    from xlapy.hlo.parser import parse_hlo_module
+    from xlapy.stablehlo import parse_module_text
     from xlapy.tools import graph
 
     if args.format in ("png", "html") and not args.output:
@@ -87,7 +88,7 @@ def run(args) -> int:
         if shutil.which("dot") is None:  # say so before parsing a large module
             raise CommandError(f"--format {args.format} needs Graphviz's 'dot' program, "
                                f"which is not on PATH: {graph.INSTALL_HINT}")
-    module = parse_hlo_module(read_module_text(args.module))
+    module = parse_module_text(read_module_text(args.module))
     if args.instruction is not None:
         dot_text = graph.neighborhood_to_dot(module, args.instruction, args.radius,
                                              computation=args.computation,

@@ -46,7 +46,8 @@ def register(subparsers) -> None:
     """Add ``xlapy opt`` to the command line."""
     p = add_command(subparsers, "opt", summary="optimise an HLO module with xlapy's passes",
                     description=_DESCRIPTION, examples=_EXAMPLES, run=run)
-    p.add_argument("module", metavar="MODULE", nargs="?", help="HLO text file, or - for stdin")
+    p.add_argument("module", metavar="MODULE", nargs="?",
+                   help="HLO or StableHLO (MLIR) text file, or - for stdin")
     p.add_argument("--passes", metavar="P1,P2,...",
                    help="comma-separated pass names (default: inline,simplify,constant-folding,"
                    "cse,dce)")
@@ -77,8 +78,8 @@ def _count(module) -> int:
 
 
 def run(args) -> int:
-    from xlapy.hlo.parser import parse_hlo_module
     from xlapy.passes import PASSES, PassError, make_pipeline
+    from xlapy.stablehlo import parse_module_text
 
     if args.list:
         for name in PASSES:
@@ -87,7 +88,7 @@ def run(args) -> int:
     if args.module is None:
         raise CommandError("expected MODULE (a file, or - for stdin), or --list")
     names = _pass_names(args.passes)
-    module = parse_hlo_module(read_module_text(args.module))
+    module = parse_module_text(read_module_text(args.module))
     before = _count(module)
     pipeline = make_pipeline(names, fixed_point=args.fixed_point)
     try:

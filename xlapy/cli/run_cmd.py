@@ -49,6 +49,8 @@ def register(subparsers) -> None:
             ("xlapy run examples/mlp.hlo", "random inputs, print the results"),
             ("xlapy run m.hlo --inputs in.npz --output out.npz", "arrays in and out as .npz"),
             ("cat m.hlo | xlapy run -", "module text from stdin"),
+            ("xlapy run f.mlir", "StableHLO text (jax's lower(...).as_text()), told apart by "
+             "content"),
             ("xlapy run ar.hlo --replicas 2 --inputs in.npz",
              "two replicas; in.npz holds arg0.. for all or r0.arg0, r1.arg0.. per replica"),
             ("mpiexec -n 4 xlapy run ar.hlo --distributed mpi",
@@ -63,7 +65,8 @@ def register(subparsers) -> None:
         run=run,
     )
     p.add_argument("modules", nargs="+", metavar="MODULE",
-                   help="HLO text files or globs ('dumps/*.hlo'), or - for stdin")
+                   help="HLO or StableHLO (MLIR) text files or globs ('dumps/*.hlo'), or - "
+                        "for stdin")
     p.add_argument("--inputs", metavar="NPZ",
                    help="arguments: keys arg0, arg1, ...; each array must have its "
                    "parameter's element type and dimensions (else exit 2, naming both)")
@@ -275,10 +278,10 @@ def _check_options(args, paths: list[str]) -> None:
 
 
 def _run_module(args, path: str, progress) -> int:
-    from xlapy.hlo.parser import parse_hlo_module
     from xlapy.hlo.verifier import verify_module
+    from xlapy.stablehlo import parse_module_text
 
-    module = parse_hlo_module(read_module_text(path))
+    module = parse_module_text(read_module_text(path))
     if not args.no_verify:
         verify_module(module)
     replicas, partitions = device_counts(module, args)
