@@ -1,0 +1,194 @@
+"""Reading an HLO file whatever its form: HLO text, a binary or text protobuf
+(HloModuleProto, HloProto as ``--xla_dump_hlo_as_proto`` writes it, HloSnapshot,
+HloUnoptimizedSnapshot, HloModuleProtoWithConfig), or something else.
+
+Owns: ``load_hlo(data, name)`` -> ``LoadedHlo`` (the module, the arguments a snapshot
+brings, what the file was) and ``NotAnHloModuleError``, raised for a file that holds no
+module at all (XLA's dump folders keep buffer assignments, memory reports, debug options,
+LLVM IR and object files next to the modules), so a caller running a glob can skip it.
+
+Detection: bytes that decode as UTF-8 without NUL bytes are text: HLO text when they open
+with ``HloModule``, ``ENTRY`` or a computation header (``[%]name [(...) -> ...] {``), else a
+text proto when one of the messages parses them (``text_format``); other bytes are a
+binary proto when one of the messages parses them with no unknown field at its top levels
+and holds computations (a random file parsing as some message by accident would need to
+pass both).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from xlapy.hlo.ir import Module
+from xlapy.proto.schema import TOP_LEVEL_MESSAGES, descriptor_pool, message_class
+from xlapy.proto.shapes import ProtoError, literal_from_proto
+from xlapy.shape.literal import Literal
+
+
+class NotAnHloModuleError(ProtoError):
+    """The data holds no HLO module (neither HLO text nor one of XLA's module protos)."""
+
+
+@dataclass
+class LoadedHlo:
+    """What ``load_hlo`` read: the module, the snapshot's arguments (None for a file
+    without them), its recorded result, and the form (``hlo-text``, ``binary-proto`` or
+    ``text-proto``) and message (``HloSnapshot``, ``HloProto``...) it came in."""
+
+    module: Module
+    arguments: list[Literal] | None = None
+    result: Literal | None = None
+    form: str = "hlo-text"
+    message: str = ""
+    execution_platform: str = ""
+    partitions: list[list[Literal]] = field(default_factory=list)
+
+
+_HLO_TEXT = re.compile(r"\A\s*(?:HloModule\b|ENTRY\b|%?[A-Za-z_][\w.\-]*\s*(?:\([^)]*\)\s*->"
+                       r"[^{]*)?\{)")
+
+
+def looks_like_hlo_text(text: str) -> bool:
+    """The text opens like an HLO module (header, ENTRY, or a computation header)."""
+    return bool(_HLO_TEXT.match(_strip_comments(text)))
+
+
+def _strip_comments(text: str) -> str:
+    return re.sub(r"\A(?:\s*//[^\n]*\n|\s*/\*.*?\*/)*", "", text, flags=re.DOTALL)
+
+
+def _decode_text(data: bytes) -> str | None:
+    if b"\x00" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def load_hlo(data: bytes | str, name: str = "input") -> LoadedHlo:
+    """Read HLO text or an HLO protobuf (binary or text). Raises NotAnHloModuleError for
+    data that is neither, ParseError / ProtoError for a module that is malformed."""
+    if isinstance(data, str):
+        text = data
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        text = _decode_text(bytes(data))
+    else:
+        raise ProtoError(f"load_hlo: expected bytes or str, got {type(data).__name__}")
+    if text is not None:
+        if not text.strip():
+            raise NotAnHloModuleError(f"{name}: not an HLO module (the file is empty)")
+        if looks_like_hlo_text(text):
+            from xlapy import parse_hlo_module
+
+            return LoadedHlo(parse_hlo_module(text), form="hlo-text")
+        msg = _parse_text_proto(text)
+        if msg is not None:
+            return _loaded(msg, "text-proto", name)
+        raise NotAnHloModuleError(
+            f"{name}: not an HLO module (text that is neither HLO text nor a text proto of "
+            f"{', '.join(TOP_LEVEL_MESSAGES)})")
+    msg = _parse_binary(bytes(data))
+    if msg is None:
+        raise NotAnHloModuleError(
+            f"{name}: not an HLO module (binary data that is not a serialized "
+            f"{', '.join(TOP_LEVEL_MESSAGES)})")
+    return _loaded(msg, "binary-proto", name)
+
+
+def _module_of(msg):
+    """(HloModuleProto, HloModuleConfigProto or None, arguments, result) of a message."""
+    kind = msg.DESCRIPTOR.name
+    if kind == "HloSnapshot":
+        return msg.hlo.hlo_module, None
+    if kind == "HloUnoptimizedSnapshot":
+        return msg.hlo_module, None
+    if kind == "HloProto":
+        return msg.hlo_module, None
+    if kind == "HloModuleProtoWithConfig":
+        return msg.hlo_module, msg.config
+    return msg, None
+
+
+def _plausible(msg) -> bool:
+    """Holds a module: computations with instructions, each with an opcode, and no
+    unknown fields in the wrapper, the module, or its computations and instructions."""
+    from google.protobuf import unknown_fields
+
+    mp, config = _module_of(msg)
+    if not mp.computations:
+        return False
+    checked = [msg, mp] + ([config] if config is not None else [])
+    for cp in mp.computations:
+        if not cp.name or not cp.instructions:
+            return False
+        checked.append(cp)
+        if any(not ip.opcode or not ip.name for ip in cp.instructions):
+            return False
+    # Instructions may carry fields of a newer XLA: decoding them names the fields.
+    return all(len(unknown_fields.UnknownFieldSet(m)) == 0 for m in checked)
+
+
+def _parse_binary(data: bytes):
+    from google.protobuf.message import DecodeError
+
+    for kind in TOP_LEVEL_MESSAGES:
+        msg = message_class(kind)()
+        try:
+            msg.ParseFromString(data)
+        except (DecodeError, ValueError, RuntimeError):
+            continue
+        if _plausible(msg):
+            return msg
+    return None
+
+
+def _parse_text_proto(text: str):
+    from google.protobuf import text_format
+
+    for kind in TOP_LEVEL_MESSAGES:
+        msg = message_class(kind)()
+        try:
+            text_format.Parse(text, msg, descriptor_pool=descriptor_pool())
+        except (text_format.ParseError, ValueError, TypeError, UnicodeError):
+            continue
+        if _plausible(msg):
+            return msg
+    return None
+
+
+def _loaded(msg, form: str, name: str) -> LoadedHlo:
+    from xlapy.proto.module import module_from_proto
+
+    kind = msg.DESCRIPTOR.name
+    mp, config = _module_of(msg)
+    module = module_from_proto(mp, config, where=f"{name}: {kind}")
+    out = LoadedHlo(module, form=form, message=kind)
+    if kind == "HloSnapshot":
+        out.arguments = [_argument(lp, module, i, name) for i, lp in enumerate(msg.arguments)]
+        if msg.HasField("result"):
+            out.result = literal_from_proto(msg.result, f"{name}: HloSnapshot.result")
+        out.execution_platform = msg.execution_platform
+    elif kind == "HloUnoptimizedSnapshot":
+        out.partitions = [[_argument(lp, module, i, name) for i, lp in enumerate(p.arguments)]
+                          for p in msg.partitions]
+        if out.partitions:
+            out.arguments = out.partitions[0]
+    return out
+
+
+def _argument(lp, module: Module, index: int, name: str) -> Literal:
+    params = module.entry.parameters
+    shape = params[index].shape if index < len(params) else None
+    if shape is not None and shape.is_tuple():
+        shape = None  # a tuple literal keeps its own element layouts
+    try:
+        return literal_from_proto(lp, f"{name}: HloSnapshot.arguments[{index}]", shape)
+    except ProtoError:
+        if shape is None:
+            raise
+        return literal_from_proto(lp, f"{name}: HloSnapshot.arguments[{index}]")
+
+
+__all__ = ["LoadedHlo", "NotAnHloModuleError", "load_hlo", "looks_like_hlo_text"]
