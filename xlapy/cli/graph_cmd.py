@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from xlapy.cli.common import CommandError, add_command, read_module_text
+from xlapy.cli.common import CommandError, add_command
 
 _DESCRIPTION = """\
 Draw an HLO module (XLA's text, e.g. a jax dump) as a graph: one node per instruction with
@@ -46,7 +46,8 @@ def register(subparsers) -> None:
     """Add ``xlapy graph`` to the command line."""
     p = add_command(subparsers, "graph", summary="draw an HLO module as a graph (DOT, SVG, "
                     "PNG, HTML)", description=_DESCRIPTION, examples=_EXAMPLES, run=run)
-    p.add_argument("module", metavar="MODULE", help="HLO text file, or - for stdin")
+    p.add_argument("module", metavar="MODULE",
+                   help="HLO text or XLA proto (.pb, .pbtxt) file, or - for stdin")
     p.add_argument("--format", "-f", choices=FORMATS, default="dot",
                    help="dot (default), or svg/png/html with Graphviz installed")
     p.add_argument("-o", "--output", metavar="FILE",
@@ -74,7 +75,7 @@ def _non_negative(text: str) -> int:
 
 
 def run(args) -> int:
-    from xlapy.hlo.parser import parse_hlo_module
+    from xlapy.cli.module_files import read_module
     from xlapy.tools import graph
 
     if args.format in ("png", "html") and not args.output:
@@ -87,7 +88,7 @@ def run(args) -> int:
         if shutil.which("dot") is None:  # say so before parsing a large module
             raise CommandError(f"--format {args.format} needs Graphviz's 'dot' program, "
                                f"which is not on PATH: {graph.INSTALL_HINT}")
-    module = parse_hlo_module(read_module_text(args.module))
+    module = read_module(args.module).module  # HLO text or an XLA proto
     if args.instruction is not None:
         dot_text = graph.neighborhood_to_dot(module, args.instruction, args.radius,
                                              computation=args.computation,

@@ -86,9 +86,15 @@ def load_hlo(data: bytes | str, name: str = "input") -> LoadedHlo:
         msg = _parse_text_proto(text)
         if msg is not None:
             return _loaded(msg, "text-proto", name)
+        from xlapy import ParseError, parse_hlo_module
+
+        try:  # text that does not open like HLO may still be HLO (or say why it is not)
+            return LoadedHlo(parse_hlo_module(text), form="hlo-text")
+        except ParseError as e:
+            first = str(e).splitlines()[0]
         raise NotAnHloModuleError(
-            f"{name}: not an HLO module (text that is neither HLO text nor a text proto of "
-            f"{', '.join(TOP_LEVEL_MESSAGES)})")
+            f"{name}: not an HLO module (text that is neither HLO text ({first}) nor a text "
+            f"proto of {', '.join(TOP_LEVEL_MESSAGES)})")
     msg = _parse_binary(bytes(data))
     if msg is None:
         raise NotAnHloModuleError(
