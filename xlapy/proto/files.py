@@ -8,8 +8,8 @@ module at all (XLA's dump folders keep buffer assignments, memory reports, debug
 LLVM IR and object files next to the modules), so a caller running a glob can skip it.
 
 Detection: bytes that decode as UTF-8 without NUL bytes are text: HLO text when they open
-with ``HloModule``, ``ENTRY`` or a computation header (``[%]name [(...) -> ...] {``), else a
-text proto when one of the messages parses them (``text_format``); other bytes are a
+with ``HloModule`` or ``ENTRY``, else a text proto when one of the messages parses them
+(``text_format``), else HLO text if it parses as such; other bytes are a
 binary proto when one of the messages parses them with no unknown field at its top levels
 and holds computations (a random file parsing as some message by accident would need to
 pass both).
@@ -45,12 +45,13 @@ class LoadedHlo:
     partitions: list[list[Literal]] = field(default_factory=list)
 
 
-_HLO_TEXT = re.compile(r"\A\s*(?:HloModule\b|ENTRY\b|%?[A-Za-z_][\w.\-]*\s*(?:\([^)]*\)\s*->"
-                       r"[^{]*)?\{)")
+_HLO_TEXT = re.compile(r"\A\s*(?:HloModule|ENTRY)\b")
 
 
 def looks_like_hlo_text(text: str) -> bool:
-    """The text opens like an HLO module (header, ENTRY, or a computation header)."""
+    """The text opens like an HLO module: its ``HloModule`` header or an ``ENTRY``
+    computation (headerless text that starts with another computation is recognised by
+    parsing it, after the text-proto attempt)."""
     return bool(_HLO_TEXT.match(_strip_comments(text)))
 
 

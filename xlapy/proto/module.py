@@ -2,7 +2,8 @@
 
 Owns: ``module_from_proto(mp, config=None)`` and ``module_to_proto(module, with_config)``,
 as XLA's HloModule::CreateFromProto / ToProto: computations callees first with their ids,
-instructions in post order (a scheduled module also carries its HloScheduleProto, and
+instructions in post order (read back in id order, XLA's in-memory order, which decides the
+order XLA prints computations in; a scheduled module also carries its HloScheduleProto, and
 reading one puts each computation's instructions in schedule order, as XLA prints them),
 the entry computation by id, the host program shape (``entry_computation_layout``; its
 parameters named ``p0, p1, ...`` as XLA's ComputationLayout names them), input/output
@@ -51,12 +52,18 @@ def module_from_proto(mp, config=None, where: str = "hlo_module") -> Module:
             if instr.opcode == "fusion":
                 fusion_callees.update(id(c) for c in instr.called_computations())
     entry = _entry(mp, computations, where)
+    order = _xla_post_order(list(computations.values()))  # from the id-ordered instructions
     if mp.HasField("schedule"):
-        _apply_schedule(mp.schedule, mp, computations, where)
+        scheduled = _apply_schedule(mp.schedule, mp, computations, where)
         module.config["is_scheduled"] = True
+        # A scheduled module prints each computation in its stored order: the unscheduled
+        # ones (fusions) in the post order XLA prints them in.
+        for comp in computations.values():
+            if id(comp) not in scheduled:
+                comp.instructions = comp.post_order()
     for comp in computations.values():
         comp.__dict__.pop("_proto_ids", None)
-    for comp in _xla_post_order(list(computations.values())):
+    for comp in order:
         module.add_computation(comp, entry=comp is entry, uniquify=False)
         if comp.is_fusion_computation is False and id(comp) in fusion_callees:
             comp.is_fusion_computation = True
@@ -138,12 +145,17 @@ def _computation_from_proto(cp, computations: dict, instruction_names: set,
         raise ProtoError(f"{where}: root_id {cp.root_id} is not an instruction of the "
                          f"computation")
     comp.root = by_id[cp.root_id]
+    # XLA's CreateFromProto keeps the instructions in id order (their creation order), the
+    # order its printer walks to find the computations each one embeds.
+    comp.instructions = [by_id[i] for i in sorted(by_id)]
     comp._proto_ids = {iid: instr for iid, instr in by_id.items()}  # for the schedule
     return comp
 
 
-def _apply_schedule(sp, mp, computations: dict, where: str) -> None:
-    """Each scheduled computation's instructions in its sequence's order."""
+def _apply_schedule(sp, mp, computations: dict, where: str) -> set[int]:
+    """Each scheduled computation's instructions in its sequence's order; returns the ids
+    (``id(computation)``) of the computations the schedule orders."""
+    done: set[int] = set()
     for cid, sequence in sp.sequences.items():
         comp = computations.get(cid)
         if comp is None:
@@ -158,6 +170,8 @@ def _apply_schedule(sp, mp, computations: dict, where: str) -> None:
             order.append(ids[iid])
         if len(order) == len(comp.instructions) and len(set(map(id, order))) == len(order):
             comp.instructions = order
+            done.add(id(comp))
+    return done
 
 
 def _module_config_from_proto(module: Module, mp, config, where: str) -> None:

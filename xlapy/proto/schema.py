@@ -677,7 +677,9 @@ def descriptor_pool():
 
 
 #: The messages an HLO file may hold, outermost first: how ``xlapy.proto`` tries them.
-TOP_LEVEL_MESSAGES = ("HloSnapshot", "HloUnoptimizedSnapshot", "HloProto",
+#: HloProto comes before HloUnoptimizedSnapshot: an HloProto without a buffer assignment is
+#: byte for byte an HloUnoptimizedSnapshot without partitions.
+TOP_LEVEL_MESSAGES = ("HloSnapshot", "HloProto", "HloUnoptimizedSnapshot",
                       "HloModuleProtoWithConfig", "HloModuleProto")
 
 __all__ = ["TOP_LEVEL_MESSAGES", "descriptor_pool", "message_class"]
