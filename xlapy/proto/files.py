@@ -84,9 +84,9 @@ def load_hlo(data: bytes | str, name: str = "input") -> LoadedHlo:
             from xlapy import parse_hlo_module
 
             return LoadedHlo(parse_hlo_module(text), form="hlo-text")
-        msg = _parse_text_proto(text)
-        if msg is not None:
-            return _loaded(msg, "text-proto", name)
+        found = _first_loadable(_parse_text_proto(text), "text-proto", name)
+        if found is not None:
+            return found
         from xlapy import ParseError, parse_hlo_module
 
         try:  # text that does not open like HLO may still be HLO (or say why it is not)
@@ -96,12 +96,27 @@ def load_hlo(data: bytes | str, name: str = "input") -> LoadedHlo:
         raise NotAnHloModuleError(
             f"{name}: not an HLO module (text that is neither HLO text ({first}) nor a text "
             f"proto of {', '.join(TOP_LEVEL_MESSAGES)})")
-    msg = _parse_binary(bytes(data))
-    if msg is None:
+    found = _first_loadable(_parse_binary(bytes(data)), "binary-proto", name)
+    if found is None:
         raise NotAnHloModuleError(
             f"{name}: not an HLO module (binary data that is not a serialized "
             f"{', '.join(TOP_LEVEL_MESSAGES)})")
-    return _loaded(msg, "binary-proto", name)
+    return found
+
+
+def _first_loadable(candidates, form: str, name: str) -> LoadedHlo | None:
+    """The first candidate message that reads as a module (messages share wire layouts: an
+    HloModuleProtoWithConfig also parses as an HloUnoptimizedSnapshot whose 'arguments' are
+    nonsense); when none does, the first one's error (the file is a broken module)."""
+    first_error = None
+    for msg in candidates:
+        try:
+            return _loaded(msg, form, name)
+        except ProtoError as e:
+            first_error = first_error or e
+    if first_error is not None:
+        raise first_error
+    return None
 
 
 def _module_of(msg):
@@ -137,9 +152,11 @@ def _plausible(msg) -> bool:
     return all(len(unknown_fields.UnknownFieldSet(m)) == 0 for m in checked)
 
 
-def _parse_binary(data: bytes):
+def _parse_binary(data: bytes) -> list:
+    """Every top-level message kind that parses ``data`` and holds a plausible module."""
     from google.protobuf.message import DecodeError
 
+    out = []
     for kind in TOP_LEVEL_MESSAGES:
         msg = message_class(kind)()
         try:
@@ -147,13 +164,14 @@ def _parse_binary(data: bytes):
         except (DecodeError, ValueError, RuntimeError):
             continue
         if _plausible(msg):
-            return msg
-    return None
+            out.append(msg)
+    return out
 
 
-def _parse_text_proto(text: str):
+def _parse_text_proto(text: str) -> list:
     from google.protobuf import text_format
 
+    out = []
     for kind in TOP_LEVEL_MESSAGES:
         msg = message_class(kind)()
         try:
@@ -161,8 +179,8 @@ def _parse_text_proto(text: str):
         except (text_format.ParseError, ValueError, TypeError, UnicodeError):
             continue
         if _plausible(msg):
-            return msg
-    return None
+            out.append(msg)
+    return out
 
 
 def _loaded(msg, form: str, name: str) -> LoadedHlo:
@@ -172,6 +190,12 @@ def _loaded(msg, form: str, name: str) -> LoadedHlo:
     mp, config = _module_of(msg)
     module = module_from_proto(mp, config, where=f"{name}: {kind}")
     out = LoadedHlo(module, form=form, message=kind)
+    if config is not None and config.HasField("entry_computation_layout"):
+        count = len(config.entry_computation_layout.parameters)
+        if count != len(module.entry.parameters):
+            raise ProtoError(f"{name}: {kind}.config: the entry computation layout has {count} "
+                             f"parameters, the entry computation "
+                             f"{len(module.entry.parameters)}")
     if kind == "HloSnapshot":
         out.arguments = [_argument(lp, module, i, name) for i, lp in enumerate(msg.arguments)]
         if msg.HasField("result"):
@@ -187,6 +211,9 @@ def _loaded(msg, form: str, name: str) -> LoadedHlo:
 
 def _argument(lp, module: Module, index: int, name: str) -> Literal:
     params = module.entry.parameters
+    if index >= len(params):
+        raise ProtoError(f"{name}: the snapshot holds more arguments than the "
+                         f"{len(params)} parameters of {module.entry.name}")
     shape = params[index].shape if index < len(params) else None
     if shape is not None and shape.is_tuple():
         shape = None  # a tuple literal keeps its own element layouts

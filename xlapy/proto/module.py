@@ -237,7 +237,7 @@ def module_to_proto(module: Module, *, with_config: bool = False):
     comp_ids = {id(c): cid for cid, c in enumerate(order)}
     instr_ids: dict[int, int] = {}
     for comp in order:
-        for local, instr in enumerate(comp.instructions):
+        for local, instr in enumerate(_id_order(comp, comp_ids)):
             instr_ids[id(instr)] = (comp_ids[id(comp)] << 32) | local
     scheduled = bool(module.config.get("is_scheduled"))
     for comp in order:
@@ -295,6 +295,25 @@ def module_to_proto(module: Module, *, with_config: bool = False):
                 "allow_spmd_sharding_propagation_to_output"):
         getattr(config, key).extend(module.config.get(key) or ())
     return wrapped
+
+
+def _id_order(comp: Computation, positions: dict[int, int]) -> list[Instruction]:
+    """The order of ``comp``'s instruction ids: its stored order, except that the
+    instructions calling computations come in the order of what they reach first in the
+    module's computation order. XLA reads instructions back in id order and prints a
+    module's computations in the order it meets them walking instructions in that order
+    (_xla_post_order): so the module read back prints its computations as this one does."""
+    calling = [i for i in comp.instructions if i.called_computations()]
+    if len(calling) < 2:
+        return list(comp.instructions)
+
+    def first(instr: Instruction) -> int:
+        reached = [c for callee in instr.called_computations()
+                   for c in callee.embedded_computations() + [callee]]
+        return min(positions.get(id(c), len(positions)) for c in reached)
+
+    ordered = iter(sorted(calling, key=first))
+    return [next(ordered) if i.called_computations() else i for i in comp.instructions]
 
 
 __all__ = ["module_from_proto", "module_to_proto"]

@@ -178,8 +178,7 @@ def _read_single(sc: Scanner, msg) -> None:
     elif kind == "maximal":
         if device is None:
             sc.error("a maximal sharding needs device=N", start)
-        msg.type = MAXIMAL
-        msg.tile_assignment_dimensions.append(1)
+        msg.type = MAXIMAL  # XLA writes the device alone, without dimensions
         msg.tile_assignment_devices.append(device)
     else:
         if not dims:
