@@ -22,8 +22,8 @@ from jax._src.lib import xla_client as xc  # noqa: E402
 import xlapy  # noqa: E402
 from xlapy.proto import module_to_proto, parse_hlo_module_proto  # noqa: E402
 from xlapy.proto.schema import message_class  # noqa: E402
-from xlapy.proto.sharding import sharding_from_proto, sharding_to_proto  # noqa: E402
 from xlapy.proto.shapes import literal_from_proto, literal_to_proto  # noqa: E402
+from xlapy.proto.sharding import sharding_from_proto, sharding_to_proto  # noqa: E402
 
 TESTS = os.path.dirname(os.path.dirname(__file__))
 JAX_TEXTS = sorted(glob.glob(os.path.join(TESTS, "fixtures", "jax", "*.hlo")))
@@ -99,7 +99,8 @@ LITERALS = [
     "u2[2] {3, 1}", "s8[3] {-128, 0, 127}", "u8[2] {0, 255}", "s16[2] {-32768, 7}",
     "u16[2] {65535, 1}", "s32[2] {-2147483648, 5}", "u32[1] {4294967295}",
     "s64[2] {-9223372036854775808, 3}", "u64[1] {18446744073709551615}",
-    "f16[3] {-inf, 0.5, nan}", "bf16[3] {1.5, -1, 3.140625}", "f32[2,3]{0,1} {{1, 2, 3}, {4, 5, 6}}",
+    "f16[3] {-inf, 0.5, nan}", "bf16[3] {1.5, -1, 3.140625}",
+    "f32[2,3]{0,1} {{1, 2, 3}, {4, 5, 6}}",
     "f64[3] {1e-300, -inf, 2.5}", "f8e5m2[2] {1.5, -inf}", "f8e4m3fn[2] {448, -0.5}",
     "f8e4m3[2] {1, 2}", "f8e4m3b11fnuz[1] {0.25}", "f8e3m4[2] {1.5, -3}",
     "f8e5m2fnuz[1] {2}", "f8e4m3fnuz[1] {-1}", "f8e8m0fnu[2] {1, 0.5}",
