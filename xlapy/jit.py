@@ -33,9 +33,9 @@ import numpy as np
 from xlapy.errors import InvalidArgumentError
 
 
-def _as_tuple(value, what: str) -> tuple:
+def _as_tuple(value, what: str) -> tuple | None:
     if value is None:
-        return ()
+        return None
     if isinstance(value, (int, str)):
         return (value,)
     try:
@@ -60,10 +60,10 @@ class JitFunction:
     xlapy Module for those arguments; ``cache_size()`` counts the signatures compiled."""
 
     def __init__(self, fun: Callable, backend: str = "cpu", *,
-                 static_argnums: int | Sequence[int] = (),
-                 static_argnames: str | Sequence[str] = (),
-                 donate_argnums: int | Sequence[int] = (),
-                 donate_argnames: str | Sequence[str] = ()):
+                 static_argnums: int | Sequence[int] | None = None,
+                 static_argnames: str | Sequence[str] | None = None,
+                 donate_argnums: int | Sequence[int] | None = None,
+                 donate_argnames: str | Sequence[str] | None = None):
         from xlapy.jax_bridge import require_jax
         from xlapy.tools.compare import check_backend
 
@@ -88,27 +88,27 @@ class JitFunction:
         self.__name__ = getattr(fun, "__name__", "jitted")
 
     def _resolve_static(self) -> None:
-        """static_argnames <-> static_argnums through the signature, as jax.jit does."""
-        try:
-            params = list(inspect.signature(self.fun).parameters.values())
-        except (TypeError, ValueError):
-            return
-        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY,
-                                                       p.POSITIONAL_OR_KEYWORD)]
-        nums, names = set(self.static_argnums), set(self.static_argnames)
-        for i, p in enumerate(positional):
-            if p.name in names and p.kind == p.POSITIONAL_OR_KEYWORD:
-                nums.add(i)
-            if i in nums and p.kind == p.POSITIONAL_OR_KEYWORD:
-                names.add(p.name)
-        self._static_nums = frozenset(nums)
-        self._static_names = frozenset(names)
+        """The one of static_argnums / static_argnames not given, from the other through the
+        signature's positional-or-keyword parameters, as jax.jit infers it."""
+        nums, names = self.static_argnums, self.static_argnames
+        if (nums is None) != (names is None):
+            try:
+                params = list(inspect.signature(self.fun).parameters.values())
+            except (TypeError, ValueError):
+                params = []
+            both = [(i, p.name) for i, p in enumerate(params)
+                    if p.kind == p.POSITIONAL_OR_KEYWORD]
+            if nums is None:
+                nums = tuple(i for i, name in both if name in names)
+            else:
+                names = tuple(name for i, name in both if i in nums)
+        self._static_nums = frozenset(nums or ())
+        self._static_names = frozenset(names or ())
 
     # -- signatures -------------------------------------------------------------------------
 
     def _split(self, args: tuple, kwargs: dict):
-        nums = getattr(self, "_static_nums", frozenset(self.static_argnums))
-        names = getattr(self, "_static_names", frozenset(self.static_argnames))
+        nums, names = self._static_nums, self._static_names
         n = len(args)
         nums = {i + n if i < 0 else i for i in nums}
         dyn_args = tuple(a for i, a in enumerate(args) if i not in nums)
@@ -162,29 +162,35 @@ class JitFunction:
 
     def _compile(self, args, kwargs, leaves) -> _Compiled:
         from xlapy.jax_bridge import lower_to_module
-        from xlapy.runtime import Client
 
         lowered = self._lowered(args, kwargs)
         module = lower_to_module(lowered)
         params = module.entry.parameters
-        if len(params) != len(leaves):
-            raise InvalidArgumentError(
-                f"xlapy.jit({self.__name__}): jax lowered {len(params)} parameters for "
-                f"{len(leaves)} array arguments (closed-over constants passed as arguments?)")
         for p in params:
             if any(s.is_token() for _, s in p.shape.leaves()) or p.shape.is_token():
                 raise InvalidArgumentError(
                     f"xlapy.jit({self.__name__}): the function has ordered side effects (token "
                     f"parameter %{p.name}); their host callbacks cannot run outside jax")
-        if self._client is None:
-            self._client = Client(backend=self.backend)
-        executable = self._client.compile(module)
+        if len(params) != len(leaves):
+            raise InvalidArgumentError(
+                f"xlapy.jit({self.__name__}): jax lowered {len(params)} parameters for "
+                f"{len(leaves)} array arguments (closed-over constants passed as arguments?)")
+        executable = self.client.compile(module)
         donated = frozenset(a.parameter_number
                             for a in module.config.get("input_output_alias") or ())
         return _Compiled(module, executable, lowered.out_tree, donated)
 
     def cache_size(self) -> int:
         return len(self._cache)
+
+    @property
+    def client(self):
+        """The xlapy Client the function runs on (its Buffers can be passed as arguments)."""
+        if self._client is None:
+            from xlapy.runtime import Client
+
+            self._client = Client(backend=self.backend)
+        return self._client
 
     # -- calling -----------------------------------------------------------------------------
 
@@ -210,7 +216,7 @@ class JitFunction:
                 continue
             value = to_value(np.asarray(leaf), p.shape, where)
             if number in compiled.donated:
-                value = self._client.buffer_from_pyval(value)
+                value = self.client.buffer_from_pyval(value)
                 if isinstance(leaf, jax.Array):
                     deleted.append(leaf)
             inputs.append(value)
@@ -225,8 +231,10 @@ class JitFunction:
 
 
 def jit(fun: Callable | None = None, backend: str = "cpu", *,
-        static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
-        donate_argnums: int | Sequence[int] = (), donate_argnames: str | Sequence[str] = ()):
+        static_argnums: int | Sequence[int] | None = None,
+        static_argnames: str | Sequence[str] | None = None,
+        donate_argnums: int | Sequence[int] | None = None,
+        donate_argnames: str | Sequence[str] | None = None):
     """``jax.jit`` with xlapy running the program: ``xlapy.jit(f)(x)``, or as a decorator
     ``@xlapy.jit`` / ``@xlapy.jit(backend="interpreter", static_argnums=1)``."""
     def wrap(f):

@@ -75,8 +75,8 @@ class ComparisonReport:
 
 def compare(f: Callable, *args, backend: str = "interpreter",
             abs_error: float = DEFAULT_ABS_ERROR, rel_error: float = DEFAULT_REL_ERROR,
-            bisect: bool = True, static_argnums: int | Sequence[int] = (),
-            static_argnames: str | Sequence[str] = (), kwargs: dict | None = None,
+            bisect: bool = True, static_argnums: int | Sequence[int] | None = None,
+            static_argnames: str | Sequence[str] | None = None, kwargs: dict | None = None,
             on_step=None) -> ComparisonReport:
     """Run jax function ``f`` on ``args`` on real XLA:CPU and on xlapy's ``backend``;
     compare every output and, when one differs, bisect to the first instruction."""
