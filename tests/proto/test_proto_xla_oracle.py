@@ -94,6 +94,39 @@ def test_roundtrip_row_through_xla_proto(name):
     _check(ROWS[name])
 
 
+#: Module-level data the tables above do not hold.
+EXTRA_TEXTS = {
+    "aliases_and_donors": """HloModule m, input_output_alias={ {0}: (0, {1}, must-alias), {1}: (1, {}, may-alias) }, buffer_donor={ (0, {0}) }, frontend_attributes={attr_a="x",attr_b="{y}"}
+
+ENTRY e {
+  p = (f32[2], f32[3]) parameter(0)
+  q = s32[4] parameter(1)
+  a = f32[3] get-tuple-element(p), index=1
+  ROOT t = (f32[3], s32[4]) tuple(a, q)
+}
+""",
+    "metadata_payloads": """HloModule m
+
+ENTRY e {
+  p = f32[2] parameter(0), metadata={op_name="a" metadata_payload="payload one"}
+  n = f32[2] negate(p), metadata={op_type="Neg" op_name="b" source_file="x.py" source_line=3 source_end_line=4 source_column=5 source_end_column=6 metadata_payload="payload one"}
+  ROOT e = f32[2] exponential(n), metadata={metadata_payload="two"}
+}
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_TEXTS))
+def test_module_data_through_xla_proto(name):
+    _check(EXTRA_TEXTS[name])
+
+
+def test_metadata_payloads_are_one_table():
+    module = xlapy.parse_hlo_module(EXTRA_TEXTS["metadata_payloads"])
+    mp = module_to_proto(module)
+    assert list(mp.metadata_payloads) == [b"payload one", b"two"]
+
+
 LITERALS = [
     "pred[4] {1, 0, 1, 1}", "s2[3] {-2, 1, 0}", "s4[4] {-8, -1, 0, 7}", "u4[3] {0, 9, 15}",
     "u2[2] {3, 1}", "s8[3] {-128, 0, 127}", "u8[2] {0, 255}", "s16[2] {-32768, 7}",

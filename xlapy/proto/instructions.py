@@ -817,7 +817,8 @@ def _origin_from_proto(ovp, shape) -> str:
 # -- the instruction -----------------------------------------------------------------------------
 
 
-def encode_instruction(instr: Instruction, ip, instr_ids: dict, comp_ids: dict) -> None:
+def encode_instruction(instr: Instruction, ip, instr_ids: dict, comp_ids: dict,
+                       payloads: dict[str, int] | None = None) -> None:
     """Fill HloInstructionProto ``ip`` from ``instr``; ``instr_ids``/``comp_ids`` map
     ``id(object)`` to the proto ids of instructions and computations."""
     from xlapy.opdefs import get_opdef
@@ -853,7 +854,10 @@ def encode_instruction(instr: Instruction, ip, instr_ids: dict, comp_ids: dict) 
                              f"'{spec.name}'")
         codec[0](value, instr, ip)
     if instr.metadata is not None and not instr.metadata.is_empty():
-        metadata_to_proto(instr.metadata, ip.metadata)
+        try:
+            metadata_to_proto(instr.metadata, ip.metadata, payloads)
+        except ProtoError as e:
+            raise ProtoError(f"{where}: {e}") from None
     if instr.frontend_attributes:
         for key, value in instr.frontend_attributes.items():
             ip.frontend_attributes.map[key] = value
@@ -871,7 +875,7 @@ def encode_instruction(instr: Instruction, ip, instr_ids: dict, comp_ids: dict) 
 
 
 def decode_instruction(ip, operands: list[Instruction], computations: dict,
-                       where: str) -> Instruction:
+                       where: str, payloads: list[str] | None = None) -> Instruction:
     """The Instruction of HloInstructionProto ``ip`` (operands already decoded)."""
     from google.protobuf import unknown_fields
 
@@ -916,7 +920,10 @@ def decode_instruction(ip, operands: list[Instruction], computations: dict,
         values[spec.name] = value
     data: dict = {}
     if ip.HasField("metadata"):
-        meta = metadata_from_proto(ip.metadata)
+        try:
+            meta = metadata_from_proto(ip.metadata, payloads)
+        except ProtoError as e:
+            raise ProtoError(f"{where}.metadata: {e}") from None
         if meta != type(meta)():
             data["metadata"] = meta
     if ip.frontend_attributes.map:

@@ -13,7 +13,10 @@ and computation ids are XLA's ``(computation id << 32) | local id``.
 The HloModuleConfig fields XLA prints in the ``HloModule`` header (replica_count,
 num_partitions, alias_passthrough_params, allow_spmd_sharding_propagation_to_*) are not
 in HloModuleProto: they travel in HloModuleProtoWithConfig's config, read when present and
-written with ``with_config=True``.
+written with ``with_config=True``. Metadata payloads are one module-level table the
+instructions' metadata index. Not converted: the origin recovery table (dropped when read,
+noted in ``module.extras["dropped_from_proto"]``; refused when writing, as is the header's
+``debug_attributes``, which has no field in jaxlib 0.10.2's XLA).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def module_from_proto(mp, config=None, where: str = "hlo_module") -> Module:
     names: set[str] = set()
     instruction_names: set[str] = set()
     fusion_callees: set[int] = set()
+    payloads = [p.decode("utf-8", "surrogateescape") for p in mp.metadata_payloads]
     for ci, cp in enumerate(mp.computations):
         cwhere = f"{where}.computations[{ci}] (%{cp.name})"
         if cp.id in computations:
@@ -46,7 +50,7 @@ def module_from_proto(mp, config=None, where: str = "hlo_module") -> Module:
         if cp.name in names:
             raise ProtoError(f"{cwhere}: computation name {cp.name!r} is not unique")
         names.add(cp.name)
-        comp = _computation_from_proto(cp, computations, instruction_names, cwhere)
+        comp = _computation_from_proto(cp, computations, instruction_names, cwhere, payloads)
         computations[cp.id] = comp
         for instr in comp.instructions:
             if instr.opcode == "fusion":
@@ -103,7 +107,7 @@ def _entry(mp, computations: dict, where: str) -> Computation:
 
 
 def _computation_from_proto(cp, computations: dict, instruction_names: set,
-                            where: str) -> Computation:
+                            where: str, payloads: list[str]) -> Computation:
     comp = Computation(cp.name)
     comp.is_fusion_computation = bool(cp.is_fusion_computation)
     comp.execution_thread = cp.execution_thread or None
@@ -124,7 +128,7 @@ def _computation_from_proto(cp, computations: dict, instruction_names: set,
                 raise ProtoError(f"{iwhere}: operand id {oid} is not an earlier instruction "
                                  f"of this computation")
             operands.append(by_id[oid])
-        instr = decode_instruction(ip, operands, computations, iwhere)
+        instr = decode_instruction(ip, operands, computations, iwhere, payloads)
         if instr.opcode == "parameter":
             number = instr.parameter_number
             if number in parameters:
@@ -197,6 +201,10 @@ def _module_config_from_proto(module: Module, mp, config, where: str) -> None:
                                     for e in mp.buffer_donor.entries)
     if mp.frontend_attributes.map:
         cfg["frontend_attributes"] = dict(mp.frontend_attributes.map)
+    if mp.origin_recovery_table:
+        # A debugging table of modules (xlapy keeps it as text when parsing HLO text); not
+        # converted from its proto form: dropped, and said so.
+        module.extras["dropped_from_proto"] = ("origin_recovery_table",)
     if mp.HasField("stack_frame_index"):
         sf = mp.stack_frame_index
         frames = StackFrameIndex(
@@ -228,6 +236,9 @@ def module_to_proto(module: Module, *, with_config: bool = False):
     """HloModuleProto of ``module`` (HloModuleProtoWithConfig with ``with_config``)."""
     if module.entry is None:
         raise ProtoError(f"module_to_proto: module {module.name} has no entry computation")
+    for key in module.extras.get("raw_header", {}):
+        raise ProtoError(f"module_to_proto: the module header's {key}=... (kept as text by "
+                         f"xlapy) has no proto form xlapy can write")
     mp = message_class("HloModuleProto")()
     mp.name = module.name
     # XLA writes its computations in module order (callees first), not in print order.
@@ -240,10 +251,11 @@ def module_to_proto(module: Module, *, with_config: bool = False):
         for local, instr in enumerate(_id_order(comp, comp_ids)):
             instr_ids[id(instr)] = (comp_ids[id(comp)] << 32) | local
     scheduled = bool(module.config.get("is_scheduled"))
+    payloads: dict[str, int] = {}
     for comp in order:
         cp = mp.computations.add(name=comp.name, id=comp_ids[id(comp)])
         for instr in comp.post_order():
-            encode_instruction(instr, cp.instructions.add(), instr_ids, comp_ids)
+            encode_instruction(instr, cp.instructions.add(), instr_ids, comp_ids, payloads)
         cp.root_id = instr_ids[id(comp.root)]
         ps = comp.program_shape()
         program_shape_to_proto(ps.parameters, ps.result, ps.parameter_names, cp.program_shape)
@@ -253,6 +265,7 @@ def module_to_proto(module: Module, *, with_config: bool = False):
         if scheduled and not fusion:
             seq = mp.schedule.sequences[comp_ids[id(comp)]]
             seq.instruction_ids.extend(instr_ids[id(i)] for i in comp.instructions)
+    mp.metadata_payloads.extend(p.encode("utf-8", "surrogateescape") for p in payloads)
     mp.entry_computation_name = module.entry.name
     mp.entry_computation_id = comp_ids[id(module.entry)]
     layout = module.config.get("entry_computation_layout")

@@ -128,7 +128,11 @@ _MESSAGES: dict[str, str] = {
         10 profile_info OpMetadata.ProfileInfo
         12 deduplicated_name string
         15 stack_frame_id int32
-        16 scheduling_name string""",
+        16 scheduling_name string
+        20 metadata_payload OpMetadata.PayloadRef""",
+    # metadata_payload: an index into HloModuleProto.metadata_payloads (jaxlib 0.10.2's XLA
+    # writes the text's payloads once per module, the instructions' metadata refer to them).
+    "OpMetadata.PayloadRef": "2 index int64",
     "OpMetadata.ProfileInfo": """
         1 profile_type repeated ProfileType
         2 relative_speedup double
@@ -448,7 +452,8 @@ _MESSAGES: dict[str, str] = {
         15 device_assignment DeviceAssignmentProto
         17 stack_frame_index StackFrameIndexProto
         19 frontend_attributes FrontendAttributes
-        20 origin_recovery_table bytes""",
+        20 origin_recovery_table bytes
+        22 metadata_payloads repeated bytes""",
     "HloModuleProto.ProfileInfo": """
         1 profile_type HloModuleProto.ProfileType
         2 relative_speedup double

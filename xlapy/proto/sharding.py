@@ -44,17 +44,32 @@ _METADATA_STRINGS = ("op_type", "op_name", "source_file", "deduplicated_name",
 # -- metadata ----------------------------------------------------------------------------------
 
 
-def metadata_to_proto(meta: OpMetadata, mp) -> None:
+def metadata_to_proto(meta: OpMetadata, mp, payloads: dict[str, int] | None = None) -> None:
+    """``payloads``: the module's table of metadata payloads (text -> index), which a
+    ``metadata_payload`` is added to (None: payloads cannot be written here)."""
     for key in _METADATA_STRINGS + _METADATA_INTS:
         value = getattr(meta, key)
         if value:
             setattr(mp, key, value)
     mp.profile_type.extend(meta.profile_type)
+    if meta.metadata_payload is not None:
+        if payloads is None:
+            raise ProtoError("metadata_payload is kept in the module's table: it cannot be "
+                             "written in a sharding's metadata")
+        index = payloads.setdefault(meta.metadata_payload, len(payloads))
+        mp.metadata_payload.index = index
 
 
-def metadata_from_proto(mp) -> OpMetadata:
+def metadata_from_proto(mp, payloads: list[str] | None = None) -> OpMetadata:
     values = {key: getattr(mp, key) for key in _METADATA_STRINGS + _METADATA_INTS}
-    return OpMetadata(profile_type=tuple(mp.profile_type), **values)
+    payload = None
+    if mp.HasField("metadata_payload"):
+        index = mp.metadata_payload.index
+        if payloads is None or not 0 <= index < len(payloads):
+            raise ProtoError(f"metadata_payload index {index} is not in the module's "
+                             f"{len(payloads or [])} metadata_payloads")
+        payload = payloads[index]
+    return OpMetadata(profile_type=tuple(mp.profile_type), metadata_payload=payload, **values)
 
 
 # -- text -> proto ------------------------------------------------------------------------------
