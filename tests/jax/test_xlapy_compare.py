@@ -140,6 +140,7 @@ def test_compare_bisects_to_the_faulty_instruction(tanh_off):
     assert "first divergent instruction" in text and " tanh(" in text
     assert "operand 0 %" in text  # XLA's value of the dot feeding it, summarised
     assert "max abs error 0.25" in text
+    assert f"\n  {tanh_off}: f32[2,4] min=" in text and "\n  xla: f32[2,4] min=" in text
 
 
 def test_bisect_with_xla_as_the_reference(tanh_off):

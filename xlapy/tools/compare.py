@@ -415,6 +415,8 @@ class Divergence:
     error: str = ""  # the tested backend failed on the instruction
     position: int = 0  # index in the post order
     total: int = 0
+    values: tuple[str, str] | None = None  # summaries of (tested, reference) outputs
+    backends: tuple[str, str] = ("tested", "reference")
 
     def report(self) -> str:
         head = (f"first divergent instruction ({self.position + 1} of {self.total} in post "
@@ -427,6 +429,9 @@ class Divergence:
         for leaf in self.leaves:
             lines.append("  " + leaf.text("output" if len(self.leaves) == 1 else
                                           f"output {leaf.index}"))
+        if self.values is not None:
+            for backend, summary in zip(self.backends, self.values):
+                lines.append(f"  {backend}: {summary}")
         return "\n".join(lines)
 
 
@@ -472,10 +477,12 @@ def bisect(module: Module, inputs: list, backend: str, reference: str = "interpr
             leaves = compare_values(got, expected, instr.shape, tol)
             if all(leaf.ok for leaf in leaves):
                 continue
+        shown = None if error else (summarize_value(got, instr.shape),
+                                    summarize_value(expected, instr.shape))
         return Divergence(
             instr, instruction_to_string(instr, print_operand_shape=True),
             [(o, summarize_value(values[id(o)], o.shape)) for o in instr.operands],
-            leaves, error, pos, total)
+            leaves, error, pos, total, shown, (backend, reference))
     if on_step is not None:
         on_step(total, total)
     return None
