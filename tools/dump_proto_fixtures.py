@@ -11,6 +11,9 @@ the programs of ``PROGRAMS`` once each on XLA:CPU with
     XLA_FLAGS=--xla_dump_to=<tmp> --xla_dump_hlo_as_proto --xla_dump_hlo_as_text
               --xla_dump_hlo_snapshots
 
+(and once more with ``--xla_dump_hlo_unoptimized_snapshots --xla_dump_hlo_as_proto``, which
+makes XLA dump nothing but those snapshots)
+
 and copies, per program ``<name>`` (the module XLA names ``jit_<name>``):
 
 ``<name>.before_optimizations.hlo.pb`` / ``.txt``
@@ -20,6 +23,8 @@ and copies, per program ``<name>`` (the module XLA names ``jit_<name>``):
 ``<name>.snapshot.pb``
     the HloSnapshot XLA:CPU dumped when it ran the program: the optimized module, the
     arguments and the result it computed;
+``<name>.hlo_unoptimized_snapshot.pb``
+    the HloUnoptimizedSnapshot: the module as jax handed it over, with the arguments;
 ``<name>.before_optimizations.pbtxt``
     the same HloProto in protobuf text format (written here with google.protobuf's
     text_format from the binary dump, with xlapy's declaration of XLA's messages).
@@ -110,10 +115,8 @@ print(",".join(namespace["PROGRAMS"]))
 """
 
 
-def _run_programs(dump: str) -> list[str]:
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=(f"--xla_dump_to={dump} --xla_dump_hlo_as_proto "
-                          "--xla_dump_hlo_as_text --xla_dump_hlo_snapshots"))
+def _run_programs(dump: str, flags: str) -> list[str]:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_dump_to={dump} {flags}")
     proc = subprocess.run([sys.executable, "-c", _DRIVER], input=PROGRAMS_SOURCE, env=env,
                           capture_output=True, text=True, cwd=tempfile.gettempdir())
     if proc.returncode != 0:
@@ -139,8 +142,12 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "proto"))
     args = parser.parse_args(argv)
     dump = tempfile.mkdtemp(prefix="xlapy-proto-dump-")
+    unoptimized_dump = tempfile.mkdtemp(prefix="xlapy-proto-dump-")
     try:
-        programs = _run_programs(dump)
+        programs = _run_programs(dump, "--xla_dump_hlo_as_proto --xla_dump_hlo_as_text "
+                                 "--xla_dump_hlo_snapshots")
+        _run_programs(unoptimized_dump, "--xla_dump_hlo_unoptimized_snapshots "
+                      "--xla_dump_hlo_as_proto")
         os.makedirs(args.out, exist_ok=True)
         for i, name in enumerate(programs):
             pattern = f"module_*.jit_{name}.before_optimizations.txt"
@@ -155,6 +162,12 @@ def main(argv=None) -> int:
             if not snapshots:
                 raise SystemExit(f"XLA dumped no snapshot of jit_{name}")
             shutil.copyfile(snapshots[0], os.path.join(args.out, f"{name}.snapshot.pb"))
+            unoptimized = sorted(glob.glob(os.path.join(
+                unoptimized_dump, f"module_*.jit_{name}.execution_*.hlo_unoptimized_snapshot.pb")))
+            if not unoptimized:
+                raise SystemExit(f"XLA dumped no unoptimized snapshot of jit_{name}")
+            shutil.copyfile(unoptimized[0],
+                            os.path.join(args.out, f"{name}.hlo_unoptimized_snapshot.pb"))
             _text_proto(prefix + "before_optimizations.hlo.pb",
                         os.path.join(args.out, f"{name}.before_optimizations.pbtxt"))
             if i == 0:
@@ -168,6 +181,7 @@ def main(argv=None) -> int:
         print(f"wrote {len(programs)} programs' dumps to {args.out}")
     finally:
         shutil.rmtree(dump, ignore_errors=True)
+        shutil.rmtree(unoptimized_dump, ignore_errors=True)
     return 0
 
 

@@ -116,6 +116,15 @@ def test_reference_xla_matches(capsys):
     assert "OK: 1 output within the tolerances" in out
 
 
+def test_unoptimized_snapshot_against_xla(capsys):
+    pytest.importorskip("jax")
+    path = PROTO / "cholesky_solve.hlo_unoptimized_snapshot.pb"
+    code, out, err = run_cli(["run", path, "--backend", "interpreter", "--reference", "xla"],
+                             capsys)
+    assert code == 0, err
+    assert "OK: 1 output within the tolerances" in out
+
+
 def test_reference_xla_bisects(tmp_path, capsys):
     pytest.importorskip("jax")
     from xlapy.interpreter.evaluator import EvalContext

@@ -127,6 +127,16 @@ def test_snapshot_brings_arguments_and_xla_result(program):
                                    atol=1e-6)
 
 
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_unoptimized_snapshot_is_the_module_jax_gave_and_its_arguments(program):
+    loaded = load_hlo(_read(os.path.join(FIXTURES, f"{program}.hlo_unoptimized_snapshot.pb")),
+                      program)
+    assert loaded.message == "HloUnoptimizedSnapshot" and len(loaded.partitions) == 1
+    assert loaded.module.to_string() == _dump_text(program, "before_optimizations")
+    snap = parse_hlo_snapshot(_read(os.path.join(FIXTURES, f"{program}.snapshot.pb")))
+    assert loaded.arguments == snap.arguments  # the same run's inputs
+
+
 def test_snapshot_written_by_xlapy_reads_back():
     module = xlapy.parse_hlo_module(
         "HloModule m\nENTRY e { p = bf16[3] parameter(0) q = s4[2,2]{0,1} parameter(1) "

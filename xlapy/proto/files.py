@@ -9,7 +9,8 @@ LLVM IR and object files next to the modules), so a caller running a glob can sk
 
 Detection: bytes that decode as UTF-8 without NUL bytes are text: HLO text when they open
 with ``HloModule`` or ``ENTRY``, else a text proto when one of the messages parses them
-(``text_format``), else HLO text if it parses as such; other bytes are a
+(``text_format``), else HLO text if it parses as such; other bytes (without the byte count
+XLA puts in front of an unoptimized snapshot) are a
 binary proto when one of the messages parses them with no unknown field at its top levels
 and holds computations (a random file parsing as some message by accident would need to
 pass both).
@@ -96,7 +97,10 @@ def load_hlo(data: bytes | str, name: str = "input") -> LoadedHlo:
         raise NotAnHloModuleError(
             f"{name}: not an HLO module (text that is neither HLO text ({first}) nor a text "
             f"proto of {', '.join(TOP_LEVEL_MESSAGES)})")
-    found = _first_loadable(_parse_binary(bytes(data)), "binary-proto", name)
+    data = bytes(data)
+    found = _first_loadable(_parse_binary(_undelimited(data)), "binary-proto", name)
+    if found is None:
+        found = _delimited_snapshot(data, name)
     if found is None:
         raise NotAnHloModuleError(
             f"{name}: not an HLO module (binary data that is not a serialized "
@@ -150,6 +154,73 @@ def _plausible(msg) -> bool:
             return False
     # Instructions may carry fields of a newer XLA: decoding them names the fields.
     return all(len(unknown_fields.UnknownFieldSet(m)) == 0 for m in checked)
+
+
+def _undelimited(data: bytes) -> bytes:
+    """The message of a length-delimited file (a varint byte count, then exactly that many
+    bytes: XLA writes its unoptimized snapshots so), else the data itself."""
+    size = shift = 0
+    for i, byte in enumerate(data[:10]):
+        size |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return data[i + 1:] if size == len(data) - i - 1 and size > 0 else data
+    return data
+
+
+def _delimited_snapshot(data: bytes, name: str) -> LoadedHlo | None:
+    """An unoptimized snapshot as jaxlib's XLA dumps it with --xla_dump_hlo_as_proto: the
+    length-delimited message, then each argument's shape and raw bytes (see
+    HloInputs.ArgumentDescriptor in schema.py); None when the data is not that."""
+    from google.protobuf.message import DecodeError
+
+    from xlapy.proto.shapes import raw_literal
+
+    size = shift = 0
+    for i, byte in enumerate(data[:10]):
+        size |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            start = i + 1
+            break
+    else:
+        return None
+    if size <= 0 or start + size > len(data):
+        return None
+    msg = message_class("HloUnoptimizedSnapshot")()
+    try:
+        msg.ParseFromString(data[start:start + size])
+    except (DecodeError, ValueError, RuntimeError):
+        return None
+    if not _plausible(msg) or not msg.partitions:
+        return None
+    loaded = _loaded(msg, "binary-proto", name)
+    rest, at = data[start + size:], 0
+    partitions = []
+    for p, inputs in enumerate(msg.partitions):
+        arguments = []
+        for k, descriptor in enumerate(inputs.arguments_descriptors):
+            where = f"{name}: HloUnoptimizedSnapshot.partitions[{p}] argument {k}"
+            chunk = rest[at:at + descriptor.size]
+            at += descriptor.size
+            if len(chunk) != descriptor.size or descriptor.size < 8:
+                raise ProtoError(f"{where}: the file ends inside the argument's data")
+            shape_size = int.from_bytes(chunk[:8], "little")
+            if 8 + shape_size > len(chunk):
+                raise ProtoError(f"{where}: a shape of {shape_size} bytes does not fit the "
+                                 f"argument's {descriptor.size} bytes")
+            sp = message_class("ShapeProto")()
+            try:
+                sp.ParseFromString(chunk[8:8 + shape_size])
+            except (DecodeError, ValueError, RuntimeError):
+                raise ProtoError(f"{where}: the argument's shape is not a ShapeProto") from None
+            arguments.append(raw_literal(sp, chunk[8 + shape_size:], where))
+        partitions.append(arguments or loaded.partitions[p])
+    if at != len(rest):
+        raise ProtoError(f"{name}: {len(rest) - at} bytes after the snapshot's arguments")
+    loaded.partitions = partitions
+    loaded.arguments = partitions[0]
+    return loaded
 
 
 def _parse_binary(data: bytes) -> list:

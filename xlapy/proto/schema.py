@@ -512,7 +512,13 @@ _MESSAGES: dict[str, str] = {
         2 arguments repeated LiteralProto
         3 result LiteralProto
         4 execution_platform string""",
-    "HloInputs": "1 arguments repeated LiteralProto",
+    "HloInputs": """
+        1 arguments repeated LiteralProto
+        2 arguments_descriptors repeated HloInputs.ArgumentDescriptor""",
+    # jaxlib 0.10.2's XLA writes an unoptimized snapshot's arguments after the message: per
+    # argument a descriptor here (its size in bytes) and, after the (length-delimited)
+    # message, a little-endian uint64 ShapeProto size, the ShapeProto and the raw data.
+    "HloInputs.ArgumentDescriptor": "2 size int64",
     "HloUnoptimizedSnapshot": """
         1 hlo_module HloModuleProto
         2 partitions repeated HloInputs""",

@@ -227,10 +227,36 @@ def literal_from_proto(lp, where: str = "literal", shape: Shape | None = None) -
     else:
         raise ProtoError(f"{where}: LiteralProto has no field for {dtypes.type_name(t)} "
                          f"elements")
+    return _literal_of(data, own, shape)
+
+
+def _literal_of(data: np.ndarray, own: Shape, shape: Shape) -> Literal:
+    """The Literal of ``shape`` whose elements ``data`` holds in ``own``'s layout order."""
     order = _physical_order(own)
     physical = data.reshape([own.dimensions[d] for d in order])
     logical = physical.transpose(np.argsort(order))
     return Literal.from_array(logical.copy(order="C"), shape)
+
+
+def raw_literal(sp, data: bytes, where: str) -> Literal:
+    """A literal stored as ShapeProto ``sp`` and the raw bytes of its buffer (XLA's
+    in-memory form: little-endian elements in layout order, one byte per sub-byte element),
+    as XLA writes the arguments after an unoptimized snapshot."""
+    shape = shape_from_proto(sp, where + ".shape")
+    if not shape.is_array() or shape.is_dynamic():
+        raise ProtoError(f"{where}: cannot read raw data of shape {shape}")
+    t = shape.element_type
+    count = int(np.prod(shape.dimensions, dtype=np.int64))
+    dtype = np.dtype(dtypes.to_dtype(t))
+    width = dtype.itemsize
+    if len(data) != count * width:
+        raise ProtoError(f"{where}: a {shape} array needs {count * width} bytes, got "
+                         f"{len(data)}")
+    if t in _BYTES:
+        values = _bits_to_array(np.frombuffer(data, dtype=_STORAGE[width]), t)
+    else:
+        values = np.frombuffer(data, dtype=dtype.newbyteorder("<")).astype(dtype)
+    return _literal_of(values, shape, shape)
 
 
 def literal_to_proto(literal: Literal, lp) -> None:
