@@ -17,6 +17,11 @@ from xlapy.proto.files import LoadedHlo, NotAnHloModuleError, load_hlo
 
 def read_module(path: str) -> LoadedHlo:
     """The module in file ``path`` (``-``: stdin): HLO text or an HLO proto."""
+    return load_hlo(read_module_bytes(path), "stdin" if path == "-" else path)
+
+
+def read_module_bytes(path: str) -> bytes | str:
+    """The content of file ``path`` (``-``: stdin), for ``load_hlo``; empty is an error."""
     if path == "-":
         stream = getattr(sys.stdin, "buffer", None)  # bytes for protos; a text stream has none
         data = stream.read() if stream is not None else sys.stdin.read()
@@ -28,7 +33,7 @@ def read_module(path: str) -> LoadedHlo:
             raise CommandError(f"cannot read {path}: {e.strerror}") from None
     if not data.strip():
         raise CommandError(f"{path}: the module text is empty")
-    return load_hlo(data, "stdin" if path == "-" else path)
+    return data
 
 
 __all__ = ["LoadedHlo", "NotAnHloModuleError", "read_module"]

@@ -12,10 +12,13 @@ their text.
 
 ``encode_instruction(instr, ip, ids)`` fills a proto; ``decode_instruction(ip, operands,
 computations, where)`` builds the Instruction through ``xlapy.opdefs.make_instruction`` (so
-the shape rule checks it). An attribute xlapy models but XLA's proto has no field for
-(collective-broadcast's has_dynamic_root, convolution_kind and sparsity_config, scan's
-attributes, topk's is_stable) cannot be written: ``encode_instruction`` raises ProtoError
-when one differs from its default rather than dropping it silently.
+the shape rule checks it). Fields newer than the hlo.proto xlapy's schema was read from
+(convolution_kind, scan's attributes, iota replica groups, origin values) are encoded as
+jaxlib 0.10.2's XLA writes them. An attribute xlapy models but that XLA's proto has no field
+for (collective-broadcast's has_dynamic_root, a convolution's sparsity_config, topk's
+is_stable: jaxlib 0.10.2's XLA parses none of them) cannot be written: ``encode_instruction``
+raises ProtoError when one differs from its default rather than dropping it; a field xlapy
+does not know in a proto being read is an error too (UNREPRESENTABLE, _IGNORED).
 """
 
 from __future__ import annotations
