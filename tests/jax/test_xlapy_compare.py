@@ -20,12 +20,18 @@ from xlapy.jax_bridge import XlaReferenceError, run_on_xla, xla_values  # noqa: 
 from xlapy.npz import load_npz  # noqa: E402
 from xlapy.runtime import BACKENDS, InterpreterBackend, register_backend  # noqa: E402
 from xlapy.runtime.client import InterpreterProgram  # noqa: E402
-from xlapy.tools.compare import Tolerance, bisect, evaluate_recording  # noqa: E402
+from xlapy.tools.compare import (  # noqa: E402
+    Tolerance,
+    bisect,
+    compare_arrays,
+    evaluate_recording,
+)
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "jax")
 # Deterministic programs of the corpus (no rng, no LAPACK sign choices): XLA:CPU recomputing
-# them from their HLO must give the very bits it gave when the fixtures were dumped.
-EXACT = ["mlp_forward", "softmax", "while_loop", "sort_multi_operand", "gather", "scatter_add",
+# them from their HLO gives what it gave when the fixtures were dumped: integers exactly,
+# floats within 2 ulps (another host's vector width may round a dot or an exp apart).
+DETERMINISTIC = ["mlp_forward", "softmax", "while_loop", "sort_multi_operand", "gather", "scatter_add",
          "conv2d_nhwc", "reduce_window_dilated", "int_div_rem", "convert_narrow_inputs",
          "narrow_float_arith", "complex_arith", "x64_types", "cond", "nested_outputs"]
 
@@ -39,15 +45,18 @@ def _fixture(name):
     return module, args, outs
 
 
-@pytest.mark.parametrize("name", EXACT)
+@pytest.mark.parametrize("name", DETERMINISTIC)
 def test_xla_backend_reproduces_the_fixtures(name):
     module, args, outs = _fixture(name)
     result = xlapy.Client(backend="xla").compile(module)(*args)
     got = [np.asarray(v) for v in flatten(result)]
-    assert len(got) == len(outs)
-    for g, w in zip(got, outs):
+    shapes = [s for _, s in module.entry.root.shape.leaves()] \
+        if module.entry.root.shape.is_tuple() else [module.entry.root.shape]
+    assert len(got) == len(outs) == len(shapes)
+    for g, w, shape in zip(got, outs, shapes):
         assert g.dtype == w.dtype and g.shape == w.shape
-        assert g.tobytes() == np.ascontiguousarray(w).tobytes()
+        leaf = compare_arrays(g, w, Tolerance(0, 0), shape)
+        assert leaf.ok or (leaf.max_ulps is not None and leaf.max_ulps <= 2), leaf.text()
 
 
 def test_tuple_parameters_and_nested_results_are_flattened():
