@@ -8,10 +8,12 @@ Shapes and layouts::
     xlapy.physical_size(s)             # 24 elements, tile padding included
     xlapy.byte_size(s)                 # 96
 
-HLO text, StableHLO text and the builder::
+HLO text, StableHLO text, XLA's protos and the builder::
 
     m = xlapy.parse_hlo_module(text)   # any module XLA prints
     m = xlapy.parse_stablehlo(mlir)    # jax.jit(f).lower(x).as_text(), as XLA translates it
+    m = xlapy.parse_hlo_module_proto(open("module.hlo.pb", "rb").read())  # or HloSnapshot
+    data = m.to_proto().SerializeToString()
     xlapy.verify_module(m)
     print(m.to_string(print_operand_shape=True))
 
@@ -70,7 +72,18 @@ __all__ = [
     "EvalOptions", "EvaluationError", "evaluate",
 ]
 
+# XLA's protobuf forms (xlapy/proto): HloModuleProto, HloProto, HloSnapshot, binary and text.
+from xlapy.proto import parse_hlo_module_proto, parse_hlo_snapshot
+
+__all__ += ["parse_hlo_module_proto", "parse_hlo_snapshot"]
+
 # The runtime (xlapy/runtime): clients, executables, replicas, custom-call targets.
 from xlapy.runtime import Client, register_custom_call, register_custom_call_library
 
 __all__ += ["Client", "register_custom_call", "register_custom_call_library"]
+
+# jax users (xlapy/jit.py, xlapy/tools/jax_compare.py; jax is imported only when called).
+from xlapy.jit import jit
+from xlapy.tools.jax_compare import compare
+
+__all__ += ["compare", "jit"]

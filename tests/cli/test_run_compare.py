@@ -136,7 +136,7 @@ def test_bad_input_exits_2(module, tmp_path, capsys):
     code, _, err = run_cli([module, "--backend", "tpu", "--reference", "interpreter"], capsys)
     assert code == 2
     assert err.strip() == ("xlapy run: error: unknown backend 'tpu'; registered backends: "
-                           "cpu, faulty, interpreter, slightly-off")
+                           "cpu, faulty, interpreter, slightly-off, xla")
     code, _, err = run_cli([module, "--reference", "gpu"], capsys)
     assert code == 2 and "unknown backend 'gpu'" in err
     code, _, err = run_cli([module, "--iterations", "0"], capsys)

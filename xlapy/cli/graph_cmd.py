@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from xlapy.cli.common import CommandError, add_command, read_module_text
+from xlapy.cli.common import CommandError, add_command
 
 _DESCRIPTION = """\
 Draw an HLO module (XLA's text, e.g. a jax dump) as a graph: one node per instruction with
@@ -47,7 +47,8 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "graph", summary="draw an HLO module as a graph (DOT, SVG, "
                     "PNG, HTML)", description=_DESCRIPTION, examples=_EXAMPLES, run=run)
     p.add_argument("module", metavar="MODULE",
-                   help="HLO or StableHLO (MLIR) text file, or - for stdin")
+                   help="HLO or StableHLO (MLIR) text, or XLA proto (.pb, .pbtxt) file, "
+                        "or - for stdin")
     p.add_argument("--format", "-f", choices=FORMATS, default="dot",
                    help="dot (default), or svg/png/html with Graphviz installed")
     p.add_argument("-o", "--output", metavar="FILE",
@@ -75,7 +76,7 @@ def _non_negative(text: str) -> int:
 
 
 def run(args) -> int:
-    from xlapy.stablehlo import parse_module_text
+    from xlapy.cli.module_files import read_module
     from xlapy.tools import graph
 
     if args.format in ("png", "html") and not args.output:
@@ -88,7 +89,7 @@ def run(args) -> int:
         if shutil.which("dot") is None:  # say so before parsing a large module
             raise CommandError(f"--format {args.format} needs Graphviz's 'dot' program, "
                                f"which is not on PATH: {graph.INSTALL_HINT}")
-    module = parse_module_text(read_module_text(args.module))
+    module = read_module(args.module).module  # HLO text or an XLA proto
     if args.instruction is not None:
         dot_text = graph.neighborhood_to_dot(module, args.instruction, args.radius,
                                              computation=args.computation,

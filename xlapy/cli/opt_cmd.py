@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from xlapy.cli.common import CommandError, add_command, read_module_text
+from xlapy.cli.common import CommandError, add_command
 
 _DESCRIPTION = """\
 Optimise an HLO module with xlapy's passes and print the result as HLO text. Every pass is
@@ -47,7 +47,8 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "opt", summary="optimise an HLO module with xlapy's passes",
                     description=_DESCRIPTION, examples=_EXAMPLES, run=run)
     p.add_argument("module", metavar="MODULE", nargs="?",
-                   help="HLO or StableHLO (MLIR) text file, or - for stdin")
+                   help="HLO or StableHLO (MLIR) text, or XLA proto (.pb, .pbtxt) file, "
+                        "or - for stdin")
     p.add_argument("--passes", metavar="P1,P2,...",
                    help="comma-separated pass names (default: inline,simplify,constant-folding,"
                    "cse,dce)")
@@ -78,8 +79,8 @@ def _count(module) -> int:
 
 
 def run(args) -> int:
+    from xlapy.cli.module_files import read_module
     from xlapy.passes import PASSES, PassError, make_pipeline
-    from xlapy.stablehlo import parse_module_text
 
     if args.list:
         for name in PASSES:
@@ -88,7 +89,7 @@ def run(args) -> int:
     if args.module is None:
         raise CommandError("expected MODULE (a file, or - for stdin), or --list")
     names = _pass_names(args.passes)
-    module = parse_module_text(read_module_text(args.module))
+    module = read_module(args.module).module  # HLO text or an XLA proto
     before = _count(module)
     pipeline = make_pipeline(names, fixed_point=args.fixed_point)
     try:

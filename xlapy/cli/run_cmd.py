@@ -1,5 +1,7 @@
 """``xlapy run MODULE.hlo``: parse, verify and run a module on the reference interpreter;
 print the results as XLA literals, optionally read inputs from and write outputs to .npz.
+MODULE is HLO text or one of XLA's protos (xlapy.proto; an HloSnapshot runs on its own
+arguments unless --inputs is given); a file a glob found that holds no module is skipped.
 
 npz keys: ``arg0, arg1, ...`` in parameter order (a tuple-shaped parameter takes its leaves as
 consecutive keys, depth first); results ``out0, out1, ...`` (a tuple result flattened depth
@@ -30,7 +32,7 @@ input (with several modules, every module runs; 2 wins over 1)."""
 
 from __future__ import annotations
 
-from xlapy.cli.common import CommandError, add_command, read_module_text
+from xlapy.cli.common import CommandError, add_command
 from xlapy.errors import XlaError
 
 #: The backend of ``xlapy run`` without --backend: the compiled CPU backend.
@@ -41,7 +43,7 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers, "run",
         summary="run an HLO module on the interpreter and print its results",
-        description="Parse, verify and run an HLO module (XLA's text, e.g. a jax dump) on "
+        description="Parse, verify and run an HLO module (XLA's text or proto, e.g. a jax dump) on "
         "xlapy's reference interpreter, and print the results as XLA literals. Without "
         "--inputs, deterministic random arguments are made from --seed (index operands kept in "
         "bounds, as XLA's run_hlo_module does).",
@@ -51,6 +53,9 @@ def register(subparsers) -> None:
             ("cat m.hlo | xlapy run -", "module text from stdin"),
             ("xlapy run f.mlir", "StableHLO text (jax's lower(...).as_text()), told apart by "
              "content"),
+            ("xlapy run snapshot.pb", "an HloSnapshot, run on the arguments it holds"),
+            ("xlapy run 'dump/*before_optimizations*' --reference xla",
+             "every module of an XLA dump against real XLA:CPU (jax)"),
             ("xlapy run ar.hlo --replicas 2 --inputs in.npz",
              "two replicas; in.npz holds arg0.. for all or r0.arg0, r1.arg0.. per replica"),
             ("mpiexec -n 4 xlapy run ar.hlo --distributed mpi",
@@ -65,8 +70,9 @@ def register(subparsers) -> None:
         run=run,
     )
     p.add_argument("modules", nargs="+", metavar="MODULE",
-                   help="HLO or StableHLO (MLIR) text files or globs ('dumps/*.hlo'), or - "
-                        "for stdin")
+                   help="HLO or StableHLO (MLIR) text, or XLA proto files (.pb/.pbtxt: "
+                   "HloModuleProto, HloProto dumps, HloSnapshot with its arguments), globs "
+                   "('dumps/*'; files that hold no module are skipped), or - for stdin")
     p.add_argument("--inputs", metavar="NPZ",
                    help="arguments: keys arg0, arg1, ...; each array must have its "
                    "parameter's element type and dimensions (else exit 2, naming both)")
@@ -94,7 +100,8 @@ def register(subparsers) -> None:
                    "interpreter: the reference interpreter)")
     p.add_argument("--reference", metavar="NAME",
                    help="also run on this backend and compare the results (exit 1 if they "
-                   "differ); a difference is bisected to its first instruction")
+                   "differ); a difference is bisected to its first instruction; xla: real "
+                   "XLA:CPU through jax")
     p.add_argument("--abs-error", type=float, default=1e-3, metavar="X",
                    help="absolute error bound of the comparison (default 1e-3)")
     p.add_argument("--rel-error", type=float, default=1e-3, metavar="X",
@@ -194,6 +201,7 @@ def run(args) -> int:
     from xlapy.tools.compare import Progress
 
     paths = expand_module_arguments(args.modules)
+    globbed = set(paths) - set(args.modules)  # found by a glob: skipped if not HLO modules
     args.module = paths[0]  # the single-module name the MPI path reads
     _check_options(args, paths)
     if args.distributed == "mpi":  # one device per MPI rank (xlapy/runtime/mpi_run.py)
@@ -203,16 +211,22 @@ def run(args) -> int:
     enabled = {"always": True, "never": False}.get(args.progress)
     per_module = (args.iterations or 1) * (2 if args.reference else 1)
     progress = Progress(len(paths) * per_module, enabled=enabled)
-    if len(paths) == 1:
+    if len(paths) == 1 and not globbed:
         try:
             return _run_module(args, paths[0], progress)
         finally:
             progress.clear()
+    from xlapy.cli.module_files import NotAnHloModuleError
+
     codes = []
     for path in paths:
         print(f"== {path}")
         try:
             codes.append(_run_module(args, path, progress))
+        except NotAnHloModuleError as e:
+            if path not in globbed:
+                raise
+            print(f"skipped {path}: not an HLO module ({str(e).split('(', 1)[-1]}")
         except (XlaError, CommandError) as e:
             if args.debug:
                 raise
@@ -225,8 +239,9 @@ def run(args) -> int:
         sys.stdout.flush()
     progress.clear()
     if args.reference:
-        print(f"{len(paths)} modules: {codes.count(0)} match, {codes.count(1)} differ, "
-              f"{codes.count(2)} failed")
+        skipped = len(paths) - len(codes)
+        print(f"{len(codes)} modules: {codes.count(0)} match, {codes.count(1)} differ, "
+              f"{codes.count(2)} failed" + (f" ({skipped} skipped)" if skipped else ""))
     return 2 if 2 in codes else (1 if 1 in codes else 0)
 
 
@@ -278,10 +293,12 @@ def _check_options(args, paths: list[str]) -> None:
 
 
 def _run_module(args, path: str, progress) -> int:
+    from xlapy.cli.module_files import read_module
     from xlapy.hlo.verifier import verify_module
-    from xlapy.stablehlo import parse_module_text
 
-    module = parse_module_text(read_module_text(path))
+    loaded = read_module(path)  # HLO text, or a proto (an HloSnapshot brings its arguments)
+    module = loaded.module
+    args.snapshot_arguments = loaded.arguments
     if not args.no_verify:
         verify_module(module)
     replicas, partitions = device_counts(module, args)
@@ -297,14 +314,13 @@ def _run_module(args, path: str, progress) -> int:
 
 def _run_single(args, module) -> int:
     """One device, once, on ``--backend``."""
-    from xlapy.interpreter.fake_args import make_fake_arguments
     from xlapy.runtime import Client
     from xlapy.interpreter.values import value_to_literal
 
     if args.inputs:
         inputs = _arguments_from_npz(module, args.inputs, cast=args.cast_inputs)
     else:
-        inputs = make_fake_arguments(module, args.seed)
+        inputs = _default_arguments(module, args)
     result = Client(backend=args.backend, timeout=args.timeout).compile(
         module, verify=False)(*inputs)
     if not args.quiet:
@@ -312,6 +328,21 @@ def _run_single(args, module) -> int:
     if args.output:
         _save_results(args.output, [result])
     return 0
+
+
+def _default_arguments(module, args) -> list:
+    """Without --inputs: an HloSnapshot's own arguments, else random ones from --seed."""
+    from xlapy.interpreter.fake_args import make_fake_arguments
+    from xlapy.interpreter.values import literal_to_value
+
+    snapshot = getattr(args, "snapshot_arguments", None)
+    if snapshot is None:
+        return make_fake_arguments(module, args.seed)
+    params = module.entry.parameters
+    if len(snapshot) != len(params):
+        raise CommandError(f"the snapshot holds {len(snapshot)} arguments; "
+                           f"{module.entry.name} takes {len(params)}")
+    return [literal_to_value(a) for a in snapshot]
 
 
 def _save_results(path: str, results: list) -> None:
@@ -474,11 +505,10 @@ def device_counts(module, args) -> tuple[int, int]:
 def device_inputs(module, args, count: int) -> list[list]:
     """One argument list per device: ``r<k>.arg<i>`` when the file has per-device keys,
     else the same ``arg<i>`` (or the same random arguments) for every device."""
-    from xlapy.interpreter.fake_args import make_fake_arguments
     from xlapy.npz import load_npz
 
     if not args.inputs:
-        shared = make_fake_arguments(module, args.seed)
+        shared = _default_arguments(module, args)
         return [list(shared) for _ in range(count)]
     arrays = load_npz(args.inputs)
     per_device = sorted({k.split(".", 1)[0] for k in arrays if k.startswith("r") and "." in k})

@@ -184,12 +184,12 @@ def run_command(args) -> int:
     rank, size = comm.Get_rank(), comm.Get_size()
     try:
         from xlapy.cli import run_cmd
-        from xlapy.cli.common import read_module_text
-        from xlapy.hlo.parser import parse_hlo_module
+        from xlapy.cli.module_files import read_module_bytes
+        from xlapy.proto.files import load_hlo
 
-        text = read_module_text(args.module) if rank == 0 else None
-        text = comm.bcast(text, root=0)
-        module = parse_hlo_module(text)
+        data = read_module_bytes(args.module) if rank == 0 else None
+        data = comm.bcast(data, root=0)
+        module = load_hlo(data, args.module).module  # HLO text or an XLA proto
         partitions = args.partitions if args.partitions is not None else module.num_partitions
         if args.replicas is not None:
             replicas = args.replicas

@@ -142,6 +142,7 @@ class LeafComparison:
     max_rel_error: float = 0.0
     first_mismatch: tuple | None = None  # (multi-index, actual, expected)
     problem: str = ""  # a shape/type difference: nothing elementwise to compare
+    max_ulps: int | None = None  # floating leaves: the largest distance in units in the last place
 
     @property
     def ok(self) -> bool:
@@ -153,6 +154,8 @@ class LeafComparison:
             return f"{name} {self.shape}: {self.problem}"
         line = (f"{name} {self.shape}: max abs error {_g(self.max_abs_error)}, max rel error "
                 f"{_g(self.max_rel_error)}, mismatches {self.mismatches}/{self.count}")
+        if self.max_ulps is not None:
+            line += f", max ulp error {self.max_ulps}"
         if self.first_mismatch is not None:
             where, a, b = self.first_mismatch
             line += f" (first at {list(where)}: {a} vs reference {b})"
@@ -194,6 +197,7 @@ def compare_arrays(actual, expected, tol: Tolerance, shape: Shape | None = None,
         rel = np.divide(diff, np.abs(b.astype(np.float64)), out=np.where(diff > 0, np.inf, 0.0),
                         where=b != 0)
     else:
+        out.max_ulps = _max_ulps(a, b, shape)
         wide = np.complex128 if np.iscomplexobj(b) else np.float64
         a, b = a.astype(wide), b.astype(wide)
         both_nan = np.isnan(a) & np.isnan(b)
@@ -215,6 +219,45 @@ def compare_arrays(actual, expected, tol: Tolerance, shape: Shape | None = None,
         out.first_mismatch = (tuple(int(i) for i in where), _scalar_text(np.asarray(actual)[where]),
                               _scalar_text(np.asarray(expected)[where]))
     return out
+
+
+def _ordered_bits(x: np.ndarray, bits: int, signed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(magnitude, negative) of floats read as sign-magnitude integers: consecutive
+    representable values differ by 1 in magnitude (0 and -0 both have magnitude 0)."""
+    raw = np.ascontiguousarray(x).view({1: np.uint8, 2: np.uint16, 4: np.uint32,
+                                        8: np.uint64}[x.dtype.itemsize]).astype(np.uint64)
+    raw &= np.uint64((1 << bits) - 1) if bits < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+    if not signed:
+        return raw, np.zeros(raw.shape, bool)
+    sign = np.uint64(1 << (bits - 1))
+    return raw & ~sign, (raw & sign) != 0
+
+
+def _max_ulps(a: np.ndarray, b: np.ndarray, shape: Shape | None) -> int | None:
+    """The largest distance between ``a`` and ``b`` in units in the last place of their
+    floating type, over the elements where both are finite (complex: real and imaginary
+    parts apart); None when there is no such element or the type is not floating."""
+    if np.iscomplexobj(b):
+        parts = [_max_ulps(np.ascontiguousarray(a.real), np.ascontiguousarray(b.real), None),
+                 _max_ulps(np.ascontiguousarray(a.imag), np.ascontiguousarray(b.imag), None)]
+        parts = [p for p in parts if p is not None]
+        return max(parts) if parts else None
+    if shape is not None and shape.is_array() and dtypes.is_floating(shape.element_type):
+        bits = dtypes.bit_width(shape.element_type)
+        signed = bool(float(np.asarray(-1, np.float64).astype(b.dtype)) < 0)
+    elif b.dtype.kind == "f" and b.dtype.itemsize in (2, 4, 8):
+        bits, signed = b.dtype.itemsize * 8, True
+    else:
+        return None
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(a.astype(np.float64)) & np.isfinite(b.astype(np.float64))
+    if not np.any(finite):
+        return None
+    ma, na = _ordered_bits(a[finite], bits, signed)
+    mb, nb = _ordered_bits(b[finite], bits, signed)
+    same = na == nb
+    distance = np.where(same, np.maximum(ma, mb) - np.minimum(ma, mb), ma + mb)
+    return int(np.max(distance))
 
 
 def _scalar_text(x) -> str:
@@ -372,6 +415,8 @@ class Divergence:
     error: str = ""  # the tested backend failed on the instruction
     position: int = 0  # index in the post order
     total: int = 0
+    values: tuple[str, str] | None = None  # summaries of (tested, reference) outputs
+    backends: tuple[str, str] = ("tested", "reference")
 
     def report(self) -> str:
         head = (f"first divergent instruction ({self.position + 1} of {self.total} in post "
@@ -384,6 +429,9 @@ class Divergence:
         for leaf in self.leaves:
             lines.append("  " + leaf.text("output" if len(self.leaves) == 1 else
                                           f"output {leaf.index}"))
+        if self.values is not None:
+            for backend, summary in zip(self.backends, self.values):
+                lines.append(f"  {backend}: {summary}")
         return "\n".join(lines)
 
 
@@ -393,15 +441,23 @@ def bisect(module: Module, inputs: list, backend: str, reference: str = "interpr
     the reference values of its operands, differs from the reference beyond ``tol``; None
     when every instruction matches alone. The reference values come from the interpreter
     (``reference`` is checked, and the reference backend must agree with the interpreter
-    when it is not the interpreter: its whole-module result is not re-derived per op).
-    ``on_step(i, total)``: progress."""
+    when it is not the interpreter: its whole-module result is not re-derived per op), or,
+    for reference ``xla``, from real XLA:CPU computing the whole module with every entry
+    instruction made an output (xlapy.jax_bridge.xla_values): each value is XLA's in the
+    context of the module. ``on_step(i, total)``: progress."""
     from xlapy.hlo.printer import instruction_to_string
 
     check_backend(backend)
     check_backend(reference)
-    _, values = evaluate_recording(module, inputs)
+    if reference == "xla":
+        from xlapy.jax_bridge import xla_values
+
+        values = xla_values(module, inputs)
+    else:
+        _, values = evaluate_recording(module, inputs)
     order = [i for i in module.entry.post_order()
-             if i.opcode not in _NOT_ALONE and not i.has_side_effect]
+             if i.opcode not in _NOT_ALONE and not i.has_side_effect and id(i) in values
+             and all(id(o) in values for o in i.operands)]
     total = len(order)
     for pos, instr in enumerate(order):
         if on_step is not None:
@@ -409,7 +465,7 @@ def bisect(module: Module, inputs: list, backend: str, reference: str = "interpr
         single, operands = single_instruction_module(instr)
         args = [values[id(o)] for o in operands]
         expected = values[id(instr)]
-        if reference != "interpreter":
+        if reference not in ("interpreter", "xla"):
             expected = run_on_backend(single, args, reference).results[0]
         error = ""
         leaves: list[LeafComparison] = []
@@ -421,10 +477,12 @@ def bisect(module: Module, inputs: list, backend: str, reference: str = "interpr
             leaves = compare_values(got, expected, instr.shape, tol)
             if all(leaf.ok for leaf in leaves):
                 continue
+        shown = None if error else (summarize_value(got, instr.shape),
+                                    summarize_value(expected, instr.shape))
         return Divergence(
             instr, instruction_to_string(instr, print_operand_shape=True),
             [(o, summarize_value(values[id(o)], o.shape)) for o in instr.operands],
-            leaves, error, pos, total)
+            leaves, error, pos, total, shown, (backend, reference))
     if on_step is not None:
         on_step(total, total)
     return None
