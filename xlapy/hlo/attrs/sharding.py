@@ -144,10 +144,11 @@ class TileAssignment:
                 pure = False
             one_to_non_one[i] = len(non_one)
             non_one.append(d)
-        if not pure:
-            return None
-        new_perm = [tperm[one_to_non_one[p]] for p in perm if self.dims[p] != 1]
-        return canonicalize_iota_dims(reshape, tuple(new_perm))
+        if pure:
+            new_perm = [tperm[one_to_non_one[p]] for p in perm if self.dims[p] != 1]
+            return canonicalize_iota_dims(reshape, tuple(new_perm))
+        return _transpose_decanonicalized(reshape, tperm, non_one, one_to_non_one, perm,
+                                          self.dims)
 
     def to_text(self) -> str:
         text = f"devices=[{','.join(map(str, self.dims))}]"
@@ -170,6 +171,74 @@ class TileAssignment:
 
     def __hash__(self) -> int:
         return hash((self.dims, self.array().tobytes()))
+
+
+def _prime_factors(n: int) -> list[int]:
+    out = []
+    while n % 2 == 0:
+        out.append(2)
+        n //= 2
+    f = 3
+    while f * f <= n:
+        while n % f == 0:
+            out.append(f)
+            n //= f
+        f += 2
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def _transpose_decanonicalized(reshape, tperm, non_one, one_to_non_one, perm, dims):
+    """IotaTileAssignment::Transpose when the tile dimensions are not whole reshape
+    dimensions: split the reshape dimensions into prime factors, group the factors (in
+    transposed order) into the tile dimensions, and transpose the groups; None when the
+    factors do not group (then XLA materialises the device list)."""
+    sizes: list[int] = []
+    starts = [0]
+    for d in reshape:
+        sizes += _prime_factors(d)
+        starts.append(len(sizes))
+    new_perm: list[int] = []
+    perm_to_orig: list[int] = []
+    orig_to_perm: list[list[int]] = [[] for _ in reshape]
+    for old in tperm:
+        for j in range(starts[old], starts[old + 1]):
+            new_perm.append(j)
+            perm_to_orig.append(old)
+            orig_to_perm[old].append(len(new_perm) - 1)
+
+    def candidate(target: int, index: int) -> int | None:
+        dim = new_perm[index]
+        if target % sizes[dim] == 0:
+            return dim
+        for later in orig_to_perm[perm_to_orig[index]]:
+            if later > index and target % sizes[new_perm[later]] == 0:
+                other = new_perm[later]
+                sizes[dim], sizes[other] = sizes[other], sizes[dim]
+                return dim
+        return None
+
+    groups: list[list[int]] = [[] for _ in non_one]
+    index = 0
+    for i, target in enumerate(non_one):
+        if index >= len(sizes):
+            break
+        dim = candidate(target, index)
+        while dim is not None:
+            target //= sizes[dim]
+            groups[i].append(dim)
+            index += 1
+            if index >= len(sizes):
+                break
+            dim = candidate(target, index)
+        if target != 1:
+            return None
+    flat: list[int] = []
+    for p in perm:
+        if one_to_non_one[p] >= 0:
+            flat += groups[one_to_non_one[p]]
+    return canonicalize_iota_dims(tuple(sizes), tuple(flat))
 
 
 # -- shardings ------------------------------------------------------------------------------------
@@ -308,13 +377,17 @@ class HloSharding:
             return HloSharding.maximal(named.mesh.maximal_device, self.metadata)
         if named.kind in ("replicated", "manual", "unreduced"):
             return HloSharding(named.kind, metadata=self.metadata)
-        dims, array, types, (sizes, order) = named_to_tiles(named)
+        dims, _, types, (sizes, order) = named_to_tiles(named)
         mesh = named.mesh
-        if mesh.device_ids is None and mesh.iota is None and sizes:
-            tile = TileAssignment.make_iota(dims, sizes, order)
+        if mesh.device_ids is not None:
+            tile = TileAssignment(tuple(mesh.axis_sizes), devices=mesh.device_ids)
+        elif mesh.iota is not None:
+            tile = TileAssignment.make_iota(mesh.axis_sizes, *mesh.iota)
         else:
-            tile = TileAssignment.from_array(array)
-        return HloSharding.subgroup(tile, types, self.metadata)
+            tile = TileAssignment.make_iota(mesh.axis_sizes or (1,))
+        if sizes:
+            tile = tile.reshape(sizes).transpose(order)
+        return HloSharding.subgroup(tile.reshape(dims), types, self.metadata)
 
     def is_replicated(self) -> bool:
         s = self.v2()
