@@ -282,12 +282,12 @@ class HloSharding:
                            metadata=tuple(metadata))
 
     @staticmethod
-    def tile(tile: TileAssignment, metadata=()) -> HloSharding:
+    def tiled(tile: TileAssignment, metadata=()) -> HloSharding:
         return HloSharding("tiled", tile, metadata=tuple(metadata))
 
     @staticmethod
     def iota_tile(dims, reshape=None, perm=None, metadata=()) -> HloSharding:
-        return HloSharding.tile(TileAssignment.make_iota(dims, reshape, perm), metadata)
+        return HloSharding.tiled(TileAssignment.make_iota(dims, reshape, perm), metadata)
 
     @staticmethod
     def partial_tile(tile: TileAssignment, metadata=()) -> HloSharding:
@@ -785,7 +785,7 @@ def _build(sc, loc, seen, devices, tile_dims, iota_dims, perm, subgroup_types, m
             sc.error(f"last_tile_dims names {len(subgroup_types)} subgroups, but the tile "
                      f"assignment [{dims}] has only {len(tile_dims)} dimensions", loc)
         return HloSharding.subgroup(tile, subgroup_types, metadata)
-    return HloSharding.tile(tile, metadata)
+    return HloSharding.tiled(tile, metadata)
 
 
 # -- validation -------------------------------------------------------------------------------------
