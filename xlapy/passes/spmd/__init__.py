@@ -98,6 +98,29 @@ def partition(module: Module, num_partitions: int | None = None,
     return module
 
 
+def annotate_shardings(module: Module, num_partitions: int | None = None) -> Module:
+    """Write every instruction's sharding into the module (in place), as the partitioner
+    sees them: after the Shardy import, call inlining and sharding propagation."""
+    from xlapy.passes.inline_calls import CallInliner
+    from xlapy.passes.spmd.propagation import propagate
+
+    n = num_partitions or (module.num_partitions if module.num_partitions > 1 else
+                           sharding_devices(module))
+    if has_shardy_attributes(module):
+        import_shardy(module)
+    CallInliner().run(module)
+    _strip_called_sharding_calls(module)
+    if n <= 1:
+        return module
+    shardings = propagate(module, n)
+    for comp in module.computations:
+        for instr in comp.instructions:
+            s = shardings.get(id(instr))
+            if s is not None and not instr.shape.is_token():
+                instr.sharding = s.to_text()
+    return module
+
+
 def _strip_called_sharding_calls(module: Module) -> None:
     """``Sharding`` custom calls inside reducers and other scalar computations (jax leaves
     them there) carry nothing: their operand takes their place."""
@@ -169,5 +192,5 @@ class SpmdPartition(HloPass):
         return True
 
 
-__all__ = ["SpmdError", "SpmdPartition", "has_shardings", "partition", "sharding_devices",
+__all__ = ["SpmdError", "SpmdPartition", "annotate_shardings", "has_shardings", "partition", "sharding_devices",
            "prod"]

@@ -185,6 +185,18 @@ def concatenate(p, b, instr, ops):
 @handler("reverse")
 def reverse(p, b, instr, ops):
     dims = list(instr.attrs["dimensions"])
+    tm = target_map(p, instr)
+    n = instr.shape.dimensions
+    if all(n[d] % tm.tiles[d] == 0 for d in dims):
+        # each device reverses the mirrored tile (XLA's HandleReverse: the operand is
+        # resharded, usually by a collective-permute, so tile t-1-k sits where tile k is)
+        mirrored = DeviceMap(tm.tiles, tm.index.copy(), tm.group)
+        for d in dims:
+            mirrored.index[:, d] = tm.tiles[d] - 1 - tm.index[:, d]
+        v = to(b, ops[0], mirrored)
+        hlo = b.add("reverse", [v.hlo], {"dimensions": tuple(dims)},
+                    shape=local(instr.shape, tm))
+        return from_map(p.ctx, hlo, instr.shape, tm)
 
     def make(new, tm):
         return b.add("reverse", [new[0].hlo], {"dimensions": tuple(dims)},

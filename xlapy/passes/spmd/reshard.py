@@ -109,6 +109,9 @@ def reshard_map(b: Builder, v: PValue, tm: DeviceMap) -> PValue:
     out = _all_to_all(b, v, tm)
     if out is not None:
         return out
+    out = _gather_then_all_to_all(b, v, tm)
+    if out is not None:
+        return out
     return _gather_then_slice(b, v, tm)
 
 
@@ -245,6 +248,37 @@ def _do_all_to_all(b, v: PValue, tm: DeviceMap, i: int, j: int, k: int) -> PValu
     target = list(local_dims(shape, tm))
     y = slice_to(b, y, target)
     return from_map(b.ctx, y, shape, tm)
+
+
+def _gather_then_all_to_all(b: Builder, v: PValue, tm: DeviceMap) -> PValue | None:
+    """Gather the dimensions the target does not tile as the source does, except one
+    dimension i whose tiling then moves to j by an all-to-all (XLA reshards x,y -> None,x
+    so: all-gather y, all-to-all x)."""
+    sm = v.map
+    for i in range(sm.rank):
+        k = sm.tiles[i]
+        if k == 1 or tm.tiles[i] != 1:
+            continue
+        for j in range(sm.rank):
+            if j == i or tm.tiles[j] != k or not np.array_equal(sm.index[:, i], tm.index[:, j]):
+                continue
+            differ = [d for d in range(sm.rank) if d != i and (
+                sm.tiles[d] != tm.tiles[d] or not np.array_equal(sm.index[:, d],
+                                                                tm.index[:, d]))]
+            inter = sm.replicate_dims(differ)
+            if to_sharding(inter) is None:
+                continue
+            target_inter = inter.replicate_dims([i])
+            target_inter.tiles = tuple(k if d == j else t for d, t in enumerate(target_inter.tiles))
+            target_inter.index[:, j] = sm.index[:, i]
+            if not target_inter.same_as(tm):
+                continue
+            cur = v
+            for d in differ:
+                if cur.map.tiles[d] > 1:
+                    cur = _gather_dim(b, cur, d, cur.map.tiles[d])
+            return _do_all_to_all(b, cur, tm, i, j, k)
+    return None
 
 
 # -- 5. all-gather, then slice -----------------------------------------------------------------------
