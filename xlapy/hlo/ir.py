@@ -99,6 +99,9 @@ class Instruction:
         self.control_predecessors: list[Instruction] = []
         self.control_successors: list[Instruction] = []
         self.users: list[Instruction] = []
+        # ids of ``users``: membership in O(1), so an instruction with many users (a
+        # broadcast feeding 20,000 ops) costs linear time to build, not quadratic.
+        self._user_ids: set[int] = set()
         self.parent: Computation | None = None
         for op in self.operands:
             op._add_user(self)
@@ -106,12 +109,23 @@ class Instruction:
     # -- graph -----------------------------------------------------------------------------
 
     def _add_user(self, user: "Instruction") -> None:
-        if user not in self.users:
+        if id(user) not in self._user_ids:
+            self._user_ids.add(id(user))
             self.users.append(user)
 
     def _remove_user(self, user: "Instruction") -> None:
-        if user in self.users and user not in user.operands:
-            self.users.remove(user)
+        if id(user) in self._user_ids and user not in user.operands:
+            self._drop_user(user)
+
+    def _drop_user(self, user: "Instruction") -> None:
+        """Forget ``user`` (it no longer uses this instruction). The scan starts at the end:
+        the instruction removed is most often the newest user."""
+        self._user_ids.discard(id(user))
+        users = self.users
+        for k in range(len(users) - 1, -1, -1):
+            if users[k] is user:
+                del users[k]
+                return
 
     def operand(self, i: int) -> "Instruction":
         return self.operands[i]
@@ -135,10 +149,18 @@ class Instruction:
         computation's root, ``new`` becomes the root)."""
         if new is self:
             return
-        for user in list(self.users):
+        kept = []
+        for user in self.users:
             if user is new:
+                kept.append(user)
                 continue
-            user.replace_operand_with(self, new)
+            ops = user.operands
+            for i, op in enumerate(ops):
+                if op is self:
+                    ops[i] = new
+            new._add_user(user)
+        self.users = kept  # in one step: removing users one by one is quadratic
+        self._user_ids = {id(u) for u in kept}
         if self.parent is not None and self.parent.root is self:
             self.parent.root = new
 
@@ -203,12 +225,31 @@ class Computation:
 
     def __init__(self, name: str):
         self.name = name
-        self.instructions: list[Instruction] = []
+        self._instructions: list[Instruction] = []
+        # Instructions removed but still in ``_instructions`` (by id; the objects are kept
+        # so that no id is reused before the list is compacted): removing one at a time
+        # would cost a list scan each, quadratic over a pass that removes many.
+        self._removed: dict[int, Instruction] = {}
         self.root: Instruction | None = None
         self.module: Module | None = None
         self.is_fusion_computation = False
         self.execution_thread: str | None = None
         self._uniquer = NameUniquer()
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        """The instructions in order (a list owned by the computation; compacted in place
+        after removals)."""
+        if self._removed:
+            removed = self._removed
+            self._instructions[:] = [i for i in self._instructions if id(i) not in removed]
+            removed.clear()
+        return self._instructions
+
+    @instructions.setter
+    def instructions(self, value: list[Instruction]) -> None:
+        self._instructions = list(value)
+        self._removed.clear()
 
     # -- building --------------------------------------------------------------------------
 
@@ -221,8 +262,10 @@ class Computation:
             instr.name = self._unique_name(instr.name)
         else:
             self._reserve_name(instr.name)
+        if id(instr) in self._removed:  # added back: its old place goes first
+            self.instructions  # noqa: B018 (compacts)
         instr.parent = self
-        self.instructions.append(instr)
+        self._instructions.append(instr)
         return instr
 
     def _unique_name(self, name: str) -> str:
@@ -277,10 +320,11 @@ class Computation:
                 seen.setdefault(id(c), c)
         return list(seen.values())
 
-    def embedded_computations(self) -> list["Computation"]:
+    def embedded_computations(self, _done: set[int] | None = None) -> list["Computation"]:
         """Every computation this one calls, directly or not, callees first (XLA's
-        MakeEmbeddedComputationsList)."""
-        visited: set[int] = set()
+        MakeEmbeddedComputationsList). An iterative DFS. ``_done`` (ids of computations
+        already listed, whose callees are listed too) is skipped and updated in place."""
+        visited: set[int] = set() if _done is None else _done
         order: list[Computation] = []
         stack: list[list] = []
 
@@ -295,12 +339,13 @@ class Computation:
             while stack:
                 top = stack[-1]
                 comp, i = top
-                if i == len(comp.instructions):
+                instrs = comp.instructions
+                if i == len(instrs):
                     stack.pop()
                     order.append(comp)
                 else:
                     top[1] += 1
-                    push_called(comp.instructions[i])
+                    push_called(instrs[i])
         return order
 
     def post_order(self) -> list[Instruction]:
@@ -346,33 +391,44 @@ class Computation:
             )
         if instr is self.root:
             raise InvalidArgumentError(f"cannot remove %{instr.name}: it is the root of %{self.name}")
-        for op in list(instr.operands):
-            if instr in op.users:
-                op.users.remove(instr)
+        if instr.parent is not self:
+            raise InvalidArgumentError(
+                f"cannot remove %{instr.name}: it is not an instruction of %{self.name}")
+        for op in instr.operands:
+            if id(instr) in op._user_ids:
+                op._drop_user(instr)
         instr.drop_all_control_deps()
-        self.instructions.remove(instr)
+        self._removed[id(instr)] = instr
         instr.parent = None
 
     def remove_dead_instructions(self, keep: Callable[[Instruction], bool] | None = None) -> int:
         """Remove instructions that have no users, are not the root, are not parameters and
-        have no side effect (``keep`` can protect more). Returns how many were removed."""
+        have no side effect (``keep`` can protect more), and those that become so. Returns
+        how many were removed. One pass over the instructions and a worklist (an operand
+        becomes dead when its last user goes)."""
+
+        def dead(instr: Instruction) -> bool:
+            return not (
+                instr is self.root
+                or instr.users
+                or instr.opcode == "parameter"
+                or instr.has_side_effect
+                or instr.control_successors
+                or (keep is not None and keep(instr))
+            )
+
         removed = 0
-        changed = True
-        while changed:
-            changed = False
-            for instr in reversed(self.instructions):
-                if (
-                    instr is self.root
-                    or instr.users
-                    or instr.opcode == "parameter"
-                    or instr.has_side_effect
-                    or instr.control_successors
-                    or (keep is not None and keep(instr))
-                ):
-                    continue
-                self.remove_instruction(instr)
-                removed += 1
-                changed = True
+        work = [i for i in self.instructions if dead(i)]  # popped last first
+        while work:
+            instr = work.pop()
+            if instr.parent is not self or not dead(instr):
+                continue
+            operands = list(instr.operands)
+            self.remove_instruction(instr)
+            removed += 1
+            for op in reversed(operands):
+                if op.parent is self and dead(op):
+                    work.append(op)
         return removed
 
     def replace_instruction(self, old: Instruction, new: Instruction) -> None:
@@ -473,17 +529,17 @@ class Module:
         """Callees before callers: the module's computations in their stored order (text
         order for a parsed module, creation order for a built one), each preceded by any
         computation it calls that has not come yet (its embedded computations, in XLA's
-        MakeEmbeddedComputationsList order). A parsed module prints back in its own order."""
+        MakeEmbeddedComputationsList order). A parsed module prints back in its own order.
+        Linear: a computation listed already has its callees listed before it, so the walk
+        from each computation stops there."""
         added: set[int] = set()
         order: list[Computation] = []
         for c in self.computations:
-            for e in c.embedded_computations():
-                if id(e) not in added:
-                    added.add(id(e))
-                    order.append(e)
-            if id(c) not in added:
-                added.add(id(c))
-                order.append(c)
+            if id(c) in added:
+                continue
+            order.extend(c.embedded_computations(added))
+            added.add(id(c))
+            order.append(c)
         return order
 
     def instructions(self) -> Iterator[Instruction]:
