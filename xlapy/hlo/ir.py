@@ -588,5 +588,32 @@ class Module:
         return f"<Module {self.name} ({len(self.computations)} computations)>"
 
 
+def callees_first(roots: Iterable[Computation], seen: set[int] | None = None) -> list[Computation]:
+    """``roots`` and every computation they call, directly or not, each after the ones it
+    calls: a depth-first post order (callees in the order their callers name them, as a
+    recursive walk would give), walked with a stack so a call chain of any depth needs no
+    recursion. A computation reached again while it is being walked (a cycle, which HLO
+    forbids) is not entered twice. ``seen`` (ids, updated in place) are left out with what
+    they call: a caller walking a module piece by piece passes the same set each time."""
+    seen = set() if seen is None else seen
+    order: list[Computation] = []
+    for root in roots:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root.called_computations()))]
+        while stack:
+            comp, callees = stack[-1]
+            for callee in callees:
+                if id(callee) not in seen:
+                    seen.add(id(callee))
+                    stack.append((callee, iter(callee.called_computations())))
+                    break
+            else:
+                stack.pop()
+                order.append(comp)
+    return order
+
+
 def is_computation_kind(kind) -> bool:
     return isinstance(kind, (ComputationKind, ComputationListKind))

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.ir import Computation, Instruction, Module
+from xlapy.hlo.ir import Computation, Instruction, Module, callees_first
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions
 from xlapy.interpreter.values import TOKEN, flatten
 from xlapy.shape import Shape, dtypes
@@ -279,20 +279,7 @@ def evaluate_recording(module: Module, inputs: list,
 
 def _clone_callees(instr: Instruction, module: Module) -> dict[int, Computation]:
     """Copies (added to ``module``) of every computation ``instr`` reaches, by original id."""
-    reached: list[Computation] = []
-    seen: set[int] = set()
-
-    def visit(comp: Computation) -> None:
-        if id(comp) in seen:
-            return
-        seen.add(id(comp))
-        for inner in comp.instructions:
-            for c in inner.called_computations():
-                visit(c)
-        reached.append(comp)  # callees first
-
-    for c in instr.called_computations():
-        visit(c)
+    reached = callees_first(instr.called_computations())
     cmap: dict[int, Computation] = {}
     for comp in reached:
         copy = comp.clone(suffix="", computation_map=cmap)
