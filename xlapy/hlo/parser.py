@@ -27,7 +27,7 @@ from xlapy.hlo.async_chain import (
 )
 from xlapy.hlo.attrs.numbers import read_balanced, read_string
 from xlapy.hlo.attrs.result_accuracy import RESULT_ACCURACY_OPCODES, read_result_accuracy
-from xlapy.hlo.ir import Computation, Instruction, Module, NameUniquer
+from xlapy.hlo.ir import Computation, Instruction, Module, NameUniquer, callees_first
 from xlapy.hlo.module_data import (
     ComputationLayout,
     OpMetadata,
@@ -203,7 +203,7 @@ class _Parser:
         elif key in ("replica_count", "num_partitions"):
             config[key] = sc.read_int(f"an integer for {key}")
         elif key == "entry_computation_layout":
-            config[key] = ComputationLayout.read(sc)
+            config[key] = ComputationLayout.read(sc, self.max_depth, self.shapes)
         elif key == "input_output_alias":
             config[key] = read_aliases(sc)
         elif key == "buffer_donor":
@@ -724,10 +724,8 @@ class _Parser:
 
 def _set_thread(comp: Computation, thread: str) -> None:
     """The computation and everything it calls run on ``thread`` (XLA's SetThreadName)."""
-    comp.execution_thread = thread
-    for instr in comp.instructions:
-        for called in instr.called_computations():
-            _set_thread(called, thread)
+    for c in callees_first([comp]):
+        c.execution_thread = thread
 
 
 def _normalize_tuple_sharding(text: str, shape) -> str:

@@ -22,13 +22,13 @@ from xlapy.hlo.async_chain import (
 from xlapy.hlo.attrs import PRINT_PERCENT
 from xlapy.hlo.attrs.numbers import c_escape
 from xlapy.hlo.ir import Computation, Instruction, Module
-from xlapy.hlo.opcodes import ASYNC_OPCODES
 from xlapy.hlo.module_data import (
     aliases_to_text,
     buffer_donors_to_text,
     frontend_attributes_to_text,
     lexes_as_json_dict,
 )
+from xlapy.hlo.opcodes import ASYNC_OPCODES
 
 
 @dataclass(frozen=True)

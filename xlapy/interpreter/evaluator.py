@@ -230,7 +230,7 @@ def _calls_computations(kernel) -> bool:
 class _Frame:
     """A computation being evaluated: its post order, the next position, values so far."""
 
-    __slots__ = ("comp", "order", "args", "env", "pos")
+    __slots__ = ("args", "comp", "env", "order", "pos")
 
     def __init__(self, comp, order, args, env):
         self.comp, self.order, self.args, self.env, self.pos = comp, order, args, env, 0
@@ -239,7 +239,7 @@ class _Frame:
 class _KernelFrame:
     """A kernel generator waiting for the value of a computation it called."""
 
-    __slots__ = ("instr", "gen")
+    __slots__ = ("gen", "instr")
 
     def __init__(self, instr, gen):
         self.instr, self.gen = instr, gen

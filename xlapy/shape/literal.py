@@ -922,10 +922,12 @@ def parse_literal(text: str, shape: Shape | str) -> Literal:
     return lit
 
 
-def parse_literal_with_shape(text: str) -> Literal:
-    """Parse the Literal::ToString form: ``parse_literal_with_shape("f32[2] {1, 2}")``."""
+def parse_literal_with_shape(text: str, *,
+                             max_recursion_depth: int = MAX_RECURSION_DEPTH) -> Literal:
+    """Parse the Literal::ToString form: ``parse_literal_with_shape("f32[2] {1, 2}")``.
+    Tuples nest at most ``max_recursion_depth`` deep (XLA's parser default, 500)."""
     sc = Scanner(text, "literal")
-    lit = read_literal_with_shape(sc)
+    lit = read_literal_with_shape(sc, max_recursion_depth)
     if not sc.at_end():
         sc.error(f"extra content after literal: {sc.describe_next()}")
     return lit

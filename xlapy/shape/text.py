@@ -162,6 +162,13 @@ def read_shape(sc: Scanner, *, fill_missing_layouts: bool = True,
 _OPEN_RUN = re.compile(r"\(+")
 
 
+def read_shape_in(sc: Scanner, ctx) -> Shape:
+    """read_shape for an attribute reader given the HLO parser as ``ctx``: with its depth
+    limit, the nesting around the position and its interning table (defaults without)."""
+    return read_shape(sc, max_depth=getattr(ctx, "max_depth", MAX_RECURSION_DEPTH),
+                      depth=getattr(ctx, "depth", 0), intern=getattr(ctx, "shapes", None))
+
+
 def _eat_char(sc: Scanner, text: str, ch: str) -> bool:
     """``sc.eat(ch)``, faster when ``ch`` comes at once (deep tuples are runs of parens)."""
     pos = sc.pos

@@ -1,14 +1,16 @@
 """Walks over values nested like tuple shapes, with a stack instead of recursion.
 
 Owns: ``map_shaped`` (rebuild a value of a shape leaf by leaf), ``build_shaped`` (make a
-value of a shape from its leaves), ``flatten_tuples`` (the leaves of nested Python tuples)
-and ``path_text`` (``[0][2]``, for messages). A tuple shape nested 10,000 deep is walked in
+value of a shape from its leaves), ``flatten_tuples`` / ``map_tuples`` (the leaves of
+nested Python tuples, or the tuples rebuilt around new leaves) and ``path_text``
+(``[0][2]``, for messages). A tuple shape nested 10,000 deep is walked in
 memory proportional to its depth, never on Python's stack. Imports only the shape layer.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from xlapy.shape.shape import Shape
 
@@ -76,9 +78,30 @@ def flatten_tuples(value: Any) -> list:
     return out
 
 
+def map_tuples(value: Any, fn: Callable) -> Any:
+    """Nested Python tuples rebuilt with ``fn(v)`` for every non-tuple part ``v``."""
+    if not isinstance(value, tuple):
+        return fn(value)
+    stack: list[tuple[tuple, list]] = [(value, [])]
+    while True:
+        node, done = stack[-1]
+        if len(done) < len(node):
+            v = node[len(done)]
+            if isinstance(v, tuple):
+                stack.append((v, []))
+            else:
+                done.append(fn(v))
+            continue
+        stack.pop()
+        result = tuple(done)
+        if not stack:
+            return result
+        stack[-1][1].append(result)
+
+
 def path_text(path: tuple) -> str:
     """``(0, 2)`` -> ``[0][2]``."""
     return "".join(f"[{k}]" for k in path)
 
 
-__all__ = ["build_shaped", "flatten_tuples", "map_shaped", "path_text"]
+__all__ = ["build_shaped", "flatten_tuples", "map_shaped", "map_tuples", "path_text"]

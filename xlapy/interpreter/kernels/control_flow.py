@@ -31,13 +31,14 @@ from xlapy.interpreter.evaluator import EvaluationError
 from xlapy.interpreter.registry import kernel
 from xlapy.interpreter.values import TOKEN
 from xlapy.shape import Shape, dtypes
+from xlapy.shape.tree import build_shaped
 
 
 def zero_value(shape: Shape):
     """A value of ``shape`` filled with zeros (tuples element-wise, TOKEN for tokens);
     dynamic dimensions take their bound."""
     if shape.is_tuple():
-        return tuple(zero_value(s) for s in shape.tuple_shapes)
+        return build_shaped(shape, lambda s, _path: zero_value(s))
     if shape.is_token():
         return TOKEN
     dims = tuple(max(int(d), 0) for d in shape.dimensions)
