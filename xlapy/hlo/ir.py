@@ -98,34 +98,50 @@ class Instruction:
         self.extras = dict(extras or {})  # other printed data (statistics, origin, ...)
         self.control_predecessors: list[Instruction] = []
         self.control_successors: list[Instruction] = []
-        self.users: list[Instruction] = []
-        # ids of ``users``: membership in O(1), so an instruction with many users (a
-        # broadcast feeding 20,000 ops) costs linear time to build, not quadratic.
-        self._user_ids: set[int] = set()
+        # Users in order, with None where one was removed; ``_user_ids`` maps each user's
+        # id to its position. Adding, finding and removing a user is O(1), so an
+        # instruction with 20,000 users (a broadcast feeding a long chain) costs linear
+        # time to build and to dismantle; ``users`` compacts the list when it is read.
+        self._users: list[Instruction | None] = []
+        self._user_ids: dict[int, int] = {}
+        self._user_holes = 0
         self.parent: Computation | None = None
         for op in self.operands:
             op._add_user(self)
 
     # -- graph -----------------------------------------------------------------------------
 
+    @property
+    def users(self) -> list["Instruction"]:
+        """The instructions using this one, in the order they started to (a list owned by
+        the instruction: do not modify it)."""
+        if self._user_holes:
+            self._users[:] = [u for u in self._users if u is not None]
+            self._user_ids = {id(u): k for k, u in enumerate(self._users)}
+            self._user_holes = 0
+        return self._users
+
+    @property
+    def user_count(self) -> int:
+        """How many instructions use this one (XLA's user_count), without compacting."""
+        return len(self._user_ids)
+
     def _add_user(self, user: "Instruction") -> None:
         if id(user) not in self._user_ids:
-            self._user_ids.add(id(user))
-            self.users.append(user)
+            self._user_ids[id(user)] = len(self._users)
+            self._users.append(user)
 
     def _remove_user(self, user: "Instruction") -> None:
         if id(user) in self._user_ids and user not in user.operands:
             self._drop_user(user)
 
     def _drop_user(self, user: "Instruction") -> None:
-        """Forget ``user`` (it no longer uses this instruction). The scan starts at the end:
-        the instruction removed is most often the newest user."""
-        self._user_ids.discard(id(user))
-        users = self.users
-        for k in range(len(users) - 1, -1, -1):
-            if users[k] is user:
-                del users[k]
-                return
+        """Forget ``user`` (it no longer uses this instruction): its place becomes a hole,
+        closed when ``users`` is next read."""
+        k = self._user_ids.pop(id(user), None)
+        if k is not None:
+            self._users[k] = None
+            self._user_holes += 1
 
     def operand(self, i: int) -> "Instruction":
         return self.operands[i]
@@ -159,8 +175,9 @@ class Instruction:
                 if op is self:
                     ops[i] = new
             new._add_user(user)
-        self.users = kept  # in one step: removing users one by one is quadratic
-        self._user_ids = {id(u) for u in kept}
+        self._users = kept
+        self._user_ids = {id(u): k for k, u in enumerate(kept)}
+        self._user_holes = 0
         if self.parent is not None and self.parent.root is self:
             self.parent.root = new
 
@@ -384,7 +401,7 @@ class Computation:
     # -- editing ---------------------------------------------------------------------------
 
     def remove_instruction(self, instr: Instruction) -> None:
-        if instr.users:
+        if instr.user_count:
             raise InvalidArgumentError(
                 f"cannot remove %{instr.name}: it is used by "
                 + ", ".join("%" + u.name for u in instr.users)
@@ -410,7 +427,7 @@ class Computation:
         def dead(instr: Instruction) -> bool:
             return not (
                 instr is self.root
-                or instr.users
+                or instr.user_count
                 or instr.opcode == "parameter"
                 or instr.has_side_effect
                 or instr.control_successors
