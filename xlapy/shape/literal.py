@@ -916,7 +916,10 @@ def parse_literal(text: str, shape: Shape | str) -> Literal:
     if not isinstance(shape, Shape):
         raise InvalidArgumentError(f"parse_literal: expected a Shape, got {type(shape).__name__}")
     sc = Scanner(text, "literal")
-    lit = read_literal(sc, shape)
+    try:
+        lit = read_literal(sc, shape)
+    except RecursionError:  # dense arrays are read per dimension: a rank in the hundreds
+        sc.error("maximum recursion depth exceeded (rank too large)")
     if not sc.at_end():
         sc.error(f"extra content after literal: {sc.describe_next()}")
     return lit
@@ -927,7 +930,10 @@ def parse_literal_with_shape(text: str, *,
     """Parse the Literal::ToString form: ``parse_literal_with_shape("f32[2] {1, 2}")``.
     Tuples nest at most ``max_recursion_depth`` deep (XLA's parser default, 500)."""
     sc = Scanner(text, "literal")
-    lit = read_literal_with_shape(sc, max_recursion_depth)
+    try:
+        lit = read_literal_with_shape(sc, max_recursion_depth)
+    except RecursionError:  # dense arrays are read per dimension: a rank in the hundreds
+        sc.error("maximum recursion depth exceeded (rank too large)")
     if not sc.at_end():
         sc.error(f"extra content after literal: {sc.describe_next()}")
     return lit
