@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.ir import Computation, Instruction, Module, ProgramShape
+from xlapy.hlo.ir import Computation, Instruction, Module, ProgramShape, callees_first
 from xlapy.opdefs.registry import make_instruction
 from xlapy.shape import Shape
 
@@ -223,19 +223,11 @@ class XlaBuilder:
         self._built = True
         module = Module(self.name)
         cmap: dict[int, Computation] = {}
-
-        def add(c: Computation) -> Computation:
-            if id(c) in cmap:
-                return cmap[id(c)]
-            for callee in c.called_computations():
-                add(callee)
+        for c in callees_first([comp]):
             copy = c.clone(suffix="", computation_map=cmap)
             copy.name = c.name
             cmap[id(c)] = copy
             module.add_computation(copy, entry=c is comp)
-            return copy
-
-        add(comp)
         return XlaComputation(module)
 
     def _last(self) -> XlaOp:

@@ -161,3 +161,24 @@ def test_no_change_reports_false():
     m = xlapy.parse_hlo_module(REDUCES)
     assert Cse().run(m)
     assert not Cse().run(m)
+
+
+def test_calls_of_identical_deep_chains_merge():
+    depth = 1500  # structural keys name callees by number: no recursion, no deep tuples
+    lines = ["HloModule m"]
+    for side in "ab":
+        lines.append(f"{side}0 {{\n  p = f32[4] parameter(0)\n  ROOT r = f32[4] negate(p)\n}}")
+        for k in range(1, depth + 1):
+            lines.append(f"{side}{k} {{\n  p = f32[4] parameter(0)\n"
+                         f"  ROOT r = f32[4] call(p), to_apply={side}{k - 1}\n}}")
+    lines.append(f"ENTRY e {{\n  x = f32[4] parameter(0)\n"
+                 f"  ca = f32[4] call(x), to_apply=a{depth}\n"
+                 f"  cb = f32[4] call(x), to_apply=b{depth}\n"
+                 f"  ROOT t = (f32[4], f32[4]) tuple(ca, cb)\n}}")
+    m = check("\n".join(lines), ["cse"], seeds=(0,))
+    root = m.entry.root
+    assert root.operands[0] is root.operands[1]
+    different = "\n".join(lines).replace("b0 {\n  p = f32[4] parameter(0)\n  ROOT r = f32[4] negate(p)",
+                                         "b0 {\n  p = f32[4] parameter(0)\n  ROOT r = f32[4] abs(p)")
+    m = check(different, ["cse"], seeds=(0,))
+    assert m.entry.root.operands[0] is not m.entry.root.operands[1]

@@ -290,3 +290,39 @@ def test_fixture_softmax_structure():
     assert kinds[FusionKind.INPUT] >= 1 and kinds[FusionKind.LOOP] >= 1
     assert not any(i.opcode in ("exponential", "subtract", "divide")
                    for i in module.entry.instructions)
+
+
+# -- long programs ---------------------------------------------------------------------------
+
+
+def _chain_text(n: int) -> str:
+    lines = ["HloModule chain", "ENTRY e {", "  x0 = f32[16] parameter(0)",
+             "  c = f32[] constant(0.75)", "  cb = f32[16] broadcast(c), dimensions={}"]
+    ops = ["add", "multiply", "maximum", "subtract"]
+    for i in range(1, n + 1):
+        lines.append(f"  {'ROOT ' if i == n else ''}x{i} = f32[16] {ops[i % 4]}(x{i - 1}, cb)")
+    return "\n".join(lines + ["}"])
+
+
+def test_a_long_chain_is_cut_into_fusions_of_at_most_max_fusion_size():
+    from xlapy.passes.fusion import MAX_FUSION_SIZE
+
+    n = 3 * MAX_FUSION_SIZE
+    m = check(_chain_text(n), ["fusion"], seeds=(0,))
+    fusions = [i for i in m.entry.instructions if i.opcode == "fusion"]
+    sizes = [len(f.attrs["calls"].instructions) - len(f.operands) for f in fusions]
+    assert all(s <= MAX_FUSION_SIZE for s in sizes)
+    # every op of the chain is in exactly one fusion (each has its own constant and
+    # broadcast copies: cheap producers are duplicated)
+    assert sum(s - 2 for s in sizes) == n and len(m.entry.instructions) == len(fusions) + 1
+
+
+def test_max_fusion_size_is_a_pass_option():
+    module = xlapy.parse_hlo_module(_chain_text(10))
+    from xlapy.passes import InstructionFusion
+
+    InstructionFusion(max_fusion_size=4).run(module)
+    xlapy.verify_module(module)
+    fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert len(fusions) == 5  # 2 ops of the chain each, and the constant and broadcast
+    assert all(len(f.attrs["calls"].instructions) - len(f.operands) == 4 for f in fusions)

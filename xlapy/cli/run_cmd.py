@@ -135,8 +135,10 @@ def _arguments_from_npz(module, path: str, arrays: dict | None = None,
     counter = [0]
 
     def take(shape, where):
-        if shape.is_tuple():
-            return tuple(take(s, f"{where}[{i}]") for i, s in enumerate(shape.tuple_shapes))
+        if shape.is_tuple():  # leaf by leaf with a stack (build_shaped): no recursion
+            from xlapy.shape.tree import build_shaped, path_text
+
+            return build_shaped(shape, lambda s, path: take(s, f"{where}{path_text(path)}"))
         if shape.is_token():
             from xlapy.interpreter.values import TOKEN
 

@@ -64,7 +64,26 @@ def _while_callers(comp: Computation) -> list[Instruction]:
 def _producer(instr: Instruction, index: list[int], visited: set[int],
               is_target) -> Instruction | None:
     """The async op whose value reaches ``instr`` at tuple path ``index`` (innermost
-    index last), following XLA's FindAsyncChainDataflow."""
+    index last), following XLA's FindAsyncChainDataflow. A depth-first search with
+    backtracking; each step is a generator (``_step``) yielding the ``(instruction,
+    index)`` it looks at next and getting what was found there, driven here with a stack
+    (a long chain of get-tuple-elements or copies needs no recursion)."""
+    stack = [_step(instr, index, visited, is_target)]
+    found = None
+    while stack:
+        try:
+            operand, sub_index = stack[-1].send(found)
+        except StopIteration as done:
+            stack.pop()
+            found = done.value
+            continue
+        stack.append(_step(operand, sub_index, visited, is_target))
+        found = None
+    return found
+
+
+def _step(instr: Instruction, index: list[int], visited: set[int], is_target):
+    """One step of _producer's search at ``instr``: a generator (see there)."""
     if instr is None or id(instr) in visited:
         return None
     visited.add(id(instr))
@@ -73,32 +92,32 @@ def _producer(instr: Instruction, index: list[int], visited: set[int],
     found = None
     op = instr.opcode
     if op == "get-tuple-element":
-        found = _producer(instr.operands[0], index + [instr.attrs["index"]], visited, is_target)
+        found = (yield instr.operands[0], index + [instr.attrs["index"]])
     elif op == "opt-barrier" and len(instr.operands) == 1:
-        found = _producer(instr.operands[0], index, visited, is_target)
+        found = (yield instr.operands[0], index)
     elif op in ("tuple", "opt-barrier"):
         if not index:
             for operand in instr.operands:
-                found = _producer(operand, index, visited, is_target)
+                found = (yield operand, index)
                 if found is not None:
                     break
         elif 0 <= index[-1] < len(instr.operands):
-            found = _producer(instr.operands[index[-1]], index[:-1], visited, is_target)
+            found = (yield instr.operands[index[-1]], index[:-1])
     elif op == "copy" and instr.operands:
-        found = _producer(instr.operands[0], index, visited, is_target)
+        found = (yield instr.operands[0], index)
     elif op == "parameter" and instr.parent is not None:
         callers = _while_callers(instr.parent)
         if len(callers) == 1:
             loop = callers[0]
-            found = _producer(loop.operands[0], index, visited, is_target)
+            found = (yield loop.operands[0], index)
             if found is None and instr.parent.root is not None:
-                found = _producer(instr.parent.root, index, visited, is_target)
+                found = (yield instr.parent.root, index)
     elif op == "while":
         body = instr.attrs.get("body")
         if body is not None and body.root is not None:
-            found = _producer(body.root, index, visited, is_target)
+            found = (yield body.root, index)
         if found is None and instr.operands:
-            found = _producer(instr.operands[0], index, visited, is_target)
+            found = (yield instr.operands[0], index)
     if found is None:
         visited.discard(id(instr))
     return found

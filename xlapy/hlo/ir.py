@@ -98,20 +98,50 @@ class Instruction:
         self.extras = dict(extras or {})  # other printed data (statistics, origin, ...)
         self.control_predecessors: list[Instruction] = []
         self.control_successors: list[Instruction] = []
-        self.users: list[Instruction] = []
+        # Users in order, with None where one was removed; ``_user_ids`` maps each user's
+        # id to its position. Adding, finding and removing a user is O(1), so an
+        # instruction with 20,000 users (a broadcast feeding a long chain) costs linear
+        # time to build and to dismantle; ``users`` compacts the list when it is read.
+        self._users: list[Instruction | None] = []
+        self._user_ids: dict[int, int] = {}
+        self._user_holes = 0
         self.parent: Computation | None = None
         for op in self.operands:
             op._add_user(self)
 
     # -- graph -----------------------------------------------------------------------------
 
+    @property
+    def users(self) -> list["Instruction"]:
+        """The instructions using this one, in the order they started to (a list owned by
+        the instruction: do not modify it)."""
+        if self._user_holes:
+            self._users[:] = [u for u in self._users if u is not None]
+            self._user_ids = {id(u): k for k, u in enumerate(self._users)}
+            self._user_holes = 0
+        return self._users
+
+    @property
+    def user_count(self) -> int:
+        """How many instructions use this one (XLA's user_count), without compacting."""
+        return len(self._user_ids)
+
     def _add_user(self, user: "Instruction") -> None:
-        if user not in self.users:
-            self.users.append(user)
+        if id(user) not in self._user_ids:
+            self._user_ids[id(user)] = len(self._users)
+            self._users.append(user)
 
     def _remove_user(self, user: "Instruction") -> None:
-        if user in self.users and user not in user.operands:
-            self.users.remove(user)
+        if id(user) in self._user_ids and user not in user.operands:
+            self._drop_user(user)
+
+    def _drop_user(self, user: "Instruction") -> None:
+        """Forget ``user`` (it no longer uses this instruction): its place becomes a hole,
+        closed when ``users`` is next read."""
+        k = self._user_ids.pop(id(user), None)
+        if k is not None:
+            self._users[k] = None
+            self._user_holes += 1
 
     def operand(self, i: int) -> "Instruction":
         return self.operands[i]
@@ -135,10 +165,19 @@ class Instruction:
         computation's root, ``new`` becomes the root)."""
         if new is self:
             return
-        for user in list(self.users):
+        kept = []
+        for user in self.users:
             if user is new:
+                kept.append(user)
                 continue
-            user.replace_operand_with(self, new)
+            ops = user.operands
+            for i, op in enumerate(ops):
+                if op is self:
+                    ops[i] = new
+            new._add_user(user)
+        self._users = kept
+        self._user_ids = {id(u): k for k, u in enumerate(kept)}
+        self._user_holes = 0
         if self.parent is not None and self.parent.root is self:
             self.parent.root = new
 
@@ -203,12 +242,31 @@ class Computation:
 
     def __init__(self, name: str):
         self.name = name
-        self.instructions: list[Instruction] = []
+        self._instructions: list[Instruction] = []
+        # Instructions removed but still in ``_instructions`` (by id; the objects are kept
+        # so that no id is reused before the list is compacted): removing one at a time
+        # would cost a list scan each, quadratic over a pass that removes many.
+        self._removed: dict[int, Instruction] = {}
         self.root: Instruction | None = None
         self.module: Module | None = None
         self.is_fusion_computation = False
         self.execution_thread: str | None = None
         self._uniquer = NameUniquer()
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        """The instructions in order (a list owned by the computation; compacted in place
+        after removals)."""
+        if self._removed:
+            removed = self._removed
+            self._instructions[:] = [i for i in self._instructions if id(i) not in removed]
+            removed.clear()
+        return self._instructions
+
+    @instructions.setter
+    def instructions(self, value: list[Instruction]) -> None:
+        self._instructions = list(value)
+        self._removed.clear()
 
     # -- building --------------------------------------------------------------------------
 
@@ -221,8 +279,10 @@ class Computation:
             instr.name = self._unique_name(instr.name)
         else:
             self._reserve_name(instr.name)
+        if id(instr) in self._removed:  # added back: its old place goes first
+            self.instructions  # noqa: B018 (compacts)
         instr.parent = self
-        self.instructions.append(instr)
+        self._instructions.append(instr)
         return instr
 
     def _unique_name(self, name: str) -> str:
@@ -277,10 +337,11 @@ class Computation:
                 seen.setdefault(id(c), c)
         return list(seen.values())
 
-    def embedded_computations(self) -> list["Computation"]:
+    def embedded_computations(self, _done: set[int] | None = None) -> list["Computation"]:
         """Every computation this one calls, directly or not, callees first (XLA's
-        MakeEmbeddedComputationsList)."""
-        visited: set[int] = set()
+        MakeEmbeddedComputationsList). An iterative DFS. ``_done`` (ids of computations
+        already listed, whose callees are listed too) is skipped and updated in place."""
+        visited: set[int] = set() if _done is None else _done
         order: list[Computation] = []
         stack: list[list] = []
 
@@ -295,12 +356,13 @@ class Computation:
             while stack:
                 top = stack[-1]
                 comp, i = top
-                if i == len(comp.instructions):
+                instrs = comp.instructions
+                if i == len(instrs):
                     stack.pop()
                     order.append(comp)
                 else:
                     top[1] += 1
-                    push_called(comp.instructions[i])
+                    push_called(instrs[i])
         return order
 
     def post_order(self) -> list[Instruction]:
@@ -339,40 +401,51 @@ class Computation:
     # -- editing ---------------------------------------------------------------------------
 
     def remove_instruction(self, instr: Instruction) -> None:
-        if instr.users:
+        if instr.user_count:
             raise InvalidArgumentError(
                 f"cannot remove %{instr.name}: it is used by "
                 + ", ".join("%" + u.name for u in instr.users)
             )
         if instr is self.root:
             raise InvalidArgumentError(f"cannot remove %{instr.name}: it is the root of %{self.name}")
-        for op in list(instr.operands):
-            if instr in op.users:
-                op.users.remove(instr)
+        if instr.parent is not self:
+            raise InvalidArgumentError(
+                f"cannot remove %{instr.name}: it is not an instruction of %{self.name}")
+        for op in instr.operands:
+            if id(instr) in op._user_ids:
+                op._drop_user(instr)
         instr.drop_all_control_deps()
-        self.instructions.remove(instr)
+        self._removed[id(instr)] = instr
         instr.parent = None
 
     def remove_dead_instructions(self, keep: Callable[[Instruction], bool] | None = None) -> int:
         """Remove instructions that have no users, are not the root, are not parameters and
-        have no side effect (``keep`` can protect more). Returns how many were removed."""
+        have no side effect (``keep`` can protect more), and those that become so. Returns
+        how many were removed. One pass over the instructions and a worklist (an operand
+        becomes dead when its last user goes)."""
+
+        def dead(instr: Instruction) -> bool:
+            return not (
+                instr is self.root
+                or instr.user_count
+                or instr.opcode == "parameter"
+                or instr.has_side_effect
+                or instr.control_successors
+                or (keep is not None and keep(instr))
+            )
+
         removed = 0
-        changed = True
-        while changed:
-            changed = False
-            for instr in reversed(self.instructions):
-                if (
-                    instr is self.root
-                    or instr.users
-                    or instr.opcode == "parameter"
-                    or instr.has_side_effect
-                    or instr.control_successors
-                    or (keep is not None and keep(instr))
-                ):
-                    continue
-                self.remove_instruction(instr)
-                removed += 1
-                changed = True
+        work = [i for i in self.instructions if dead(i)]  # popped last first
+        while work:
+            instr = work.pop()
+            if instr.parent is not self or not dead(instr):
+                continue
+            operands = list(instr.operands)
+            self.remove_instruction(instr)
+            removed += 1
+            for op in reversed(operands):
+                if op.parent is self and dead(op):
+                    work.append(op)
         return removed
 
     def replace_instruction(self, old: Instruction, new: Instruction) -> None:
@@ -473,17 +546,17 @@ class Module:
         """Callees before callers: the module's computations in their stored order (text
         order for a parsed module, creation order for a built one), each preceded by any
         computation it calls that has not come yet (its embedded computations, in XLA's
-        MakeEmbeddedComputationsList order). A parsed module prints back in its own order."""
+        MakeEmbeddedComputationsList order). A parsed module prints back in its own order.
+        Linear: a computation listed already has its callees listed before it, so the walk
+        from each computation stops there."""
         added: set[int] = set()
         order: list[Computation] = []
         for c in self.computations:
-            for e in c.embedded_computations():
-                if id(e) not in added:
-                    added.add(id(e))
-                    order.append(e)
-            if id(c) not in added:
-                added.add(id(c))
-                order.append(c)
+            if id(c) in added:
+                continue
+            order.extend(c.embedded_computations(added))
+            added.add(id(c))
+            order.append(c)
         return order
 
     def instructions(self) -> Iterator[Instruction]:
@@ -538,6 +611,33 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<Module {self.name} ({len(self.computations)} computations)>"
+
+
+def callees_first(roots: Iterable[Computation], seen: set[int] | None = None) -> list[Computation]:
+    """``roots`` and every computation they call, directly or not, each after the ones it
+    calls: a depth-first post order (callees in the order their callers name them, as a
+    recursive walk would give), walked with a stack so a call chain of any depth needs no
+    recursion. A computation reached again while it is being walked (a cycle, which HLO
+    forbids) is not entered twice. ``seen`` (ids, updated in place) are left out with what
+    they call: a caller walking a module piece by piece passes the same set each time."""
+    seen = set() if seen is None else seen
+    order: list[Computation] = []
+    for root in roots:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root.called_computations()))]
+        while stack:
+            comp, callees = stack[-1]
+            for callee in callees:
+                if id(callee) not in seen:
+                    seen.add(id(callee))
+                    stack.append((callee, iter(callee.called_computations())))
+                    break
+            else:
+                stack.pop()
+                order.append(comp)
+    return order
 
 
 def is_computation_kind(kind) -> bool:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from xlapy.hlo.attrs.numbers import c_escape, read_string
 from xlapy.shape import Shape
-from xlapy.shape.text import Scanner, read_shape
+from xlapy.shape.text import MAX_RECURSION_DEPTH, Scanner, read_shape
 
 
 def read_sub_attributes(sc: Scanner, readers: dict, what: str) -> dict:
@@ -282,18 +282,20 @@ class ComputationLayout:
         return "{(" + "".join(parts) + ")->" + str(self.result) + "}"
 
     @staticmethod
-    def read(sc: Scanner) -> "ComputationLayout":
+    def read(sc: Scanner, max_depth: int = MAX_RECURSION_DEPTH,
+             intern: dict | None = None) -> "ComputationLayout":
+        """``max_depth``/``intern``: as read_shape's (the HLO parser passes its own)."""
         sc.expect("{", "to start entry_computation_layout")
         sc.expect("(", "to start the parameter layouts")
         params = []
         if not sc.eat(")"):
             while True:
-                params.append(read_shape(sc))
+                params.append(read_shape(sc, max_depth=max_depth, intern=intern))
                 if sc.eat(")"):
                     break
                 sc.expect(",", "or ')' in the parameter layouts")
         sc.expect("->", "after the parameter layouts")
-        result = read_shape(sc)
+        result = read_shape(sc, max_depth=max_depth, intern=intern)
         sc.expect("}", "to end entry_computation_layout")
         return ComputationLayout(tuple(params), result)
 

@@ -28,7 +28,7 @@ from xlapy.hlo.async_chain import (
 from xlapy.hlo.attrs.numbers import read_balanced, read_string
 from xlapy.hlo.attrs.result_accuracy import RESULT_ACCURACY_OPCODES, read_result_accuracy
 from xlapy.hlo.attrs.sharding import read_sharding
-from xlapy.hlo.ir import Computation, Instruction, Module, NameUniquer
+from xlapy.hlo.ir import Computation, Instruction, Module, NameUniquer, callees_first
 from xlapy.hlo.module_data import (
     ComputationLayout,
     OpMetadata,
@@ -39,7 +39,7 @@ from xlapy.hlo.module_data import (
 )
 from xlapy.hlo.opcodes import ASYNC_OPCODES, OPCODE_NAMES
 from xlapy.shape import dtypes
-from xlapy.shape.text import Scanner, read_shape
+from xlapy.shape.text import MAX_RECURSION_DEPTH, Scanner, read_shape
 
 _NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 _OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
@@ -58,20 +58,33 @@ GENERIC_KEYS = ("sharding", "frontend_attributes", "control-predecessors", "stat
                 "result_accuracy", "origin", "metadata", "backend_config")
 
 
-def parse_hlo_module(text: str, *, fill_missing_layouts: bool = True) -> Module:
+def parse_hlo_module(text: str, *, fill_missing_layouts: bool = True,
+                     max_recursion_depth: int = MAX_RECURSION_DEPTH) -> Module:
     """Parse HLO text (as XLA dumps it, or jax's ``as_text()``) into a Module.
+
+    ``max_recursion_depth`` is XLA's HloParserOptions option of that name (default 500):
+    how deeply shapes, nested operands and inline computations may nest; deeper text is a
+    ParseError, as in XLA.
 
     >>> m = parse_hlo_module("HloModule m\\nENTRY e { ROOT c = f32[] constant(1) }")
     """
     if not isinstance(text, str):
         raise InvalidArgumentError(f"parse_hlo_module: expected HLO text (str), got {type(text).__name__}")
-    return _Parser(text, fill_missing_layouts).module()
+    if isinstance(max_recursion_depth, bool) or not isinstance(max_recursion_depth, int) \
+            or max_recursion_depth < 1:
+        raise InvalidArgumentError(f"parse_hlo_module: max_recursion_depth must be a positive "
+                                   f"integer, got {max_recursion_depth!r}")
+    return _Parser(text, fill_missing_layouts, max_recursion_depth).module()
 
 
 class _Parser:
-    def __init__(self, text: str, fill_missing_layouts: bool):
+    def __init__(self, text: str, fill_missing_layouts: bool,
+                 max_depth: int = MAX_RECURSION_DEPTH):
         self.sc = Scanner(text, "hlo")
         self.fill = fill_missing_layouts
+        self.max_depth = max_depth
+        self.depth = 0  # nested operands and inline computations around the position
+        self.shapes: dict = {}  # every shape read, interned (see read_shape)
         self.module_: Module | None = None
         self.computations: dict[str, Computation] = {}
         self.scope: dict[str, Instruction] = {}
@@ -83,6 +96,18 @@ class _Parser:
 
     def error(self, message: str, pos: int | None = None):
         self.sc.error(message, pos)
+
+    def _shape(self):
+        return read_shape(self.sc, fill_missing_layouts=self.fill, max_depth=self.max_depth,
+                          depth=self.depth, intern=self.shapes)
+
+    def _nest(self) -> None:
+        """One more level of nesting (a nested operand, an inline computation); XLA's
+        parser counts these and shapes against max_recursion_depth."""
+        self.depth += 1
+        if self.depth > self.max_depth:
+            self.sc.skip()
+            self.error("maximum recursion depth exceeded")
 
     def read_name(self, what: str) -> str:
         sc = self.sc
@@ -179,7 +204,7 @@ class _Parser:
         elif key in ("replica_count", "num_partitions"):
             config[key] = sc.read_int(f"an integer for {key}")
         elif key == "entry_computation_layout":
-            config[key] = ComputationLayout.read(sc)
+            config[key] = ComputationLayout.read(sc, self.max_depth, self.shapes)
         elif key == "input_output_alias":
             config[key] = read_aliases(sc)
         elif key == "buffer_donor":
@@ -283,7 +308,9 @@ class _Parser:
         """``to_apply={ ... }``: a computation written where it is used, named ``_`` (made
         unique with the others at the end), as XLA's ParseHloComputation does."""
         saved = self.scope
+        self._nest()
         comp = self._instruction_list("_", self.sc.pos)
+        self.depth -= 1
         self.scope = saved
         self.module_.add_computation(comp, uniquify=False)
         return comp
@@ -298,14 +325,14 @@ class _Parser:
             while True:
                 self.read_name("a parameter name")
                 sc.expect(":", "after a parameter name in the signature")
-                read_shape(sc, fill_missing_layouts=self.fill)
+                self._shape()
                 if sc.eat(")"):
                     break
                 sc.expect(",", "or ')' in the computation signature")
         sc.expect("->", "after the parameters of the computation signature")
         sc.skip()
         pos = sc.pos
-        return read_shape(sc, fill_missing_layouts=self.fill), pos
+        return self._shape(), pos
 
     # -- instructions ----------------------------------------------------------------------
 
@@ -332,7 +359,7 @@ class _Parser:
         sc.skip()
         m = _SHAPE_START.match(sc.text, sc.pos)
         if m and (m.group(0) == "(" or dtypes.is_type_name(m.group(1))):
-            shape = read_shape(sc, fill_missing_layouts=self.fill)
+            shape = self._shape()
         sc.skip()
         op_pos = sc.pos
         m = sc.peek_re(_OPCODE)
@@ -547,8 +574,8 @@ class _Parser:
         except XlaError as e:
             self.error(f"{opcode}: binding the wrapped {root.opcode} late: {e}", start)
         for op in root.operands:
-            if root in op.users:
-                op.users.remove(root)
+            if id(root) in op._user_ids:
+                op._drop_user(root)
         comp.instructions[comp.instructions.index(root)] = new
         new.parent = comp
         comp.root = new
@@ -652,7 +679,7 @@ class _Parser:
         shape = None
         m = _SHAPE_START.match(sc.text, sc.pos)
         if m and (m.group(0) == "(" or dtypes.is_type_name(m.group(1))):
-            shape = read_shape(sc, fill_missing_layouts=self.fill)
+            shape = self._shape()
         sc.skip()
         after_shape = sc.pos
         m = _NAME.match(sc.text, sc.pos)
@@ -690,15 +717,16 @@ class _Parser:
                 return instr
         # nested anonymous instruction: [shape] opcode(operands)
         sc.pos = start
-        return self.instruction_rhs(comp, "", start, allow_attributes=False)
+        self._nest()
+        instr = self.instruction_rhs(comp, "", start, allow_attributes=False)
+        self.depth -= 1
+        return instr
 
 
 def _set_thread(comp: Computation, thread: str) -> None:
     """The computation and everything it calls run on ``thread`` (XLA's SetThreadName)."""
-    comp.execution_thread = thread
-    for instr in comp.instructions:
-        for called in instr.called_computations():
-            _set_thread(called, thread)
+    for c in callees_first([comp]):
+        c.execution_thread = thread
 
 
 def _normalize_tuple_sharding(text: str, shape) -> str:

@@ -28,6 +28,7 @@ from xlapy.hlo.module_data import (
     frontend_attributes_to_text,
     lexes_as_json_dict,
 )
+from xlapy.hlo.opcodes import ASYNC_OPCODES
 
 
 @dataclass(frozen=True)
@@ -122,10 +123,14 @@ def module_to_string(module: Module, options: HloPrintOptions | None = None, **o
         out.append(frames.to_text())
     out.append("\n\n")
     scheduled = bool(cfg.get("is_scheduled"))
+    # Computations some async op calls, found once (asking per computation is quadratic).
+    async_called = {id(i.attrs.get("calls")) for c in module.computations
+                    for i in c.instructions if i.opcode in ASYNC_OPCODES}
     for comp in module.post_order_computations():
         # With the sugar on, an async computation of one instruction is printed inside
         # its async-start (HloModule::PrintComputations).
-        if opts.syntax_sugar_async_ops and is_sugared_async_computation(comp):
+        if opts.syntax_sugar_async_ops and id(comp) in async_called and \
+                can_expand_into_single_instruction(comp):
             continue
         out.append(computation_to_string(comp, opts, entry=comp is module.entry,
                                          in_schedule_order=scheduled))

@@ -288,7 +288,11 @@ def backend_config_attrs(instr) -> dict:
     config = instr.backend_config
     if isinstance(config, dict):
         return dict(config)
-    return parse_attr_dict(config or "")
+    try:
+        return parse_attr_dict(config or "")
+    except RecursionError:  # the reader recurses per nesting level: keep it a clean error
+        raise InvalidArgumentError(f"custom-call %{instr.name}: backend_config nests too "
+                                   f"deeply to read") from None
 
 
 def char_attr(instr, attrs: dict, key: str, allowed: str, default: str | None = None) -> str:

@@ -62,7 +62,9 @@ def _min(a, b):
 
 def fake_value(shape: Shape, rng: np.random.Generator, bound: int | None = None):
     if shape.is_tuple():
-        return tuple(fake_value(s, rng) for s in shape.tuple_shapes)
+        from xlapy.shape.tree import build_shaped
+
+        return build_shaped(shape, lambda s, _path: fake_value(s, rng))
     if shape.is_token():
         return TOKEN
     t = shape.element_type

@@ -11,6 +11,7 @@ import numpy as np
 from xlapy.errors import InvalidArgumentError
 from xlapy.shape import Shape, dtypes
 from xlapy.shape.literal import Literal
+from xlapy.shape.tree import flatten_tuples, map_shaped, path_text
 
 
 class _Token:
@@ -32,7 +33,8 @@ TOKEN = _Token()
 
 def to_value(arg, shape: Shape, what: str, *, exact_dtype: bool = False):
     """Check ``arg`` against ``shape`` and convert it: arrays to the element dtype (NumPy
-    casting rules), Literals to their arrays, tuples element by element.
+    casting rules), Literals to their arrays, tuples element by element (walked with a
+    stack: nesting depth needs no recursion).
 
     ``exact_dtype`` (the runtime's and ``evaluate``'s arguments, as a jax-compiled
     executable checks them): a NumPy array or scalar must already have the element type,
@@ -40,15 +42,25 @@ def to_value(arg, shape: Shape, what: str, *, exact_dtype: bool = False):
     without loss of kind or range (no complex to real, no float to integer, no integer
     outside the type). Errors name ``what``, the expected shape and what came, in HLO
     syntax."""
-    if isinstance(arg, Literal):
-        arg = literal_to_value(arg)
-    if shape.is_tuple():
-        if not isinstance(arg, (tuple, list)) or len(arg) != len(shape.tuple_shapes):
+
+    def check(value, s, path):
+        if isinstance(value, Literal):
+            value = literal_to_value(value)
+        if not isinstance(value, (tuple, list)) or len(value) != len(s.tuple_shapes):
             raise InvalidArgumentError(
-                f"{what}: expected a tuple of {len(shape.tuple_shapes)} values for {shape}, "
-                f"got {type(arg).__name__}")
-        return tuple(to_value(a, s, f"{what}[{i}]", exact_dtype=exact_dtype)
-                     for i, (a, s) in enumerate(zip(arg, shape.tuple_shapes)))
+                f"{what}{path_text(path)}: expected a tuple of {len(s.tuple_shapes)} values "
+                f"for {s}, got {type(value).__name__}")
+        return value
+
+    def leaf(value, s, path):
+        if isinstance(value, Literal):
+            value = literal_to_value(value)
+        return _leaf_value(value, s, f"{what}{path_text(path)}", exact_dtype)
+
+    return map_shaped(shape, arg, leaf, check)
+
+
+def _leaf_value(arg, shape: Shape, what: str, exact_dtype: bool = False):
     if shape.is_token():
         return TOKEN
     if not shape.is_array():
@@ -128,7 +140,8 @@ def literal_to_value(lit: Literal):
             f"the value of this {lit.shape} constant was elided from the text ({{...}}): it is "
             "unknown. Print the module with print_large_constants=True to keep constants.")
     if lit.shape.is_tuple():
-        return tuple(literal_to_value(e) for e in lit.elements)
+        return map_shaped(lit.shape, lit, lambda e, _s, _p: literal_to_value(e),
+                          lambda e, _s, _p: e.elements)
     if lit.shape.is_token():
         return TOKEN
     return lit.array
@@ -136,7 +149,32 @@ def literal_to_value(lit: Literal):
 
 def value_to_literal(value, shape: Shape) -> Literal:
     if shape.is_tuple():
-        return Literal.tuple([value_to_literal(v, s) for v, s in zip(value, shape.tuple_shapes)])
+        # the leaves converted, then tuple literals built around them bottom-up
+        leaves = map_shaped(shape, value, lambda v, s, _p: _leaf_literal(v, s))
+        return _tuple_literal(shape, leaves)
+    return _leaf_literal(value, shape)
+
+
+def _tuple_literal(shape: Shape, value) -> Literal:
+    """Nested tuples of Literals (following ``shape``) as one tuple Literal."""
+    stack = [(shape, value, [])]
+    while True:
+        s, v, done = stack[-1]
+        if len(done) < len(s.tuple_shapes):
+            cs, cv = s.tuple_shapes[len(done)], v[len(done)]
+            if cs.is_tuple():
+                stack.append((cs, cv, []))
+            else:
+                done.append(cv)
+            continue
+        stack.pop()
+        lit = Literal(s, elements=tuple(done))
+        if not stack:
+            return lit
+        stack[-1][2].append(lit)
+
+
+def _leaf_literal(value, shape: Shape) -> Literal:
     if shape.is_token():
         return Literal.token()
     dims = tuple(value.shape)
@@ -149,6 +187,4 @@ def value_to_literal(value, shape: Shape) -> Literal:
 
 def flatten(value) -> list:
     """Leaves of a (nested) tuple value, depth first."""
-    if isinstance(value, tuple):
-        return [leaf for v in value for leaf in flatten(v)]
-    return [value]
+    return flatten_tuples(value)

@@ -428,7 +428,7 @@ def _equal_ignoring_memory_space(a: Shape, b: Shape) -> bool:
     """Shape::Equal().IgnoreMemorySpaceInLayout(): layouts count, memory spaces do not."""
     def strip(s: Shape) -> Shape:
         if s.is_tuple():
-            return Shape.tuple(strip(t) for t in s.tuple_shapes)
+            return s.map_leaves(strip)
         if s.is_array() and s.layout is not None and s.layout.memory_space:
             return s.with_layout(s.layout.replace(memory_space=0))
         return s

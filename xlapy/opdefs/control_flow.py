@@ -154,9 +154,9 @@ def _while(call: OpCall) -> Shape:
 def _or_dynamic(result: Shape, other: Shape) -> Shape:
     """``result`` with every dimension dynamic that is dynamic in ``other`` (same
     structure)."""
-    if result.is_tuple():
-        return Shape.tuple(_or_dynamic(a, b) for a, b in zip(result.tuple_shapes,
-                                                              other.tuple_shapes))
+    if result.is_tuple():  # leaf by leaf, in the same depth-first order
+        others = iter([leaf for _, leaf in other.leaves()])
+        return result.map_leaves(lambda leaf: _or_dynamic(leaf, next(others)))
     if not result.is_array():
         return result
     dyn = tuple(a or b for a, b in zip(result.dynamic_dimensions, other.dynamic_dimensions))

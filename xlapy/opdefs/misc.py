@@ -71,16 +71,20 @@ def subshape_or_none(shape: Shape, index: Sequence[int]) -> Shape | None:
 
 def is_shape_prefix(prefix: Shape, shape: Shape) -> bool:
     """ShapeUtil::IsPrefix with Compatible as equality: ``prefix`` equals ``shape``, or is
-    the empty tuple, or is a tuple whose elements are prefixes of ``shape``'s first ones."""
-    if prefix.compatible(shape) and prefix.is_tuple() == shape.is_tuple():
-        return True
-    if prefix.is_tuple() and not prefix.tuple_shapes:
-        return True
-    if prefix.is_tuple() and shape.is_tuple() and len(prefix.tuple_shapes) <= len(
-            shape.tuple_shapes):
-        return all(is_shape_prefix(a, b) for a, b in zip(prefix.tuple_shapes,
-                                                          shape.tuple_shapes))
-    return False
+    the empty tuple, or is a tuple whose elements are prefixes of ``shape``'s first ones.
+    (Pairs still to check are kept on a stack: nesting depth needs no recursion.)"""
+    pairs = [(prefix, shape)]
+    while pairs:
+        p, s = pairs.pop()
+        if p.compatible(s) and p.is_tuple() == s.is_tuple():
+            continue
+        if p.is_tuple() and not p.tuple_shapes:
+            continue
+        if p.is_tuple() and s.is_tuple() and len(p.tuple_shapes) <= len(s.tuple_shapes):
+            pairs.extend(zip(p.tuple_shapes, s.tuple_shapes))
+            continue
+        return False
+    return True
 
 
 def check_output_operand_aliasing(call: OpCall, aliasing, operands: Sequence[Shape],

@@ -23,9 +23,7 @@ NOT_FOLDED = frozenset({"constant", "parameter", "tuple", "broadcast", "while", 
 
 
 def _leaves(shape):
-    if shape.is_tuple():
-        return [leaf for s in shape.tuple_shapes for leaf in _leaves(s)]
-    return [shape]
+    return [leaf for _, leaf in shape.leaves()]
 
 
 class ConstantFolding(HloPass):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xlapy.hlo.ir import Computation, Instruction, Module
+from xlapy.hlo.ir import Computation, Instruction, Module, callees_first
 from xlapy.passes.pass_manager import HloPass, SideEffects
 
 
@@ -27,25 +27,38 @@ def _extras_key(instr: Instruction) -> tuple:
 
 
 class _Fingerprints:
-    """A hashable structural key per computation: equal keys mean identical computations."""
+    """A structural number per computation: equal numbers mean identical computations. A
+    computation's key names its callees by their numbers (hash-consing), so keys stay flat
+    however deep computations call each other, and callees are numbered first, walking the
+    call graph with a stack (``callees_first``)."""
 
     def __init__(self):
-        self._keys: dict[int, Any] = {}
+        self._numbers: dict[int, int] = {}  # id(computation) -> its number
+        self._canonical: dict[Any, int] = {}  # structural key -> number
+        self._walked: set[int] = set()
 
     def computation(self, comp: Computation) -> Any:
-        key = self._keys.get(id(comp))
-        if key is None:
-            order = comp.post_order()
-            index = {id(i): n for n, i in enumerate(order)}
-            rows = []
-            for instr in order:
-                rows.append((instr.opcode, instr.shape, self.attrs(instr),
-                             tuple(index[id(o)] for o in instr.operands), _extras_key(instr),
-                             tuple(index.get(id(p), -1) for p in instr.control_predecessors)))
-            key = (tuple(rows), index[id(comp.root)] if comp.root is not None else -1,
-                   comp.is_fusion_computation, comp.execution_thread)
-            self._keys[id(comp)] = key
-        return key
+        number = self._numbers.get(id(comp))
+        if number is None:
+            for c in callees_first([comp], self._walked):
+                try:
+                    number = self._canonical.setdefault(self._key(c), len(self._canonical))
+                except TypeError:  # an unhashable attribute value: equal to nothing else
+                    number = ("unique", id(c))
+                self._numbers[id(c)] = number
+            number = self._numbers[id(comp)]
+        return number
+
+    def _key(self, comp: Computation) -> Any:
+        order = comp.post_order()
+        index = {id(i): n for n, i in enumerate(order)}
+        rows = []
+        for instr in order:
+            rows.append((instr.opcode, instr.shape, self.attrs(instr),
+                         tuple(index[id(o)] for o in instr.operands), _extras_key(instr),
+                         tuple(index.get(id(p), -1) for p in instr.control_predecessors)))
+        return (tuple(rows), index[id(comp.root)] if comp.root is not None else -1,
+                comp.is_fusion_computation, comp.execution_thread)
 
     def attrs(self, instr: Instruction) -> tuple:
         items = []

@@ -11,6 +11,9 @@ case the group gets its own copy. A group of two or more instructions becomes on
 kind=kInput when rooted at a reduce/reduce-window, kLoop otherwise). Existing fusions
 inside a group are inlined into the new fused computation (nested fusions merged).
 
+A group holds at most MAX_FUSION_SIZE instructions (compile time stays linear in the
+program's length; see there).
+
 Never fused: side-effecting ops, ops calling computations (except the reducer of a
 reduce / reduce-window), dot and convolution (left for output fusion), tuple-shaped values
 (get-tuple-element, tuple, variadic reduces), parameters, instructions with control edges.
@@ -34,6 +37,14 @@ _INPUT_ROOTS = frozenset({"reduce", "reduce-window"})
 #: Control-flow attributes whose computations are fused in too.
 _CONTROL_FLOW = frozenset({"while", "conditional", "call"})
 _NOT_FUSIBLE = frozenset({"rng", "rng-bit-generator", "rng-get-and-update-state", "map"})
+
+
+#: The most instructions one fusion takes (an xlapy rule, not XLA's: XLA:CPU fuses a chain
+#: of any length). A fusion becomes one loop kernel, and LLVM's loop vectoriser takes time
+#: quadratic in the size of the loop body (a chain of 4,000 elementwise ops: 20 s of its
+#: 22 s of optimisation), so a longer group is cut into kernels of this size: compile time
+#: grows linearly, at the cost of one intermediate buffer per cut.
+MAX_FUSION_SIZE = 256
 
 
 def _is_elementwise(instr: Instruction) -> bool:
@@ -96,9 +107,13 @@ def _group_kind(root: Instruction) -> FusionKind:
 
 
 class InstructionFusion(HloPass):
-    """Greedy loop fusion (kLoop) and input fusion of reduces (kInput)."""
+    """Greedy loop fusion (kLoop) and input fusion of reduces (kInput). A group stops
+    growing at ``max_fusion_size`` instructions (see MAX_FUSION_SIZE)."""
 
     name = "fusion"
+
+    def __init__(self, max_fusion_size: int | None = None):
+        self.max_fusion_size = MAX_FUSION_SIZE if max_fusion_size is None else max_fusion_size
 
     def run(self, module: Module) -> bool:
         changed = False
@@ -134,7 +149,7 @@ class InstructionFusion(HloPass):
         for root in reversed(order):
             if id(root) in taken or not is_fusible_consumer(root):
                 continue
-            members = self._grow(root, taken)
+            members = self._grow(root, taken, self.max_fusion_size)
             if len(members) < 2:
                 continue
             for m in members:
@@ -144,41 +159,50 @@ class InstructionFusion(HloPass):
         if not groups:
             return False
         changed = False
+        # Members keep their places in this post order (computed once: a post order per
+        # group would make fusing a long program quadratic). Groups share no instruction but
+        # cheap duplicated ones, so materialising one leaves the others' order intact.
+        position = {id(i): k for k, i in enumerate(order)}
         for root, members in groups:
             # A cheap root duplicated into every group using it may be gone already.
             if root.parent is comp:
-                self._materialize(module, comp, root, members)
+                ordered = sorted(members, key=lambda m: position[id(m)])
+                self._materialize(module, comp, root, ordered)
                 changed = True
         return changed
 
     @staticmethod
-    def _grow(root: Instruction, taken: set[int]) -> list[Instruction]:
+    def _grow(root: Instruction, taken: set[int], limit: int) -> list[Instruction]:
+        """The group of ``root``: the producers reachable through fusible operands that are
+        cheap or whose every user is in the group (the least such set; a worklist, each
+        member's operands looked at once, with a count of the users inside per producer),
+        at most ``limit`` of them; producers left out start groups of their own."""
         group: dict[int, Instruction] = {id(root): root}
-        progress = True
-        while progress:
-            progress = False
-            for member in list(group.values()):
-                for p in member.operands:
-                    if id(p) in group or id(p) in taken or p.parent is not root.parent:
+        users_inside: dict[int, int] = {}
+        work = [root]
+        while work and len(group) < limit:
+            member = work.pop()
+            for p in dict.fromkeys(member.operands):  # each distinct operand once
+                if id(p) in group or id(p) in taken or p.parent is not root.parent:
+                    continue
+                if not is_fusible_producer(p):
+                    continue
+                inside = users_inside[id(p)] = users_inside.get(id(p), 0) + 1
+                if is_cheap(p) or inside == len(p.users):
+                    if p is p.parent.root or len(group) >= limit:
                         continue
-                    if not is_fusible_producer(p):
-                        continue
-                    if is_cheap(p) or all(id(u) in group for u in p.users):
-                        if p is p.parent.root:
-                            continue
-                        group[id(p)] = p
-                        progress = True
+                    group[id(p)] = p
+                    work.append(p)
         return list(group.values())
 
     # -- building --------------------------------------------------------------------------
 
     @staticmethod
     def _materialize(module: Module, comp: Computation, root: Instruction,
-                     members: list[Instruction]) -> Instruction:
+                     ordered: list[Instruction]) -> Instruction:
+        """``ordered``: the group's members, operands before users."""
         from xlapy.opdefs import make_instruction
 
-        in_group = {id(m) for m in members}
-        ordered = [i for i in comp.post_order() if id(i) in in_group]
         fused = Computation("fused_computation")
         fused.is_fusion_computation = True
         module.add_computation(fused)

@@ -22,10 +22,9 @@ from xlapy.shape import Shape
 def with_missing_layouts(shape: Shape) -> Shape:
     """``shape`` with the default layout on every array shape that has none."""
     if shape.is_tuple():
-        parts = [with_missing_layouts(s) for s in shape.tuple_shapes]
-        if all(a is b for a, b in zip(parts, shape.tuple_shapes)):
+        if shape.has_layout():
             return shape
-        return Shape.tuple(parts)
+        return shape.map_leaves(with_missing_layouts)
     if shape.is_array() and shape.layout is None:
         return shape.with_default_layout()
     return shape

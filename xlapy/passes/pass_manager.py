@@ -119,8 +119,8 @@ def uniform_value(instr: Instruction) -> np.ndarray | None:
     """The one value every element of ``instr`` has, as a 0-d array, when ``instr`` is a
     constant whose elements all have the same bits, or a broadcast of such a constant;
     otherwise None. Bits, not values: -0 and +0 differ, NaNs with other payloads differ."""
-    if instr.opcode == "broadcast":
-        return uniform_value(instr.operands[0])
+    while instr.opcode == "broadcast":
+        instr = instr.operands[0]
     arr = constant_array(instr)
     if arr is None or arr.size == 0:
         return None

@@ -75,6 +75,7 @@ from xlapy.runtime.threaded_collectives import (
     device_label,
 )
 from xlapy.shape import Shape, dtypes, parse_shape
+from xlapy.shape.tree import flatten_tuples, map_shaped, path_text
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -381,12 +382,24 @@ class Executable:
         buffers: dict[tuple, Buffer] = {}
 
         def convert(arg, shape: Shape, key: tuple, where: str):
-            if shape.is_tuple() and not isinstance(arg, Buffer):
-                if not isinstance(arg, (tuple, list)) or len(arg) != len(shape.tuple_shapes):
-                    raise InvalidArgumentError(f"{where}: expected a tuple of "
-                                               f"{len(shape.tuple_shapes)} values for {shape}")
-                return tuple(convert(a, s, key + (i,), f"{where}[{i}]")
-                             for i, (a, s) in enumerate(zip(arg, shape.tuple_shapes)))
+            """The value of one argument; tuples walked with a stack (map_shaped)."""
+            if not shape.is_tuple() or isinstance(arg, Buffer):
+                return convert_leaf(arg, shape, key, where)
+
+            def check(value, s, path):
+                if isinstance(value, Buffer):  # never a tuple: convert_leaf says why
+                    convert_leaf(value, s, key + path, f"{where}{path_text(path)}")
+                if not isinstance(value, (tuple, list)) or len(value) != len(s.tuple_shapes):
+                    raise InvalidArgumentError(f"{where}{path_text(path)}: expected a tuple of "
+                                               f"{len(s.tuple_shapes)} values for {s}")
+                return value
+
+            def leaf(value, s, path):
+                return convert_leaf(value, s, key + path, f"{where}{path_text(path)}")
+
+            return map_shaped(shape, arg, leaf, check)
+
+        def convert_leaf(arg, shape: Shape, key: tuple, where: str):
             if isinstance(arg, Buffer):
                 storage = arg._live("execute")
                 if arg.device is not self.devices[index]:
@@ -621,9 +634,6 @@ class Executable:
         root_shape = self.module.entry.root.shape
 
         def wrap(value, shape: Shape, path: tuple):
-            if isinstance(value, tuple):
-                return tuple(wrap(v, s, path + (k,))
-                             for k, (v, s) in enumerate(zip(value, shape.tuple_shapes)))
             if value is TOKEN:
                 return TOKEN
             array = np.asarray(value)
@@ -642,6 +652,8 @@ class Executable:
             return Buffer(self.client, device, _runtime_shape(shape, array),
                           _Storage(_frozen(array)))
 
+        if isinstance(result, tuple):  # nested tuples walked with a stack
+            return map_shaped(root_shape, result, wrap)
         return wrap(result, root_shape, ())
 
 
@@ -669,13 +681,7 @@ def _parsed(text: str) -> Module:
 
 
 def _array_leaves(values) -> list[np.ndarray]:
-    out = []
-    for v in values:
-        if isinstance(v, tuple):
-            out.extend(_array_leaves(v))
-        elif isinstance(v, np.ndarray):
-            out.append(v)
-    return out
+    return [v for v in flatten_tuples(tuple(values)) if isinstance(v, np.ndarray)]
 
 
 def _write(storage: _Storage, array: np.ndarray) -> None:

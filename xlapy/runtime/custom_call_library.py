@@ -37,6 +37,7 @@ from xlapy.hlo.attrs.enums import CustomCallApiVersion
 from xlapy.interpreter.custom_calls import is_registered, register_custom_call
 from xlapy.interpreter.evaluator import EvaluationError, UnimplementedError
 from xlapy.shape import Shape, byte_size, from_physical, to_physical
+from xlapy.shape.tree import build_shaped, map_shaped
 
 _CALL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
 _LIBRARIES: dict[str, ctypes.CDLL] = {}  # keeps loaded libraries alive
@@ -44,32 +45,21 @@ _LOCK = threading.Lock()
 
 
 def _leaves(value, shape: Shape) -> list[tuple[np.ndarray, Shape]]:
-    if shape.is_tuple():
-        out = []
-        for v, s in zip(value, shape.tuple_shapes):
-            out.extend(_leaves(v, s))
-        return out
-    if shape.is_token():
-        return []
-    return [(np.asarray(value), shape)]
+    out: list = []
+    map_shaped(shape, value, lambda v, s, _p: None if s.is_token() else
+               out.append((np.asarray(v), s)))
+    return out
 
 
 def _leaf_shapes(shape: Shape) -> list[Shape]:
-    if shape.is_tuple():
-        return [leaf for s in shape.tuple_shapes for leaf in _leaf_shapes(s)]
-    if shape.is_token():
-        return []
-    return [shape]
+    return [leaf for _, leaf in shape.leaves() if not leaf.is_token()]
 
 
 def _rebuild(leaves: list, shape: Shape):
-    if shape.is_tuple():
-        return tuple(_rebuild(leaves, s) for s in shape.tuple_shapes)
-    if shape.is_token():
-        from xlapy.interpreter.values import TOKEN
+    from xlapy.interpreter.values import TOKEN
 
-        return TOKEN
-    return leaves.pop(0)
+    rest = iter(leaves)
+    return build_shaped(shape, lambda s, _p: TOKEN if s.is_token() else next(rest))
 
 
 def _buffer(size: int) -> ctypes.Array:

@@ -29,14 +29,13 @@ from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.shape import dtypes
 from xlapy.shape.dtypes import PrimitiveType as PT
 from xlapy.shape.shape import UNBOUNDED_SIZE, Shape, out_of_memory
-from xlapy.shape.text import Scanner, parse_shape, read_shape
+from xlapy.shape.text import MAX_RECURSION_DEPTH, Scanner, parse_shape, read_shape
 
 __all__ = [
     "Literal", "parse_literal", "parse_literal_with_shape", "read_literal",
     "read_literal_with_shape",
 ]
 
-_MAX_DEPTH = 256
 
 
 # -- element formatting (XLA's RoundTripFpToString and GetAsString) ---------------------------
@@ -352,7 +351,7 @@ class Literal:
     def zeros(shape: Shape, elided: bool = False) -> "Literal":
         """A literal of ``shape`` with every element zero (false for pred)."""
         if shape.is_tuple():
-            return Literal.tuple(Literal.zeros(s) for s in shape.tuple_shapes)
+            return _tuple_tree(shape, Literal.zeros)
         if shape.is_token():
             return Literal.token()
         if not shape.is_array() or shape.is_unbounded_dynamic():
@@ -391,8 +390,13 @@ class Literal:
             return False
         if not self.shape.equal(other.shape, ignore_layout=True):
             return False
-        if self.shape.is_tuple():
-            return all(a == b for a, b in zip(self.elements, other.elements))
+        if self.shape.is_tuple():  # the shapes match: compare the leaves in order
+            return all(a._leaf_equal(b) for a, b in zip(self.leaves(), other.leaves()))
+        return self._leaf_equal(other)
+
+    def _leaf_equal(self, other: "Literal") -> bool:
+        if self.elided != other.elided:
+            return False
         if not self.shape.is_array():
             return True
         if self._array.shape != other._array.shape:
@@ -402,11 +406,25 @@ class Literal:
 
     def __hash__(self) -> int:
         if self.shape.is_tuple():
-            return hash(tuple(hash(e) for e in self.elements))
+            return hash(("tuple", tuple(e._leaf_hash() for e in self.leaves())))
+        return self._leaf_hash()
+
+    def _leaf_hash(self) -> int:
         if not self.shape.is_array():
             return hash("token")
         key = _bits(self._array, self.shape.element_type).tobytes()
         return hash((self.shape.to_string(print_layout=False), self._array.shape, key, self.elided))
+
+    def leaves(self) -> list["Literal"]:
+        """The non-tuple literals in this one, depth first (a walk with a stack)."""
+        out, stack = [], [self]
+        while stack:
+            lit = stack.pop()
+            if lit.shape.is_tuple():
+                stack.extend(reversed(lit.elements))
+            else:
+                out.append(lit)
+        return out
 
     # -- text -----------------------------------------------------------------------------
 
@@ -436,15 +454,29 @@ class Literal:
         return f"Literal({self.to_string(oneline=True)!r})"
 
     def _print(self, out: list[str], print_shape: bool, print_layout: bool, oneline: bool):
-        shape = self.shape
-        if shape.is_tuple():
-            out.append("( " if oneline else "(\n")
-            for i, e in enumerate(self.elements):
-                if i:
-                    out.append(", " if oneline else ",\n")
-                e._print(out, print_shape, print_layout, oneline)
-            out.append(" )" if oneline else "\n)")
+        if not self.shape.is_tuple():
+            self._print_leaf(out, print_shape, print_layout, oneline)
             return
+        stack = [(self, 0)]  # (tuple literal, next element): nesting needs no recursion
+        out.append("( " if oneline else "(\n")
+        while stack:
+            lit, i = stack.pop()
+            elements = lit.elements
+            if i == len(elements):
+                out.append(" )" if oneline else "\n)")
+                continue
+            if i:
+                out.append(", " if oneline else ",\n")
+            stack.append((lit, i + 1))
+            e = elements[i]
+            if e.shape.is_tuple():
+                out.append("( " if oneline else "(\n")
+                stack.append((e, 0))
+            else:
+                e._print_leaf(out, print_shape, print_layout, oneline)
+
+    def _print_leaf(self, out: list[str], print_shape: bool, print_layout: bool, oneline: bool):
+        shape = self.shape
         if shape.is_token():
             out.append("token")
             return
@@ -460,6 +492,26 @@ class Literal:
         if shape.element_type == PT.PRED and self._array.ndim > 0:
             texts = ["1" if s == "true" else "0" for s in texts]  # dense form for arrays
         out.append(_dense_text(self._array.shape, texts, oneline))
+
+
+def _tuple_tree(shape: Shape, leaf) -> Literal:
+    """A tuple literal of ``shape`` with ``leaf(s)`` for every non-tuple sub-shape ``s``
+    (built bottom-up with a stack)."""
+    stack: list[tuple[Shape, list]] = [(shape, [])]
+    while True:
+        node, done = stack[-1]
+        if len(done) < len(node.tuple_shapes):
+            child = node.tuple_shapes[len(done)]
+            if child.is_tuple():
+                stack.append((child, []))
+            else:
+                done.append(leaf(child))
+            continue
+        stack.pop()
+        lit = Literal(node, elements=tuple(done))
+        if not stack:
+            return lit
+        stack[-1][1].append(lit)
 
 
 def _element_count(lit: Literal) -> int:
@@ -743,21 +795,37 @@ def _floats(sc, shape: Shape, values, x, t: PT, part, label) -> np.ndarray:
     return reps.view(out.dtype)
 
 
-def read_literal(sc: Scanner, shape: Shape, depth: int = 0) -> Literal:
+def read_literal(sc: Scanner, shape: Shape) -> Literal:
     """Read the literal of a known ``shape`` at the scanner's position, as XLA's
-    ParseLiteral(literal, shape) reads a ``constant(...)`` operand."""
-    if depth > _MAX_DEPTH:
-        sc.error("maximum recursion depth exceeded")
-    if shape.is_tuple():
-        n = len(shape.tuple_shapes)
-        sc.expect("(", "in front of tuple elements")
-        elements = []
-        for i, sub in enumerate(shape.tuple_shapes):
-            if i:
-                sc.expect(",", "to separate tuple elements")
-            elements.append(read_literal(sc, sub, depth + 1))
-        sc.expect(")", f"at the end of the tuple with {n} element{'s' if n != 1 else ''}")
-        return Literal(shape, elements=tuple(elements))
+    ParseLiteral(literal, shape) reads a ``constant(...)`` operand. Tuples are read with a
+    stack of open tuples (their depth is the shape's, checked when the shape was read)."""
+    if not shape.is_tuple():
+        return _read_leaf(sc, shape)
+    stack: list[tuple[Shape, list]] = []  # open tuples and their elements read so far
+    node = shape
+    while True:
+        if node.is_tuple():
+            sc.expect("(", "in front of tuple elements")
+            stack.append((node, []))
+        else:
+            stack[-1][1].append(_read_leaf(sc, node))
+        while True:  # the next element to read, closing the tuples that are complete
+            tshape, elements = stack[-1]
+            n = len(tshape.tuple_shapes)
+            if len(elements) < n:
+                if elements:
+                    sc.expect(",", "to separate tuple elements")
+                node = tshape.tuple_shapes[len(elements)]
+                break
+            sc.expect(")", f"at the end of the tuple with {n} element{'s' if n != 1 else ''}")
+            stack.pop()
+            lit = Literal(tshape, elements=tuple(elements))
+            if not stack:
+                return lit
+            stack[-1][1].append(lit)
+
+
+def _read_leaf(sc: Scanner, shape: Shape) -> Literal:
     if shape.is_token():
         if sc.peek_ident() != "token":
             sc.error(f"expected 'token' for a token literal, found {sc.describe_next()}")
@@ -770,20 +838,36 @@ def read_literal(sc: Scanner, shape: Shape, depth: int = 0) -> Literal:
     return _read_dense(sc, shape)
 
 
-def read_literal_with_shape(sc: Scanner, depth: int = 0) -> Literal:
+def read_literal_with_shape(sc: Scanner, max_depth: int = MAX_RECURSION_DEPTH) -> Literal:
     """Read ``shape literal`` (the Literal::ToString form), a tuple ``( lit, ... )`` of
     those, or ``token``, as XLA's ParseLiteral(literal) does. A dynamic shape may be followed
-    by its sizes, as ToString prints them: ``s32[<=3,2](2,2) {...}``."""
-    if depth > _MAX_DEPTH:
-        sc.error("maximum recursion depth exceeded")
-    sc.skip()
-    if sc.eat("("):
-        elements = []
-        while not sc.eat(")"):
-            if elements:
+    by its sizes, as ToString prints them: ``s32[<=3,2](2,2) {...}``. Tuples nest at most
+    ``max_depth`` deep (read with a stack of open tuples, not by recursion)."""
+    open_tuples: list[list[Literal]] = []
+    while True:
+        if len(open_tuples) + 1 > max_depth:
+            sc.skip()
+            sc.error("maximum recursion depth exceeded")
+        sc.skip()
+        if sc.eat("("):
+            if not sc.eat(")"):
+                open_tuples.append([])
+                continue
+            lit = Literal.tuple([])
+        else:
+            lit = _read_shaped_leaf(sc)
+        while open_tuples:  # the literal ends an element: close the tuples it ends
+            open_tuples[-1].append(lit)
+            if not sc.eat(")"):
                 sc.expect(",", "to separate tuple elements")
-            elements.append(read_literal_with_shape(sc, depth + 1))
-        return Literal.tuple(elements)
+                break
+            lit = Literal.tuple(open_tuples.pop())
+        else:
+            return lit
+
+
+def _read_shaped_leaf(sc: Scanner) -> Literal:
+    """``token`` or ``shape {values}``."""
     if m := re.compile(r"token\b(?![ \t\n\r]*\[)").match(sc.text, sc.pos):
         sc.pos = m.end()
         return Literal.token()
@@ -803,17 +887,17 @@ def read_literal_with_shape(sc: Scanner, depth: int = 0) -> Literal:
                 except ParseError:
                     break  # a bad shape: the first attempt's error says so
                 sc.pos = start + sub.pos
-            return _read_sized(sc, shape, depth)
+            return _read_sized(sc, shape)
         except ParseError as e:
             errors.append(e)
     raise max(errors[::-1], key=lambda e: e.pos)
 
 
-def _read_sized(sc: Scanner, shape: Shape, depth: int) -> Literal:
+def _read_sized(sc: Scanner, shape: Shape) -> Literal:
     """The literal after its shape, which ToString follows with the sizes of a dynamic
     shape: ``s32[<=3,2](2,2) {...}`` (XLA's parser cannot read those back; xlapy can)."""
     if not (shape.is_array() and shape.is_dynamic() and sc.peek() == "("):
-        return read_literal(sc, shape, depth + 1)
+        return read_literal(sc, shape)
     sc.expect("(")
     sizes = [sc.read_int("a dynamic dimension size")]
     while sc.eat(","):
@@ -824,7 +908,7 @@ def _read_sized(sc: Scanner, shape: Shape, depth: int) -> Literal:
                  f"of {shape.to_string(False)}")
     try:
         static = Shape.array(shape.element_type, sizes, layout=shape.layout)
-        return Literal.from_array(read_literal(sc, static, depth + 1).array, shape)
+        return Literal.from_array(read_literal(sc, static).array, shape)
     except InvalidArgumentError as e:
         sc.error(str(e))
 
@@ -840,16 +924,24 @@ def parse_literal(text: str, shape: Shape | str) -> Literal:
     if not isinstance(shape, Shape):
         raise InvalidArgumentError(f"parse_literal: expected a Shape, got {type(shape).__name__}")
     sc = Scanner(text, "literal")
-    lit = read_literal(sc, shape)
+    try:
+        lit = read_literal(sc, shape)
+    except RecursionError:  # dense arrays are read per dimension: a rank in the hundreds
+        sc.error("maximum recursion depth exceeded (rank too large)")
     if not sc.at_end():
         sc.error(f"extra content after literal: {sc.describe_next()}")
     return lit
 
 
-def parse_literal_with_shape(text: str) -> Literal:
-    """Parse the Literal::ToString form: ``parse_literal_with_shape("f32[2] {1, 2}")``."""
+def parse_literal_with_shape(text: str, *,
+                             max_recursion_depth: int = MAX_RECURSION_DEPTH) -> Literal:
+    """Parse the Literal::ToString form: ``parse_literal_with_shape("f32[2] {1, 2}")``.
+    Tuples nest at most ``max_recursion_depth`` deep (XLA's parser default, 500)."""
     sc = Scanner(text, "literal")
-    lit = read_literal_with_shape(sc)
+    try:
+        lit = read_literal_with_shape(sc, max_recursion_depth)
+    except RecursionError:  # dense arrays are read per dimension: a rank in the hundreds
+        sc.error("maximum recursion depth exceeded (rank too large)")
     if not sc.at_end():
         sc.error(f"extra content after literal: {sc.describe_next()}")
     return lit

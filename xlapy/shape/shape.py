@@ -136,7 +136,7 @@ class Shape:
     def is_dynamic(self) -> bool:
         """True if any dimension (of any leaf) is dynamic."""
         if self.is_tuple():
-            return any(s.is_dynamic() for s in self.tuple_shapes)
+            return any(leaf.is_dynamic() for _, leaf in self.leaves())
         return any(self.dynamic_dimensions)
 
     def is_static(self) -> bool:
@@ -144,7 +144,7 @@ class Shape:
 
     def is_unbounded_dynamic(self) -> bool:
         if self.is_tuple():
-            return any(s.is_unbounded_dynamic() for s in self.tuple_shapes)
+            return any(leaf.is_unbounded_dynamic() for _, leaf in self.leaves())
         return any(d == UNBOUNDED_SIZE for d in self.dimensions)
 
     def is_dynamic_dimension(self, dim: int) -> bool:
@@ -155,7 +155,7 @@ class Shape:
 
     def has_layout(self) -> bool:
         if self.is_tuple():
-            return all(s.has_layout() for s in self.tuple_shapes)
+            return all(leaf.has_layout() for _, leaf in self.leaves())
         return not self.is_array() or self.layout is not None
 
     # -- sizes -----------------------------------------------------------------------------
@@ -217,13 +217,42 @@ class Shape:
         return s
 
     def leaves(self) -> list[tuple[tuple[int, ...], "Shape"]]:
-        """(ShapeIndex, shape) of every non-tuple sub-shape, depth first."""
+        """(ShapeIndex, shape) of every non-tuple sub-shape, depth first (a walk with a
+        stack: nesting depth costs no recursion)."""
         if not self.is_tuple():
             return [((), self)]
         out = []
-        for i, s in enumerate(self.tuple_shapes):
-            out.extend(((i,) + idx, leaf) for idx, leaf in s.leaves())
+        stack = [((), self)]
+        while stack:
+            index, s = stack.pop()
+            if s.is_tuple():
+                for i in range(len(s.tuple_shapes) - 1, -1, -1):
+                    stack.append((index + (i,), s.tuple_shapes[i]))
+            else:
+                out.append((index, s))
         return out
+
+    def map_leaves(self, fn) -> "Shape":
+        """This shape with every non-tuple sub-shape ``s`` replaced by ``fn(s)`` (tuples
+        rebuilt around them, bottom-up with a stack)."""
+        if not self.is_tuple():
+            return fn(self)
+        # (shape, results of its elements so far); a finished tuple passes its result up
+        stack: list[tuple[Shape, list]] = [(self, [])]
+        while True:
+            node, done = stack[-1]
+            if len(done) < len(node.tuple_shapes):
+                child = node.tuple_shapes[len(done)]
+                if child.is_tuple():
+                    stack.append((child, []))
+                else:
+                    done.append(fn(child))
+                continue
+            stack.pop()
+            result = Shape.tuple(done)
+            if not stack:
+                return result
+            stack[-1][1].append(result)
 
     # -- variants --------------------------------------------------------------------------
 
@@ -236,14 +265,14 @@ class Shape:
     def with_default_layout(self) -> "Shape":
         """This shape with XLA's default layout on every array (XLA's SetToDefaultLayout)."""
         if self.is_tuple():
-            return Shape.tuple(s.with_default_layout() for s in self.tuple_shapes)
+            return self.map_leaves(Shape.with_default_layout)
         if not self.is_array():
             return self
         return self.with_layout(Layout.default(len(self.dimensions)))
 
     def without_layout(self) -> "Shape":
         if self.is_tuple():
-            return Shape.tuple(s.without_layout() for s in self.tuple_shapes)
+            return self.map_leaves(Shape.without_layout)
         if not self.is_array():
             return self
         return Shape(self.element_type, self.dimensions, self.dynamic_dimensions, None)
@@ -265,18 +294,27 @@ class Shape:
         """XLA's Shape::Equal with its Ignore* options."""
         if not isinstance(other, Shape):
             return False
-        if self.is_tuple():
-            return (
-                other.is_tuple()
-                and len(self.tuple_shapes) == len(other.tuple_shapes)
-                and all(
-                    a.equal(b, ignore_layout=ignore_layout,
-                            ignore_dynamic_dimension=ignore_dynamic_dimension,
-                            ignore_element_type=ignore_element_type,
-                            ignore_fp_precision=ignore_fp_precision)
-                    for a, b in zip(self.tuple_shapes, other.tuple_shapes)
-                )
-            )
+        if not self.is_tuple():
+            return self._equal_leaf(other, ignore_layout, ignore_dynamic_dimension,
+                                    ignore_element_type, ignore_fp_precision)
+        pairs = [(self, other)]  # compared with a stack: nesting costs no recursion
+        while pairs:
+            a, b = pairs.pop()
+            if a is b:
+                continue
+            if a.is_tuple():
+                if not b.is_tuple() or len(a.tuple_shapes) != len(b.tuple_shapes):
+                    return False
+                pairs.extend(zip(a.tuple_shapes, b.tuple_shapes))
+            elif not a._equal_leaf(b, ignore_layout, ignore_dynamic_dimension,
+                                   ignore_element_type, ignore_fp_precision):
+                return False
+        return True
+
+    def _equal_leaf(self, other: "Shape", ignore_layout, ignore_dynamic_dimension,
+                    ignore_element_type, ignore_fp_precision) -> bool:
+        if other.is_tuple():
+            return False
         if not self.is_array():
             return self.element_type == other.element_type
         if not other.is_array():
@@ -312,10 +350,23 @@ class Shape:
 
     @cached_property
     def _hash_key(self):
-        if self.is_tuple():
-            return ("tuple", tuple(s._hash_key for s in self.tuple_shapes))
-        return (self.element_type, self.dimensions, self.dynamic_dimensions,
-                self.layout)
+        """A hashable key of equal shapes: an array's fields; a tuple's element keys'
+        hashes (computed children first with a stack, so a deep tuple needs no recursion
+        here nor in ``hash``)."""
+        if not self.is_tuple():
+            return (self.element_type, self.dimensions, self.dynamic_dimensions, self.layout)
+        stack = [self]
+        while stack:
+            node = stack[-1]
+            pending = [c for c in node.tuple_shapes
+                       if c.is_tuple() and "_hash_key" not in c.__dict__]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            node.__dict__["_hash_key"] = ("tuple", tuple(hash(c._hash_key)
+                                                        for c in node.tuple_shapes))
+        return self.__dict__["_hash_key"]
 
     def compatible(self, other: "Shape") -> bool:
         """Layout-insensitive equality (XLA's ShapeUtil::Compatible): same element types and
@@ -336,12 +387,25 @@ class Shape:
         """XLA's HumanStringWithLayout (or HumanString with ``print_layout=False``)."""
         if self.is_tuple():
             # As XLA's PrintTupleShapes: an /*index=i*/ comment before every 5th element.
-            parts = []
-            for i, s in enumerate(self.tuple_shapes):
+            # Written with a stack of (elements, next one) so nesting needs no recursion.
+            tuple_type = PrimitiveType.TUPLE
+            parts = ["("]
+            stack = [(self.tuple_shapes, 0)]
+            while stack:
+                elements, i = stack.pop()
+                if i == len(elements):
+                    parts.append(")")
+                    continue
                 if i:
                     parts.append(f", /*index={i}*/" if i % 5 == 0 else ", ")
-                parts.append(s.to_string(print_layout))
-            return "(" + "".join(parts) + ")"
+                stack.append((elements, i + 1))
+                child = elements[i]
+                if child.element_type is tuple_type:
+                    parts.append("(")
+                    stack.append((child.tuple_shapes, 0))
+                else:
+                    parts.append(child.to_string(print_layout))
+            return "".join(parts)
         name = dtypes.type_name(self.element_type)
         if not self.is_array():
             return name + "[]"

@@ -111,19 +111,93 @@ def parse_layout(text: str) -> Layout:
     return layout
 
 
-def read_shape(sc: Scanner, *, fill_missing_layouts: bool = True, depth: int = 0) -> Shape:
-    """Read one shape at the scanner's position (the HLO parser's ``shape`` rule)."""
-    if depth > 256:
-        sc.error("maximum recursion depth exceeded in tuple shape")
-    if sc.eat("("):
-        elements = []
-        if not sc.eat(")"):
-            while True:
-                elements.append(read_shape(sc, fill_missing_layouts=fill_missing_layouts, depth=depth + 1))
-                if sc.eat(")"):
-                    break
+#: XLA's HloParserOptions::kDefaultMaxRecursionDepth: how deep a shape (or any nesting the
+#: HLO parser counts) may go; deeper text is an error, as in XLA.
+MAX_RECURSION_DEPTH = 500
+
+
+def read_shape(sc: Scanner, *, fill_missing_layouts: bool = True,
+               max_depth: int = MAX_RECURSION_DEPTH, depth: int = 0,
+               intern: dict | None = None) -> Shape:
+    """Read one shape at the scanner's position (the HLO parser's ``shape`` rule). As XLA's
+    ParseShape, every shape read (each tuple level and each array) counts one level of
+    ``max_depth``; ``depth`` levels are taken already (by the nesting around it). Tuples
+    are read with a stack of their open element lists, not by recursion.
+
+    ``intern`` (a dict kept by the caller across calls) makes equal shapes one object: a
+    module whose instructions nest a tuple one level deeper each then holds each level
+    once, and comparing or hashing them stops at the first shared element."""
+    open_tuples: list[list[Shape]] = []  # elements read so far, innermost tuple last
+    text = sc.text
+    while True:  # at a shape
+        run = _OPEN_RUN.match(text, sc.pos)  # '(((' at once (deep tuples are long runs)
+        opened = run.end() - sc.pos if run else int(sc.eat("("))
+        if depth + len(open_tuples) + opened + 1 > max_depth:
+            start = sc.pos if run else sc.pos - opened  # the first '(' of this run
+            first_bad = max(max_depth - depth - len(open_tuples), 0)
+            if first_bad < opened:  # a '(' of the run, else the shape after it
+                sc.error("maximum recursion depth exceeded", start + first_bad)
+            sc.pos = run.end() if run else sc.pos
+            sc.skip()
+            sc.error("maximum recursion depth exceeded")
+        if opened:
+            if run:
+                sc.pos = run.end()
+            open_tuples.extend([] for _ in range(opened))
+            if not _eat_char(sc, text, ")"):
+                continue
+            shape = _tuple(intern, open_tuples.pop())
+        else:
+            shape = _interned_leaf(intern, _read_array_shape(sc, fill_missing_layouts))
+        while open_tuples:  # the shape ends an element: close the tuples it ends
+            open_tuples[-1].append(shape)
+            if not _eat_char(sc, text, ")"):
                 sc.expect(",", "or ')' in tuple shape")
+                break
+            shape = _tuple(intern, open_tuples.pop())
+        else:
+            return shape
+
+
+_OPEN_RUN = re.compile(r"\(+")
+
+
+def read_shape_in(sc: Scanner, ctx) -> Shape:
+    """read_shape for an attribute reader given the HLO parser as ``ctx``: with its depth
+    limit, the nesting around the position and its interning table (defaults without)."""
+    return read_shape(sc, max_depth=getattr(ctx, "max_depth", MAX_RECURSION_DEPTH),
+                      depth=getattr(ctx, "depth", 0), intern=getattr(ctx, "shapes", None))
+
+
+def _eat_char(sc: Scanner, text: str, ch: str) -> bool:
+    """``sc.eat(ch)``, faster when ``ch`` comes at once (deep tuples are runs of parens)."""
+    pos = sc.pos
+    if pos < len(text) and text[pos] == ch:
+        sc.pos = pos + 1
+        return True
+    return sc.eat(ch)
+
+
+def _tuple(table: dict | None, elements: list[Shape]) -> Shape:
+    """``Shape.tuple(elements)``, the one of ``table`` if it has it (its elements are
+    interned already, so their identities are the key)."""
+    if table is None:
         return Shape.tuple(elements)
+    key = tuple(map(id, elements))
+    got = table.get(key)
+    if got is None:
+        got = table[key] = Shape.tuple(elements)
+    return got
+
+
+def _interned_leaf(table: dict | None, shape: Shape) -> Shape:
+    if table is None:
+        return shape
+    return table.setdefault(shape._hash_key, shape)
+
+
+def _read_array_shape(sc: Scanner, fill_missing_layouts: bool) -> Shape:
+    """An array, token or opaque shape with its layout."""
     start = sc.pos
     sc.skip()
     start = sc.pos

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.ir import Computation, Instruction, Module
+from xlapy.hlo.ir import Computation, Instruction, Module, callees_first
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions
 from xlapy.interpreter.values import TOKEN, flatten
 from xlapy.shape import Shape, dtypes
@@ -268,9 +268,7 @@ def _scalar_text(x) -> str:
 
 
 def _leaf_shapes(shape: Shape) -> list[Shape]:
-    if shape.is_tuple():
-        return [leaf for s in shape.tuple_shapes for leaf in _leaf_shapes(s)]
-    return [shape]
+    return [leaf for _, leaf in shape.leaves()]
 
 
 def compare_values(actual, expected, shape: Shape, tol: Tolerance) -> list[LeafComparison]:
@@ -322,20 +320,7 @@ def evaluate_recording(module: Module, inputs: list,
 
 def _clone_callees(instr: Instruction, module: Module) -> dict[int, Computation]:
     """Copies (added to ``module``) of every computation ``instr`` reaches, by original id."""
-    reached: list[Computation] = []
-    seen: set[int] = set()
-
-    def visit(comp: Computation) -> None:
-        if id(comp) in seen:
-            return
-        seen.add(id(comp))
-        for inner in comp.instructions:
-            for c in inner.called_computations():
-                visit(c)
-        reached.append(comp)  # callees first
-
-    for c in instr.called_computations():
-        visit(c)
+    reached = callees_first(instr.called_computations())
     cmap: dict[int, Computation] = {}
     for comp in reached:
         copy = comp.clone(suffix="", computation_map=cmap)
@@ -383,9 +368,23 @@ def single_instruction_module(instr: Instruction) -> tuple[Module, list[Instruct
 
 def summarize_value(value, shape: Shape, few: int = 6) -> str:
     """``f32[2,3] min=-1 max=4 mean=1.5 [-1, 0, 2, 4, 1, 3]`` (tuples leaf by leaf)."""
-    if shape.is_tuple():
-        parts = [summarize_value(v, s, few) for v, s in zip(value, shape.tuple_shapes)]
-        return "(" + "; ".join(parts) + ")"
+    if shape.is_tuple():  # "(" ... "; " ... ")" around the leaves, written with a stack
+        parts = ["("]
+        stack = [(shape, value, 0)]
+        while stack:
+            s, v, k = stack.pop()
+            if k == len(s.tuple_shapes):
+                parts.append(")")
+                continue
+            if k:
+                parts.append("; ")
+            stack.append((s, v, k + 1))
+            if s.tuple_shapes[k].is_tuple():
+                parts.append("(")
+                stack.append((s.tuple_shapes[k], v[k], 0))
+            else:
+                parts.append(summarize_value(v[k], s.tuple_shapes[k], few))
+        return "".join(parts)
     if shape.is_token() or value is TOKEN:
         return "token[]"
     a = np.asarray(value)

@@ -253,17 +253,22 @@ class WhileStep:
     cond: "Plan"
     body: "Plan"
 
-    def run(self, env, plan_ctx):
+    def frames(self, env, plan_ctx):
+        """A generator yielding ``(plan, args)`` for each plan to run and getting its value
+        back (Plan.execute runs it on its own stack of frames)."""
         state = env[id(self.instr.operands[0])]
         cancel = plan_ctx.options.cancel  # see EvalOptions.cancel
         while True:
-            go = self.cond.execute([state], plan_ctx)
+            go = yield self.cond, [state]
             if not bool(np.asarray(go).reshape(())):
                 break
             if cancel is not None:
                 cancel.check_abort(f"while %{self.instr.name}")
-            state = self.body.execute([state], plan_ctx)
+            state = yield self.body, [state]
         env[id(self.instr)] = state
+
+    def run(self, env, plan_ctx):
+        _drive(self.frames(env, plan_ctx), plan_ctx)
 
 
 @dataclass
@@ -271,9 +276,11 @@ class CallStep:
     instr: object
     body: "Plan"
 
+    def frames(self, env, plan_ctx):
+        env[id(self.instr)] = yield self.body, [env[id(o)] for o in self.instr.operands]
+
     def run(self, env, plan_ctx):
-        env[id(self.instr)] = self.body.execute([env[id(o)] for o in self.instr.operands],
-                                                plan_ctx)
+        _drive(self.frames(env, plan_ctx), plan_ctx)
 
 
 @dataclass
@@ -281,7 +288,7 @@ class ConditionalStep:
     instr: object
     branches: list
 
-    def run(self, env, plan_ctx):
+    def frames(self, env, plan_ctx):
         instr = self.instr
         selector = np.asarray(env[id(instr.operands[0])]).reshape(())
         if selector.dtype == np.bool_:
@@ -290,7 +297,25 @@ class ConditionalStep:
             k = int(selector)
             if k < 0 or k >= len(self.branches):
                 k = len(self.branches) - 1  # out of range: the last branch (XLA)
-        env[id(instr)] = self.branches[k].execute([env[id(instr.operands[k + 1])]], plan_ctx)
+        env[id(instr)] = yield self.branches[k], [env[id(instr.operands[k + 1])]]
+
+    def run(self, env, plan_ctx):
+        _drive(self.frames(env, plan_ctx), plan_ctx)
+
+
+#: Steps that run plans of their own (their ``frames`` generator yields them).
+_NESTING_STEPS = (WhileStep, CallStep, ConditionalStep)
+
+
+def _drive(frames, plan_ctx) -> None:
+    """Run a nesting step's ``frames`` generator on its own (outside Plan.execute)."""
+    value = None
+    while True:
+        try:
+            plan, args = frames.send(value)
+        except StopIteration:
+            return
+        value = plan.execute(args, plan_ctx)
 
 
 # -- plans --------------------------------------------------------------------------------------
@@ -310,7 +335,11 @@ class Plan:
         self._root = id(self.comp.root)
 
     def execute(self, args, plan_ctx):
+        """The root's value for ``args``. Plans that steps run (while bodies, calls,
+        branches) run on an explicit stack of frames, so nesting needs no recursion."""
         env: dict = {key: args[k] for key, k in self._params}
+        if self._nesting:
+            return _execute_frames(self, env, plan_ctx)
         step = None
         try:
             for step, drop in zip(self.steps, self.drops):
@@ -318,16 +347,84 @@ class Plan:
                 for key in drop:
                     del env[key]
         except ResourceExhaustedError as e:
-            if e.instruction is None and step is not None:  # name the step that failed
-                instr = step.instr
-                e.args = (f"%{instr.name} = {instr.shape} {instr.opcode}(...): {e}",)
-                e.instruction = instr
-            raise
+            raise _named(e, step)
         except MemoryError as e:  # NumPy could not allocate: XLA's RESOURCE_EXHAUSTED
-            instr = step.instr
-            raise out_of_memory(f"%{instr.name} = {instr.shape} {instr.opcode}(...)", e,
-                                instr.shape, instr) from None
+            raise _out_of_memory(e, step) from None
         return env[self._root]
+
+    @property
+    def _nesting(self) -> bool:
+        nesting = self.__dict__.get("_has_nesting")
+        if nesting is None:
+            nesting = self.__dict__["_has_nesting"] = any(
+                isinstance(s, _NESTING_STEPS) for s in self.steps)
+        return nesting
+
+
+def _named(e, step):
+    """A ResourceExhaustedError raised by a step, naming the step's instruction when it
+    names none yet."""
+    if e.instruction is None and step is not None:
+        instr = step.instr
+        e.args = (f"%{instr.name} = {instr.shape} {instr.opcode}(...): {e}",)
+        e.instruction = instr
+    return e
+
+
+def _out_of_memory(e, step):
+    instr = step.instr
+    return out_of_memory(f"%{instr.name} = {instr.shape} {instr.opcode}(...)", e,
+                         instr.shape, instr)
+
+def _execute_frames(plan, env, plan_ctx):
+    """Plan.execute for plans with nesting steps: a stack of [plan, env, next step, the
+    step's frames generator (or None)]; a generator's ``(plan, args)`` pushes a frame,
+    whose root value goes back to the generator when it ends."""
+    stack = [[plan, env, 0, None]]
+    value = None
+    while True:
+        frame = stack[-1]
+        plan, env, k, frames = frame
+        if frames is not None:  # a nesting step waiting for the plan it asked for
+            try:
+                sub, args = frames.send(value)
+            except StopIteration:
+                frame[3] = None
+                for key in plan.drops[k]:
+                    del env[key]
+                k = frame[2] = k + 1
+            else:
+                stack.append([sub, {key: args[n] for key, n in sub._params}, 0, None])
+                value = None
+                continue
+        steps, drops = plan.steps, plan.drops
+        while k < len(steps):
+            step = steps[k]
+            if isinstance(step, _NESTING_STEPS):
+                frames = step.frames(env, plan_ctx)
+                try:
+                    sub, args = frames.send(None)
+                except StopIteration:  # finished without running a plan
+                    pass
+                else:
+                    frame[2], frame[3] = k, frames
+                    stack.append([sub, {key: args[n] for key, n in sub._params}, 0, None])
+                    break
+            else:
+                try:
+                    step.run(env, plan_ctx)
+                except ResourceExhaustedError as e:
+                    raise _named(e, step)
+                except MemoryError as e:
+                    raise _out_of_memory(e, step) from None
+            for key in drops[k]:
+                del env[key]
+            k += 1
+        else:
+            value = env[plan._root]
+            stack.pop()
+            if not stack:
+                return value
 
 
 class Planner:
@@ -338,10 +435,47 @@ class Planner:
         self.irmod = ir.Module(name="xlapy_cpu")
         self.kernels: list[KernelStep] = []
         self._plans: dict[int, Plan] = {}
+        self._walked: set[int] = set()  # computations plan() has entered
 
     def plan(self, comp) -> Plan:
+        """The plan of ``comp``; the computations its while/call/conditional steps run are
+        planned first (a walk with a stack: nesting needs no recursion)."""
         if id(comp) in self._plans:
             return self._plans[id(comp)]
+        seen = self._walked
+        seen.add(id(comp))
+        stack = [(comp, iter(self._nested_computations(comp)))]
+        while stack:
+            c, callees = stack[-1]
+            for callee in callees:
+                if id(callee) not in seen:
+                    seen.add(id(callee))
+                    stack.append((callee, iter(self._nested_computations(callee))))
+                    break
+            else:
+                stack.pop()
+                self._plan_one(c)
+        return self._plans[id(comp)]
+
+    @staticmethod
+    def _nested_computations(comp) -> list:
+        """The computations ``_step`` plans for the instructions of ``comp``."""
+        out = []
+        for instr in comp.instructions:
+            op = instr.opcode
+            if op not in ("while", "call", "conditional") or _dynamic(instr):
+                continue
+            if op == "while":
+                out += [instr.attrs["condition"], instr.attrs["body"]]
+            elif op == "call":
+                if not instr.has_side_effect:
+                    out.append(instr.attrs["to_apply"])
+            else:
+                out += instr.called_computations()
+        return out
+
+    def _plan_one(self, comp) -> Plan:
+        """The plan of ``comp``, whose nested computations are planned already."""
         order = comp.post_order()
         swapped = _transposed_dots(order)  # id(transpose) -> the dot it transposes
         absorbed = {id(d) for d in swapped.values()}

@@ -69,6 +69,7 @@ from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu.kernel_abi import I64, KERNEL_TYPE, KernelSpec
 from xlapy.errors import InvalidArgumentError
 from xlapy.shape import dtypes
+from xlapy.shape.tree import build_shaped, flatten_tuples
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -77,6 +78,11 @@ I8P = I8.as_pointer()
 
 #: Alignment of workspace slots (bytes).
 ALIGN = 64
+#: How deeply one compiled while may nest calls, conditionals and compiled whiles (each
+#: level is a call or a branch of the emitter, and a nested while's constants are passed
+#: down through every level): a deeper loop stays a Python WhileStep (as do those around
+#: it). Real programs nest a few levels.
+MAX_NATIVE_DEPTH = 16
 #: State leaves of at least this size computed by a kernel of the body are double-buffered
 #: (the kernel writes the next iteration's buffer) instead of copied back every iteration.
 SWAP_MIN_BYTES = 256
@@ -88,17 +94,11 @@ SWAP_MIN_BYTES = 256
 def _leaf_shapes(shape) -> list | None:
     """The array leaves of ``shape``, depth first; None when a leaf is not an array of a
     kernel element type with static dimensions."""
-    if shape.is_tuple():
-        out = []
-        for s in shape.tuple_shapes:
-            sub = _leaf_shapes(s)
-            if sub is None:
-                return None
-            out += sub
-        return out
-    if not shape.is_array() or shape.element_type not in el.TYPES or shape.is_dynamic():
-        return None
-    return [shape]
+    out = [leaf for _, leaf in shape.leaves()]
+    for s in out:
+        if not s.is_array() or s.element_type not in el.TYPES or s.is_dynamic():
+            return None
+    return out
 
 
 def _nbytes(shape) -> int:
@@ -151,6 +151,44 @@ def _step_supported(step, seen: set) -> bool:
     return False
 
 
+def _nesting_depth(plans) -> int:
+    """How deeply ``plans`` nest calls, conditionals (one level each) and compiled whiles
+    (their own depth); computed children first with a stack, each plan once."""
+    from xlapy.backends.cpu import backend as be
+
+    depth: dict[int, int] = {}
+
+    def children(plan):
+        for st in plan.steps:
+            if isinstance(st, be.CallStep):
+                yield st.body
+            elif isinstance(st, be.ConditionalStep):
+                yield from st.branches
+
+    for top in plans:
+        stack = [(top, iter(children(top)))]
+        active = {id(top)}  # on the stack (a plan reached again through itself: skipped)
+        while stack:
+            plan, kids = stack[-1]
+            for kid in kids:
+                if id(kid) not in depth and id(kid) not in active:
+                    active.add(id(kid))
+                    stack.append((kid, iter(children(kid))))
+                    break
+            else:
+                stack.pop()
+                active.discard(id(plan))
+                d = 0
+                for st in plan.steps:
+                    if isinstance(st, CompiledWhileStep):
+                        d = max(d, st.depth)
+                    elif isinstance(st, (be.CallStep, be.ConditionalStep)):
+                        subs = [st.body] if isinstance(st, be.CallStep) else st.branches
+                        d = max([d] + [1 + depth.get(id(x), 0) for x in subs])
+                depth[id(plan)] = d
+    return max((depth[id(p)] for p in plans), default=0)
+
+
 def compile_while(planner, step):
     """A ``CompiledWhileStep`` for the ``WhileStep`` ``step`` (its function added to
     ``planner.irmod``, the step registered in ``planner.kernels`` so ``Planner.compile``
@@ -158,6 +196,9 @@ def compile_while(planner, step):
     instr = step.instr
     leaves = _leaf_shapes(instr.shape)
     if leaves is None or not leaves:
+        return None
+    depth = 1 + _nesting_depth([step.cond, step.body])
+    if depth > MAX_NATIVE_DEPTH:
         return None
     seen: set = set()
     if not (_plan_supported(step.cond, seen) and _plan_supported(step.body, seen)):
@@ -174,6 +215,7 @@ def compile_while(planner, step):
                                  emitter.offsets, emitter.state_bytes, emitter.consts,
                                  emitter.arena.size)
     compiled.swapped = emitter.swapped
+    compiled.depth = depth
     planner.kernels.append(compiled)
     return compiled
 
@@ -196,6 +238,7 @@ class CompiledWhileStep:
         self.consts = consts  # the arrays bufs[n + 2:] point at
         self.ws_bytes = ws_bytes
         self.swapped: list[int] = []  # the double-buffered leaves
+        self.depth = 1  # how deeply it nests (see _nesting_depth)
         self.fn = None  # bound by Planner.compile (spec.name)
         self.then_fn = None
         self._dtypes = [np.dtype(dtypes.to_dtype(s.element_type)) for s in leaves]
@@ -258,15 +301,11 @@ def _address(a: np.ndarray) -> int:
 
 
 def _flatten(value) -> list:
-    if isinstance(value, tuple):
-        return [leaf for v in value for leaf in _flatten(v)]
-    return [value]
+    return flatten_tuples(value)
 
 
 def _unflatten(shape, leaves):
-    if shape.is_tuple():
-        return tuple(_unflatten(s, leaves) for s in shape.tuple_shapes)
-    return next(leaves)
+    return build_shaped(shape, lambda _s, _path: next(leaves))
 
 
 # -- buffer assignment ------------------------------------------------------------------------
@@ -329,15 +368,11 @@ class _Leaf:
 
 
 def _leaves(ref) -> list:
-    if isinstance(ref, tuple):
-        return [leaf for r in ref for leaf in _leaves(r)]
-    return [ref]
+    return flatten_tuples(ref)
 
 
 def _build(shape, leaves):
-    if shape.is_tuple():
-        return tuple(_build(s, leaves) for s in shape.tuple_shapes)
-    return next(leaves)
+    return build_shaped(shape, lambda _s, _path: next(leaves))
 
 
 # -- the emitter ------------------------------------------------------------------------------

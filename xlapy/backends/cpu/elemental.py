@@ -64,6 +64,7 @@ EQ/NE, complex -> real converts (the interpreter rejects them too).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import GeneratorType
 
 from llvmlite import ir
 
@@ -600,30 +601,60 @@ class ElementalEmitter:
     # -- the generator ---------------------------------------------------------------------
 
     def value_at(self, instr, index: Index):
+        """The element of ``instr`` at ``index``. The expression DAG below it is generated
+        with an explicit stack, not recursion: each element being generated is a generator
+        (``_element``) that yields the ``(operand, index)`` elements it needs and gets their
+        values back, so a fused chain of any length needs memory, not Python's stack."""
         key = (id(instr), id(index))
         v = self._memo.get(key)
-        if v is None:
-            if id(instr) in self.members:
-                v = self._generate(instr, index)
-            else:
-                v = self.loader(instr, index)
-            self._memo[key] = v
-            self._alive.append(index)
+        if v is not None:
+            return v
+        if id(instr) not in self.members:
+            return self._remember(key, index, self.loader(instr, index))
+        stack = [(key, index, self._element(instr, index))]
+        v = None
+        while stack:
+            key, index, gen = stack[-1]
+            try:
+                operand, at = gen.send(v)
+            except StopIteration as done:
+                stack.pop()
+                v = self._remember(key, index, done.value)
+                continue
+            key = (id(operand), id(at))
+            v = self._memo.get(key)
+            if v is None:
+                if id(operand) in self.members:
+                    stack.append((key, at, self._element(operand, at)))
+                else:
+                    v = self._remember(key, at, self.loader(operand, at))
         return v
 
-    def _operand(self, operand, index):
-        """An elementwise operand's element: rank-0 operands at the scalar index."""
-        if not operand.shape.dimensions and index.dims:
-            return self.value_at(operand, self._scalar)
-        return self.value_at(operand, index)
+    def _remember(self, key, index, value):
+        self._memo[key] = value
+        self._alive.append(index)
+        return value
 
-    def _generate(self, instr, index):
+    def _element(self, instr, index):
+        """A generator of the element of member ``instr`` at ``index``: yields ``(operand,
+        index)`` for each operand element it needs, returns the value."""
         op = instr.opcode
         if op == "iota" and (_et(instr.shape) in FORMATS or TYPES[_et(instr.shape)][0] == "c"):
             return self._iota(instr, index)  # the element types indexing's iota leaves out
         if op in indexing.GENERATORS:  # data movement: the operands' elements at mapped indices
-            return indexing.GENERATORS[op](self, instr, index)
-        args = [self._operand(o, index) for o in instr.operands]
+            got = indexing.GENERATORS[op](self, instr, index)
+            if type(got) is GeneratorType:
+                got = yield from got
+            return got
+        args = []
+        for o in instr.operands:  # elementwise: rank-0 operands at the scalar index
+            at = self._scalar if not o.shape.dimensions and index.dims else index
+            args.append((yield o, at))
+        return self._compute(instr, args)
+
+    def _compute(self, instr, args):
+        """An elementwise instruction's element from its operands' elements."""
+        op = instr.opcode
         ins = [_et(o.shape) for o in instr.operands]
         out = _et(instr.shape)
         name = instr.name

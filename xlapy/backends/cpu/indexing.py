@@ -9,6 +9,10 @@ escapes a basic block that does not dominate its uses.
 
 Buffers are logical row-major arrays (the backend keeps NumPy's C order), so a reshape or a
 layout-preserving bitcast is the same linear position.
+
+The generators ask for operand elements with ``yield (operand, index)`` rather than by
+calling the emitter, so ``ElementalEmitter.value_at`` walks the expression DAG with a stack
+of its own (a long fused chain costs no Python recursion).
 """
 
 from __future__ import annotations
@@ -83,16 +87,16 @@ def _broadcast(em, instr, index):
     dims = tuple(instr.attrs["dimensions"])
     odims = _dims(operand)
     if odims == index.dims and dims == tuple(range(len(odims))):
-        return em.value_at(operand, index)
+        return (yield operand, index)
     if not odims:
-        return em.value_at(operand, Index.scalar(em.b))
-    return em.value_at(operand, Index(em.b, odims, multi=[index.multi[d] for d in dims]))
+        return (yield operand, Index.scalar(em.b))
+    return (yield operand, Index(em.b, odims, multi=[index.multi[d] for d in dims]))
 
 
 def _same_position(em, instr, index):
     """reshape, bitcast (row-major: the same linear position), copy."""
     operand = instr.operands[0]
-    return em.value_at(operand, Index(em.b, _dims(operand), linear=index.linear))
+    return (yield operand, Index(em.b, _dims(operand), linear=index.linear))
 
 
 def _transpose(em, instr, index):
@@ -101,7 +105,7 @@ def _transpose(em, instr, index):
     multi = [None] * len(perm)
     for k, p in enumerate(perm):
         multi[p] = index.multi[k]
-    return em.value_at(operand, Index(em.b, _dims(operand), multi=multi))
+    return (yield operand, Index(em.b, _dims(operand), multi=multi))
 
 
 def _slice(em, instr, index):
@@ -112,7 +116,7 @@ def _slice(em, instr, index):
     for d, (i, start, stride) in enumerate(zip(index.multi, ranges.starts, ranges.strides)):
         v = i if stride == 1 else b.mul(i, _c(stride), name=f"{instr.name}.s{d}")
         multi.append(v if start == 0 else b.add(v, _c(start), name=f"{instr.name}.o{d}"))
-    return em.value_at(operand, Index(b, _dims(operand), multi=multi))
+    return (yield operand, Index(b, _dims(operand), multi=multi))
 
 
 def _reverse(em, instr, index):
@@ -121,7 +125,7 @@ def _reverse(em, instr, index):
     dims = set(instr.attrs["dimensions"])
     multi = [b.sub(_c(n - 1), i, name=f"{instr.name}.r{d}") if d in dims else i
              for d, (i, n) in enumerate(zip(index.multi, index.dims))]
-    return em.value_at(operand, Index(b, _dims(operand), multi=multi))
+    return (yield operand, Index(b, _dims(operand), multi=multi))
 
 
 def _concatenate(em, instr, index):
@@ -139,7 +143,7 @@ def _concatenate(em, instr, index):
                        f"{instr.name}.c{k}")
         sub = list(multi)
         sub[axis] = local
-        v = em.value_at(operand, Index(b, _dims(operand), multi=sub))
+        v = (yield operand, Index(b, _dims(operand), multi=sub))
         if result is None:
             result = v
         else:  # positions at or after this operand's start take its value
@@ -155,7 +159,7 @@ def _concatenate(em, instr, index):
 def _pad(em, instr, index):
     b = em.b
     operand, value = instr.operands
-    pad_value = em.value_at(value, Index.scalar(b))
+    pad_value = (yield value, Index.scalar(b))
     odims = _dims(operand)
     if 0 in odims:
         return pad_value
@@ -175,7 +179,7 @@ def _pad(em, instr, index):
             shifted = b.sdiv(shifted, step, name=f"{instr.name}.q{d}")
         multi.append(_clamp(b, shifted, 0, odims[d] - 1, f"{instr.name}.i{d}"))
         inside = ok if inside is None else b.and_(inside, ok, name=f"{instr.name}.all{d}")
-    v = em.value_at(operand, Index(b, odims, multi=multi))
+    v = (yield operand, Index(b, odims, multi=multi))
     return v if inside is None else b.select(inside, v, pad_value, name=instr.name)
 
 
@@ -201,7 +205,7 @@ def _start_indices(em, instr, first: int, sizes, name: str):
     out = []
     for d, (n, size) in enumerate(zip(operand_dims, sizes)):
         s_instr = instr.operands[first + d]
-        s = em.value_at(s_instr, Index.scalar(b))
+        s = (yield s_instr, Index.scalar(b))
         kind, ty = TYPES[s_instr.shape.element_type]
         if ty.width < 64:
             s = b.sext(s, I64, name=f"{name}.w{d}") if kind == "s" else b.zext(
@@ -214,20 +218,20 @@ def _start_indices(em, instr, first: int, sizes, name: str):
 
 def _dynamic_slice(em, instr, index):
     b = em.b
-    starts = _start_indices(em, instr, 1, _dims(instr), instr.name)
+    starts = yield from _start_indices(em, instr, 1, _dims(instr), instr.name)
     multi = [b.add(i, s, name=f"{instr.name}.i{d}")
              for d, (i, s) in enumerate(zip(index.multi, starts))]
-    return em.value_at(instr.operands[0], Index(b, _dims(instr.operands[0]), multi=multi))
+    return (yield instr.operands[0], Index(b, _dims(instr.operands[0]), multi=multi))
 
 
 def _dynamic_update_slice(em, instr, index):
     b = em.b
     operand, update = instr.operands[:2]
     udims = _dims(update)
-    base = em.value_at(operand, index)
+    base = (yield operand, index)
     if 0 in udims:
         return base
-    starts = _start_indices(em, instr, 2, udims, instr.name)
+    starts = yield from _start_indices(em, instr, 2, udims, instr.name)
     inside = None
     multi = []
     for d, (i, s, n) in enumerate(zip(index.multi, starts, udims)):
@@ -235,11 +239,13 @@ def _dynamic_update_slice(em, instr, index):
         ok = b.icmp_unsigned("<", rel, _c(n), name=f"{instr.name}.in{d}")  # 0 <= rel < n
         inside = ok if inside is None else b.and_(inside, ok, name=f"{instr.name}.all{d}")
         multi.append(_clamp(b, rel, 0, n - 1, f"{instr.name}.u{d}"))
-    v = em.value_at(update, Index(b, udims, multi=multi))
+    v = (yield update, Index(b, udims, multi=multi))
     return base if inside is None else b.select(inside, v, base, name=instr.name)
 
 
-#: opcode -> generator(emitter, instr, index)
+#: opcode -> generator(emitter, instr, index): a Python generator that yields ``(operand,
+#: index)`` for each operand element it needs (the emitter sends the value back) and returns
+#: the element (iota, needing none, returns it directly).
 GENERATORS = {
     "broadcast": _broadcast,
     "reshape": _same_position,

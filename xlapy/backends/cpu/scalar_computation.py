@@ -33,17 +33,11 @@ def _scalar_array(shape) -> bool:
 
 
 def _scalar_shaped(shape) -> bool:
-    if shape.is_tuple():
-        return all(_scalar_shaped(s) for s in shape.tuple_shapes)
-    return _scalar_array(shape)
+    return all(_scalar_array(leaf) for _, leaf in shape.leaves())
 
 
-def supports_computation(comp, _seen=None) -> bool:
-    """Whether ``inline_computation`` can emit ``comp`` (see the module docstring)."""
-    seen = set() if _seen is None else _seen
-    if id(comp) in seen:  # a recursive call chain
-        return False
-    seen = seen | {id(comp)}
+def _supported_here(comp) -> bool:
+    """The conditions on ``comp``'s own instructions (a called computation checked apart)."""
     for instr in comp.instructions:
         op = instr.opcode
         if instr.has_side_effect or instr.control_predecessors:
@@ -61,11 +55,40 @@ def supports_computation(comp, _seen=None) -> bool:
                 return False
             if not all(_scalar_array(o.shape) for o in instr.operands):
                 return False
-            if not supports_computation(called, seen):
-                return False
         elif instr.called_computations() or not (el.supports(instr) or indexing.supports(instr)):
             return False
     return comp.root is not None
+
+
+def _calls(comp) -> list:
+    return [i.attrs["to_apply"] for i in comp.instructions if i.opcode == "call"]
+
+
+def supports_computation(comp) -> bool:
+    """Whether ``inline_computation`` can emit ``comp`` (see the module docstring): it and
+    every computation it calls, walked with a stack (a call chain of any depth needs no
+    recursion); a computation calling itself, directly or not, cannot be inlined."""
+    if not _supported_here(comp):
+        return False
+    done: set[int] = set()
+    active = {id(comp)}
+    stack = [(comp, iter(_calls(comp)))]
+    while stack:
+        c, callees = stack[-1]
+        for callee in callees:
+            if id(callee) in active:  # a recursive call chain
+                return False
+            if id(callee) not in done:
+                if not _supported_here(callee):
+                    return False
+                active.add(id(callee))
+                stack.append((callee, iter(_calls(callee))))
+                break
+        else:
+            stack.pop()
+            active.discard(id(c))
+            done.add(id(c))
+    return True
 
 
 def constant_value(instr):
@@ -81,26 +104,61 @@ def _scalar_of(value):
 
 def inline_computation(builder: ir.IRBuilder, comp, args: list) -> list:
     """Emit ``comp`` with ``args`` as its parameters' values; the root's values (a list:
-    one per tuple element, or one for an array root)."""
+    one per tuple element, or one for an array root). The instructions are emitted in post
+    order, so every element generator finds its operands' values made already; a ``call``
+    pushes a frame for its computation (a stack of frames, not recursion)."""
     params = comp.parameters
     if len(args) != len(params):
         raise InvalidArgumentError(
             f"inline_computation: computation %{comp.name} takes {len(params)} arguments, "
             f"got {len(args)}")
-    bound = {id(p): [a] for p, a in zip(params, args)}
-    members = {id(i) for i in comp.instructions if i.opcode not in _STRUCTURAL}
-    return _Inliner(builder, bound, members).values(comp.root)
+    stack = [_Inliner.of(builder, comp, args)]
+    result = None
+    while True:
+        frame = stack[-1]
+        if result is not None:  # the call at frame.pos returned
+            frame.bound[id(frame.order[frame.pos])] = result
+            frame.pos += 1
+            result = None
+        while frame.pos < len(frame.order):
+            instr = frame.order[frame.pos]
+            if instr.opcode == "call":
+                callee = instr.attrs["to_apply"]
+                call_args = [frame.values(o)[0] for o in instr.operands]
+                if len(call_args) != callee.num_parameters:
+                    raise InvalidArgumentError(
+                        f"inline_computation: computation %{callee.name} takes "
+                        f"{callee.num_parameters} arguments, got {len(call_args)}")
+                stack.append(_Inliner.of(builder, callee, call_args))
+                break
+            frame.values(instr)
+            frame.pos += 1
+        else:
+            result = frame.values(frame.root)
+            stack.pop()
+            if not stack:
+                return result
 
 
 class _Inliner:
     """Emits one inlined copy of a computation: ``values(instr)`` are the LLVM values of an
-    instruction (a list: tuple elements, or one value)."""
+    instruction (a list: tuple elements, or one value), its operands' values made already
+    (``order``: the instructions the root needs, operands first)."""
 
-    def __init__(self, builder, bound, members):
+    def __init__(self, builder, bound, members, root=None):
         self.b = builder
         self.bound = bound  # id(instr) -> list of values (parameters, resolved leaves)
         self.emitter = el.ElementalEmitter(builder, self._load, members)
         self.scalar = Index.scalar(builder)
+        self.root = root
+        self.order = _needed(root) if root is not None else []
+        self.pos = 0
+
+    @classmethod
+    def of(cls, builder, comp, args) -> "_Inliner":
+        bound = {id(p): [a] for p, a in zip(comp.parameters, args)}
+        members = {id(i) for i in comp.instructions if i.opcode not in _STRUCTURAL}
+        return cls(builder, bound, members, comp.root)
 
     def values(self, instr) -> list:
         got = self.bound.get(id(instr))
@@ -115,8 +173,8 @@ class _Inliner:
         if op == "get-tuple-element":
             out = self._element(instr.operands[0], instr.attrs["index"])
         elif op == "call":
-            args = [self.values(o)[0] for o in instr.operands]
-            out = inline_computation(self.b, instr.attrs["to_apply"], args)
+            raise InvalidArgumentError(  # inline_computation binds calls before their users
+                f"inline_computation: call %{instr.name} has no value yet")
         elif op == "constant":
             out = [el.immediate(instr.shape.element_type, _scalar_of(constant_value(instr)))]
         elif op == "parameter":
@@ -143,10 +201,28 @@ class _Inliner:
         return vals[0]
 
 
+def _needed(root) -> list:
+    """The instructions ``root`` depends on (itself included), operands first."""
+    seen: set[int] = set()
+    out: list = []
+    stack = [(root, False)]
+    while stack:
+        instr, expanded = stack.pop()
+        if expanded:
+            out.append(instr)
+            continue
+        if id(instr) in seen:
+            continue
+        seen.add(id(instr))
+        stack.append((instr, True))
+        for o in reversed(instr.operands):
+            if id(o) not in seen:
+                stack.append((o, False))
+    return out
+
+
 def _leaf_count(shape) -> int:
-    if shape.is_tuple():
-        return sum(_leaf_count(s) for s in shape.tuple_shapes)
-    return 1
+    return len(shape.leaves()) if shape.is_tuple() else 1
 
 
 __all__ = ["constant_value", "inline_computation", "supports_computation"]

@@ -21,7 +21,7 @@ import numpy as np
 
 from xlapy.errors import InvalidArgumentError
 from xlapy.shape import Shape
-from xlapy.shape.text import Scanner, read_shape
+from xlapy.shape.text import Scanner, read_shape_in
 
 
 class _Required:
@@ -343,7 +343,7 @@ class ShapeKind(AttrKind):
         return str(value)
 
     def read(self, sc, ctx):
-        return read_shape(sc)
+        return read_shape_in(sc, ctx)
 
 
 #: Whether computation references print with the '%' sigil; the printer sets it for the

@@ -23,7 +23,7 @@ from xlapy.hlo.attrs import AttrKind, EnumKind
 from xlapy.hlo.attrs.enums import _Texted
 from xlapy.hlo.attrs.window import WindowKind
 from xlapy.shape import Shape
-from xlapy.shape.text import read_shape
+from xlapy.shape.text import read_shape_in
 
 
 def shape_index_text(index) -> str:
@@ -128,7 +128,7 @@ class ShapeListKind(AttrKind):
         if sc.eat("}"):
             return ()
         while True:
-            out.append(read_shape(sc))
+            out.append(read_shape_in(sc, ctx))
             if sc.eat("}"):
                 return tuple(out)
             sc.expect(",", "or '}' in a list of shapes")

@@ -16,7 +16,10 @@ Semantics (XLA's operation semantics page and HloEvaluator):
   async-start binds runs when the last operand arrives (async-update) or at async-done.
 - scan: to_apply stepped along the scan dimension (reversed with is_reverse), carries
   threaded through, per-step outputs stacked.
-Imports the interpreter core and xlapy.hlo.async_chain (to find an async chain's start).
+The kernels are generators: each ``yield (computation, args)`` evaluates a computation
+(EvalContext runs them on its own stack of frames, so nesting depth costs no Python
+recursion). Imports the interpreter core and xlapy.hlo.async_chain (to find an async
+chain's start).
 """
 
 from __future__ import annotations
@@ -28,13 +31,14 @@ from xlapy.interpreter.evaluator import EvaluationError
 from xlapy.interpreter.registry import kernel
 from xlapy.interpreter.values import TOKEN
 from xlapy.shape import Shape, dtypes
+from xlapy.shape.tree import build_shaped
 
 
 def zero_value(shape: Shape):
     """A value of ``shape`` filled with zeros (tuples element-wise, TOKEN for tokens);
     dynamic dimensions take their bound."""
     if shape.is_tuple():
-        return tuple(zero_value(s) for s in shape.tuple_shapes)
+        return build_shaped(shape, lambda s, _path: zero_value(s))
     if shape.is_token():
         return TOKEN
     dims = tuple(max(int(d), 0) for d in shape.dimensions)
@@ -43,13 +47,13 @@ def zero_value(shape: Shape):
 
 @kernel("call")
 def _call(ctx, instr, args):
-    return ctx.call(instr.attrs["to_apply"], list(args))
+    return (yield instr.attrs["to_apply"], list(args))
 
 
 @kernel("fusion")
 def _fusion(ctx, instr, args):
     fused = instr.attrs["calls"]
-    return ctx.call(fused, list(args[:fused.num_parameters]))
+    return (yield fused, list(args[:fused.num_parameters]))
 
 
 def _truth(value, instr, what: str) -> bool:
@@ -66,10 +70,10 @@ def _while(ctx, instr, args):
     condition, body = instr.attrs["condition"], instr.attrs["body"]
     (state,) = args
     cancel = ctx.options.cancel
-    while _truth(ctx.call(condition, [state]), instr, f"condition %{condition.name}"):
+    while _truth((yield condition, [state]), instr, f"condition %{condition.name}"):
         if cancel is not None:
             cancel.check_abort(f"while %{instr.name}")
-        state = ctx.call(body, [state])
+        state = yield body, [state]
     return state
 
 
@@ -88,7 +92,7 @@ def _conditional(ctx, instr, args):
     else:
         branches = list(instr.attrs["branch_computations"])
         chosen = branch_index(index, len(branches))
-    return ctx.call(branches[chosen], [operands[chosen]])
+    return (yield branches[chosen], [operands[chosen]])
 
 
 # -- async wrappers -----------------------------------------------------------------------------
@@ -96,12 +100,12 @@ def _conditional(ctx, instr, args):
 
 def _run_if_bound(ctx, comp, bound: tuple, result):
     """The wrapped computation's result once every parameter is bound; ``result`` (the
-    placeholder or an earlier result) otherwise."""
+    placeholder or an earlier result) otherwise (a generator: ``yield from`` it)."""
     if result is not _PENDING:
         return result
     if len(bound) < comp.num_parameters:
         return _PENDING
-    return ctx.call(comp, list(bound[:comp.num_parameters]))
+    return (yield comp, list(bound[:comp.num_parameters]))
 
 
 class _Pending:
@@ -134,7 +138,7 @@ def _unpack_async(instr, value):
 def _async_start(ctx, instr, args):
     comp = instr.attrs["calls"]
     bound = tuple(args)
-    result = _run_if_bound(ctx, comp, bound, _PENDING)
+    result = yield from _run_if_bound(ctx, comp, bound, _PENDING)
     contexts = tuple(zero_value(s) for s in instr.shape.tuple_shapes[2:])
     return _async_value(instr, bound, result, contexts)
 
@@ -154,7 +158,8 @@ def _async_update(ctx, instr, args):
     bound, result, contexts = _unpack_async(instr, args[0])
     bound = bound + tuple(args[1:])
     if result is _PENDING:
-        result = _run_if_bound(ctx, _wrapped_computation(ctx, instr), bound, _PENDING)
+        result = yield from _run_if_bound(ctx, _wrapped_computation(ctx, instr), bound,
+                                          _PENDING)
     return _async_value(instr, bound, result, contexts)
 
 
@@ -168,7 +173,7 @@ def _async_done(ctx, instr, args):
                 f"async-done: the wrapped computation %{comp.name} takes "
                 f"{comp.num_parameters} parameters but only {len(bound)} operands were bound "
                 f"(instruction %{instr.name})")
-        result = ctx.call(comp, list(bound[:comp.num_parameters]))
+        result = yield comp, list(bound[:comp.num_parameters])
     return result
 
 
@@ -195,7 +200,7 @@ def _scan(ctx, instr, args):
     slices: list[list] = [[None] * length for _ in range(num_outputs)]
     for i in steps:
         step_args = [np.take(np.asarray(x), i, axis=dim) for x in inputs] + state
-        out = ctx.call(comp, step_args)
+        out = yield comp, step_args
         out = list(out) if isinstance(out, tuple) else [out]
         if len(out) != num_outputs + carries:
             raise EvaluationError(f"scan: to_apply %{comp.name} returned {len(out)} values, "

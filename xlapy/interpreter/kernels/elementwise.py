@@ -37,6 +37,7 @@ from xlapy.interpreter.kernels.numeric import (
 from xlapy.interpreter.registry import kernel
 from xlapy.interpreter.values import literal_to_value
 from xlapy.shape import dtypes
+from xlapy.shape.tree import map_tuples
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
@@ -646,9 +647,7 @@ def stochastic_convert(ctx, instr, args):
 
 
 def _copy_value(value):
-    if isinstance(value, tuple):
-        return tuple(_copy_value(v) for v in value)
-    return value.copy() if isinstance(value, np.ndarray) else value
+    return map_tuples(value, lambda v: v.copy() if isinstance(v, np.ndarray) else v)
 
 
 @kernel("copy")

@@ -43,6 +43,7 @@ import numpy as np
 
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.window import Window, dilated_bound, strided_bound
+from xlapy.hlo.ir import callees_first
 from xlapy.interpreter.evaluator import EvaluationError
 from xlapy.interpreter.registry import kernel
 from xlapy.opdefs import get_opdef
@@ -58,23 +59,36 @@ _vectorisable_cache: dict[int, tuple[object, bool]] = {}
 
 
 def _scalar_shaped(shape) -> bool:
-    if shape.is_tuple():
-        return all(_scalar_shaped(s) for s in shape.tuple_shapes)
-    return shape.is_array() and shape.rank == 0
+    return all(leaf.is_array() and leaf.rank == 0 for _, leaf in shape.leaves())
 
 
 def is_vectorisable(comp) -> bool:
     """True when ``comp`` only has scalar-shaped elementwise instructions (and calls of such
-    computations), so it computes elementwise when its parameters are arrays."""
+    computations), so it computes elementwise when its parameters are arrays. The called
+    computations are decided first (callees_first: a call chain needs no recursion)."""
     cached = _vectorisable_cache.get(id(comp))
     if cached is not None and cached[0] is comp:
         return cached[1]
+    for c in callees_first([comp]):
+        got = _vectorisable_cache.get(id(c))
+        if got is None or got[0] is not c:
+            _vectorisable_cache[id(c)] = (c, _vectorisable_here(c))
+    return _vectorisable_cache[id(comp)][1]
+
+
+def _known_vectorisable(comp) -> bool:
+    got = _vectorisable_cache.get(id(comp))
+    return got is not None and got[0] is comp and got[1]
+
+
+def _vectorisable_here(comp) -> bool:
+    """is_vectorisable's test of ``comp``'s own instructions (its callees decided already)."""
     ok = True
     for instr in comp.instructions:
         if not _scalar_shaped(instr.shape):
             ok = False
         elif instr.opcode == "call":
-            ok = all(is_vectorisable(c) for c in instr.called_computations())
+            ok = all(_known_vectorisable(c) for c in instr.called_computations())
         elif instr.opcode in _STRUCTURAL:
             ok = True
         else:
@@ -87,7 +101,6 @@ def is_vectorisable(comp) -> bool:
                       == dtypes.bit_width(instr.operands[0].shape.element_type))
         if not ok:
             break
-    _vectorisable_cache[id(comp)] = (comp, ok)
     return ok
 
 
