@@ -63,7 +63,7 @@ def _block(array: np.ndarray, shape: Shape, m: DeviceMap, device: int) -> np.nda
     if list(block.shape) != local:
         pad = [(0, w - h) for h, w in zip(block.shape, local)]
         block = np.pad(block, pad)
-    return np.ascontiguousarray(block)
+    return np.ascontiguousarray(block).reshape(block.shape)
 
 
 def shard_value(value, shape: Shape, sharding: HloSharding, n: int, partition: int):

@@ -30,7 +30,7 @@ import numpy as np
 from xlapy.errors import XlaError
 from xlapy.hlo.attrs.collective import CollectiveDeviceList, IotaReplicaGroupList
 from xlapy.hlo.attrs.sharding import HloSharding
-from xlapy.hlo.ir import Computation, Instruction, Module
+from xlapy.hlo.ir import Computation, Instruction, Module, NameUniquer
 from xlapy.passes.spmd.device_map import DeviceMap, _factorisations, device_map, to_sharding
 from xlapy.shape import PrimitiveType, Shape
 from xlapy.shape.literal import Literal
@@ -105,6 +105,9 @@ class Context:
         self.replicas = num_replicas
         self.next_channel = _next_channel_id(module)
         self.new_computations: list[Computation] = []
+        # one namespace for the instructions of every computation the partitioner builds
+        # (HLO instruction names are unique module-wide)
+        self.uniquer = NameUniquer()
         self._reducers: dict[tuple, Computation] = {}
 
     def channel(self) -> int:
@@ -126,14 +129,15 @@ class Context:
         if comp is None:
             from xlapy.opdefs import make_instruction
 
-            comp = Computation(f"{opcode}.reducer")
+            comp = Computation(self.uniquer.get_unique_name(f"{opcode}.reducer"))
+            comp._uniquer = self.uniquer
             scalar = Shape.scalar(element_type)
             a = comp.add_instruction(make_instruction("parameter", [], {"parameter_number": 0},
                                                       shape=scalar, name="x"))
             b = comp.add_instruction(make_instruction("parameter", [], {"parameter_number": 1},
                                                       shape=scalar, name="y"))
             comp.root = comp.add_instruction(make_instruction(opcode, [a, b], {}, name=opcode))
-            self.module.add_computation(comp)
+            self.new_computations.append(comp)
             self._reducers[key] = comp
         return comp
 

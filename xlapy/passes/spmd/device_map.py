@@ -132,6 +132,10 @@ def device_map(sharding: HloSharding, rank: int, num_devices: int) -> DeviceMap:
     if data != rank:
         raise ValueError(f"sharding {s.to_text()} has {data} data dimensions, the value {rank}")
     manual_dim = s.replication_type_dims().get("manual")
+    if array.size != num_devices or sorted(array.reshape(-1).tolist()) != list(range(num_devices)):
+        raise ValueError(f"sharding {s.to_text()} holds devices "
+                         f"{sorted(set(array.reshape(-1).tolist()))}, but the module is "
+                         f"partitioned for {num_devices} (every partition must hold a tile)")
     positions = np.argwhere(array >= 0)
     for pos in positions:
         d = int(array[tuple(pos)])

@@ -147,10 +147,14 @@ def _choose(space: Space, lhs: PValue, rhs: PValue, out_shape, tm: DeviceMap) ->
     for it in _candidates(space, lhs, rhs, tm):
         lm, rm = space.to_operand(it, 0), space.to_operand(it, 1)
         om = space.to_operand(space.whole(it, "C"), 2)
-        cost = reshard_cost(lhs.shape, lhs.map, lm) + reshard_cost(rhs.shape, rhs.map, rm)
+        moved = reshard_cost(lhs.shape, lhs.map, lm) + reshard_cost(rhs.shape, rhs.map, rm)
+        cost = moved
         if any(it.tiles[k] > 1 for k in space.positions("C")):
             cost += 2 * _bytes(local_dims(out_shape, om), out_shape.element_type)
         cost += reshard_cost(out_shape, om, tm)
+        # XLA's PartitionBaseCase first takes a layout the operands already have (no operand
+        # moves; the result is combined or resharded afterwards); bytes decide among the rest
+        cost = (moved > 0, cost)
         if best is None or cost < best[0]:
             best = (cost, it)
     if best is None:  # nothing compatible: everything whole

@@ -61,7 +61,7 @@ class Partitioner:
     def __init__(self, ctx: Context, shardings: dict[int, HloSharding]):
         self.ctx = ctx
         self.shardings = shardings
-        self.uniquer = NameUniquer()
+        self.uniquer = ctx.uniquer
         self.done: dict[int, Computation] = {}
 
     def sharding(self, instr: Instruction) -> HloSharding:
