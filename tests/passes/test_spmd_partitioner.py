@@ -6,7 +6,7 @@ results (uneven shards included), with the communication XLA's partitioner uses 
 import numpy as np
 import pytest
 
-from spmd_helpers import check, collectives, module, ops, partitioned
+from spmd_helpers import ADD, MAX, check, collectives, module, ops, partitioned
 from xlapy.errors import XlaError
 from xlapy.passes.spmd import partition, sharding_devices
 from xlapy.hlo.parser import parse_hlo_module
@@ -338,3 +338,50 @@ def test_per_device_module_is_ordinary_hlo():
     text = m.to_string()
     assert "num_partitions=4" in text and "ENTRY %e_spmd" in text
     assert "sharding={devices=[4,1]<=[4]}" in text
+
+
+# -- rng, transposes and reshapes that move the split, calls ------------------------------------
+
+
+def test_replicated_rng_is_drawn_once_and_broadcast():
+    text = module("  lo = f32[] constant(0)\n  hi = f32[] constant(1)\n"
+                  "  ROOT r = f32[8,3] rng(lo, hi), distribution=rng_uniform, "
+                  "sharding={replicated}")
+    m = check(text, 4, args=[])
+    assert collectives(m) == ["all-reduce"]
+    assert "partition-id" in ops(m) and "select" in ops(m)
+
+
+def test_tiled_rng_blocks_are_the_one_device_values():
+    m = check(module("  lo = s32[] constant(0)\n  hi = s32[] constant(100)\n"
+                     "  ROOT r = s32[8,3] rng(lo, hi), distribution=rng_uniform, "
+                     f"sharding={T4}"), 4, args=[])
+    assert collectives(m) == []
+
+
+def test_transpose_keeping_the_split_dimension_index_is_an_all_to_all():
+    m = check(unary("f32[8,8]", T4, "transpose(p), dimensions={1,0}", "f32[8,8]", T4), 4)
+    assert collectives(m) == ["all-to-all"]
+
+
+def test_reshape_that_cannot_keep_the_split_reshards():
+    m = check(unary("f32[4,8]", C4, "reshape(p)", "f32[32]", "{devices=[4]<=[4]}"), 4)
+    assert collectives(m)
+    m = check(unary("f32[8,6]", T4, "reshape(p)", "f32[2,24]", "{devices=[1,4]<=[4]}"), 4)
+    assert collectives(m)
+
+
+def test_calls_are_inlined_and_partitioned():
+    comps = ADD + MAX + """
+scale {
+  x = f32[8,6] parameter(0)
+  two = f32[] constant(2)
+  b = f32[8,6] broadcast(two), dimensions={}
+  ROOT m = f32[8,6] multiply(x, b)
+}
+"""
+    m = check(module(f"  p = f32[8,6] parameter(0), sharding={T4}\n"
+                     f"  ROOT c = f32[8,6] call(p), to_apply=scale, sharding={T4}",
+                     comps), 4)
+    assert "call" not in ops(m) and collectives(m) == []
+    assert m.entry.root.shape.dimensions == (2, 6)

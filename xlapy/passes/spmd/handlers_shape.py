@@ -253,6 +253,44 @@ def constant(p, b, instr, ops):
     return p.wrap(b, hlo, instr.shape, HloSharding.replicate())
 
 
+@handler("rng")
+def rng(p, b, instr, ops):
+    """XLA's HandleRng for a replicated rng: partition 0 draws it and broadcasts it (XLA's
+    PartitionedHlo::Broadcast: the value masked to zero elsewhere, then a sum over all
+    partitions), so every device holds the same numbers whatever each device's generator
+    does. A tiled rng is drawn whole and sliced, so its blocks are those of the one-device
+    program (XLA draws each block locally: rng's values are the implementation's choice)."""
+    target = p.sharding(instr)
+    if not target.is_replicated() or any(_is_manual_value(o) for o in ops):
+        return default_handler(p, b, instr, ops)
+    full = [replicate(b, o).hlo for o in ops]
+    x = b.add("rng", full, _attrs(instr), shape=instr.shape)
+    pid = b.partition_id()
+    zero_id = b.add("constant", [], {"literal": _u32_zero()}, shape=pid.shape, name="constant")
+    first = b.add("compare", [pid, zero_id], {"direction": "EQ"})
+    dims = instr.shape.dimensions
+    keep = b.add("broadcast", [first], {"dimensions": ()},
+                 shape=Shape.array(first.shape.element_type, dims))
+    zeros = b.broadcast_scalar(b.zero(instr.shape.element_type), dims)
+    masked = b.add("select", [keep, x, zeros], {})
+    et = instr.shape.element_type
+    out = b.all_reduce(masked, [list(range(b.n))], p.ctx.reducer("add", et))
+    return p.wrap(b, out, instr.shape, HloSharding.replicate())
+
+
+def _is_manual_value(v) -> bool:
+    return isinstance(v, PValue) and v.map.manual_groups() > 1
+
+
+def _u32_zero():
+    import numpy as np
+
+    from xlapy.shape import PrimitiveType
+    from xlapy.shape.literal import Literal
+
+    return Literal.from_array(np.uint32(0), Shape.scalar(PrimitiveType.U32))
+
+
 @handler("sort")
 def sort(p, b, instr, ops):
     dim = instr.attrs["dimensions"][0]
