@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from spmd_helpers import COLLECTIVES, partitioned, run_partitioned
+
 from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter.values import flatten
 

@@ -5,11 +5,11 @@ results (uneven shards included), with the communication XLA's partitioner uses 
 
 import numpy as np
 import pytest
-
 from spmd_helpers import ADD, MAX, check, collectives, module, ops, partitioned
+
 from xlapy.errors import XlaError
-from xlapy.passes.spmd import partition, sharding_devices
 from xlapy.hlo.parser import parse_hlo_module
+from xlapy.passes.spmd import partition, sharding_devices
 
 T4 = "{devices=[4,1]<=[4]}"
 C4 = "{devices=[1,4]<=[4]}"
@@ -111,7 +111,7 @@ def test_reduce_of_a_split_dimension_is_a_partial_reduce_and_an_all_reduce():
                      "  z = f32[] constant(0)\n"
                      "  ROOT s = f32[6] reduce(a, z), dimensions={0}, to_apply=add"), 4)
     assert collectives(m) == ["all-reduce"]
-    ar = [i for i in m.entry.instructions if i.opcode == "all-reduce"][0]
+    ar = next(i for i in m.entry.instructions if i.opcode == "all-reduce")
     assert ar.attrs["to_apply"].name == "add"
 
 
@@ -252,7 +252,7 @@ body {
                      "  w = (s32[], f32[8,4]) while(t), condition=cond, body=body\n"
                      "  ROOT r = f32[8,4] get-tuple-element(w), index=1", comps=comps), 4)
     assert collectives(m) == []
-    body = [c for c in m.computations if c.name.startswith("body")][0]
+    body = next(c for c in m.computations if c.name.startswith("body"))
     assert body.parameters[0].shape.tuple_shapes[1].dimensions == (2, 4)
 
 

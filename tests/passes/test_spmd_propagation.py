@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from spmd_helpers import module
+
 from xlapy.hlo.attrs.sharding import parse_sharding
 from xlapy.hlo.parser import parse_hlo_module
 from xlapy.passes.spmd import annotate_shardings

@@ -6,7 +6,6 @@ dimension's tiling moves, all-gather otherwise), uneven shards included."""
 
 import numpy as np
 import pytest
-
 from spmd_helpers import check, collectives, module, ops
 
 
@@ -64,7 +63,7 @@ def test_refinement_slices_with_partition_id_offsets():
 
 def test_all_to_all_is_xlas_reshape_transpose_form():
     m = check(reshard("f32[8,8]", "{devices=[4,1]<=[4]}", "{devices=[1,4]<=[4]}"), 4)
-    a2a = [i for i in m.entry.instructions if i.opcode == "all-to-all"][0]
+    a2a = next(i for i in m.entry.instructions if i.opcode == "all-to-all")
     assert a2a.attrs["dimensions"] == 0
     assert a2a.attrs["replica_groups"].to_text() == "[1,4]<=[4]"
     assert a2a.shape.dimensions == (4, 2, 2)
@@ -74,7 +73,7 @@ def test_replicas_times_partitions():
     # two replicas of two partitions: groups are expanded over replicas (global ids)
     text = reshard("f32[4,2]", "{devices=[2,1]<=[2]}", "{replicated}")
     m = check(text, 2, replicas=2)
-    ag = [i for i in m.entry.instructions if i.opcode == "all-gather"][0]
+    ag = next(i for i in m.entry.instructions if i.opcode == "all-gather")
     assert ag.attrs["use_global_device_ids"] is True
     assert [list(g) for g in ag.attrs["replica_groups"].expand().groups] == [[0, 1], [2, 3]]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from test_mpi import DRIVER, launch
+
 from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter.values import flatten
 from xlapy.npz import load_npz, save_npz
@@ -82,9 +82,9 @@ def check_job(name: str, n: int, job) -> None:
     saved = load_npz(str(cases / f"{name}.out.npz"))
     results = []
     for k in range(n):
-        leaves = iter([saved[f"r{k}.out{i}"] for i in range(len(
-            [key for key in saved if key.startswith(f"r{k}.")]))])
-        results.append(build_shaped(layout.result_shape, lambda s, path: next(leaves))
+        count = len([key for key in saved if key.startswith(f"r{k}.")])
+        leaves = iter([saved[f"r{k}.out{i}"] for i in range(count)])
+        results.append(build_shaped(layout.result_shape, lambda s, path, it=leaves: next(it))
                        if layout.result_shape.is_tuple() else next(leaves))
     got = assemble_results(layout, results, 0)
     got = flatten(got) if isinstance(got, tuple) else [got]

@@ -32,8 +32,8 @@ _EXAMPLES = [
     ("xlapy opt m.hlo --fixed-point", "repeat the pipeline until nothing changes"),
     ("xlapy opt m.hlo --passes=cse,dce", "only these passes, in this order"),
     ("xlapy opt --list", "the passes and what they do"),
-    ("xlapy opt jax_dump.hlo --passes=spmd-partition", "the per-device program of a sharded "
-     "module"),
+    ("xlapy opt jax_dump.hlo --passes=spmd-partition",
+     "the per-device program of a sharded module"),
     ("xlapy opt m.hlo --stats", "instruction counts before/after on stderr"),
     ("cat m.hlo | xlapy opt - -o out.hlo", "module from stdin, result to a file"),
 ]

@@ -44,10 +44,10 @@ class AxisRef:
     def is_sub_axis(self) -> bool:
         return self.pre_size is not None
 
-    def length(self, mesh: "Mesh") -> int:
+    def length(self, mesh: Mesh) -> int:
         return self.size if self.is_sub_axis() else mesh.axis_sizes[self.index]
 
-    def to_text(self, mesh: "Mesh") -> str:
+    def to_text(self, mesh: Mesh) -> str:
         text = f"'{mesh.axis_names[self.index]}'"
         if self.is_sub_axis():
             text += f":({self.pre_size}){self.size}"

@@ -32,8 +32,12 @@ from math import prod
 import numpy as np
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs.mesh import NamedSharding, named_to_tiles, read_named_sharding
-from xlapy.hlo.attrs.mesh import _read_metadata
+from xlapy.hlo.attrs.mesh import (
+    NamedSharding,
+    _read_metadata,
+    named_to_tiles,
+    read_named_sharding,
+)
 from xlapy.hlo.attrs.numbers import read_balanced
 from xlapy.shape import Shape
 from xlapy.shape.text import Scanner

@@ -192,5 +192,5 @@ class SpmdPartition(HloPass):
         return True
 
 
-__all__ = ["SpmdError", "SpmdPartition", "annotate_shardings", "has_shardings", "partition", "sharding_devices",
-           "prod"]
+__all__ = ["SpmdError", "SpmdPartition", "annotate_shardings", "has_shardings", "partition",
+           "prod", "sharding_devices"]

@@ -29,7 +29,7 @@ from xlapy.passes.spmd.core import (
 )
 from xlapy.passes.spmd.device_map import DeviceMap, reshape_map
 from xlapy.passes.spmd.partitioner import default_handler, handler, manual_clone
-from xlapy.passes.spmd.reshard import replicate, reshard, reshard_map
+from xlapy.passes.spmd.reshard import replicate, reshard_map
 from xlapy.shape import Shape
 
 ELEMENTWISE = (
@@ -322,7 +322,6 @@ def reduce(p, b, instr, ops):
         return manual_clone(p, b, instr, ops)
     inits = [replicate(b, i) if i.map.manual_groups() == 1 else i for i in inits]
     out_rank = len(values[0].shape.dimensions) - len(reduced)
-    keep = [d for d in range(len(values[0].shape.dimensions)) if d not in reduced]
     tm = target_map(p, instr)
     wanted = tm.insert_dims(reduced, out_rank + len(reduced))
     v0 = values[0]
