@@ -159,7 +159,8 @@ def test_iota_constructor_errors():
     ("{0,1}", r"expected '\{' to start a replica group"),
     ("{{0,1}", r"expected ',' or '\}' in replica groups"),
     ("{{0,x}}", "expected an integer, found 'x'"),
-    ("mesh['a'=2] {'a'}", "mesh-axes replica groups .* are not supported"),
+    ("mesh['a'=2] {'b'}", "'b' is not a valid axis name or index of mesh mesh\\['a'=2\\]"),
+    ("mesh['a'=2,'b'=2] {'a'=2}", r"expected ',' or '\}' in a list of mesh axes"),
     ("all", r"expected replica groups: \{\{0,1\},\{2,3\}\}, \{\} or the iota form"),
 ])
 def test_replica_groups_parse_errors(text, message):

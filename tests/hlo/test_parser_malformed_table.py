@@ -105,8 +105,6 @@ ENTRY test {
   ROOT root = f32[10] add(f32[10] %p0#-1, f32[10] %p0#-1)
 }""",
          4, 39, r"GTE index -1 out of bounds for shape: \(f32\[10\]\{0\}, f16\[10\]\{0\}\)", xla='GTE index -1 out of bounds'),
-    # mesh-axes replica groups are not supported by xlapy
-    # XLA: 'is not a valid axis name or index'
     Case("MeshReplicaGroupInvalidAxisName", r"""HloModule m
 
 add {
@@ -119,9 +117,7 @@ ENTRY e {
   p = f32[128,32] parameter(0)
   ROOT ar = f32[128,32] all-reduce(p), replica_groups=mesh['axis_0'=2,'axis_1'=2] {'bogus'}, to_apply=add
 }""",
-         11, 55, r"mesh-axes replica groups \(replica_groups=mesh\[\.\.\.\] \{\.\.\.\}\) are not supported by xlapy; write the groups as \{\{\.\."),
-    # mesh-axes replica groups are not supported by xlapy
-    # XLA: 'out of bounds for mesh'
+         11, 84, r"'bogus' is not a valid axis name or index of mesh mesh\['axis_0'=2,'axis_1'=2\]", xla='is not a valid axis name or index'),
     Case("MeshReplicaGroupAxisIndexOutOfBounds", r"""HloModule m
 
 add {
@@ -134,8 +130,7 @@ ENTRY e {
   p = f32[128,32] parameter(0)
   ROOT ar = f32[128,32] all-reduce(p), replica_groups=mesh['axis_0'=2,'axis_1'=2] {'5'}, to_apply=add
 }""",
-         11, 55, r"mesh-axes replica groups \(replica_groups=mesh\[\.\.\.\] \{\.\.\.\}\) are not supported by xlapy; write the groups as \{\{\.\."),
-    # mesh-axes replica groups are not supported by xlapy
+         11, 84, r"axis index 5 is out of bounds for mesh mesh\['axis_0'=2,'axis_1'=2\]", xla='out of bounds for mesh'),
     Case("MeshReplicaGroupDeviceIdsCountMismatch", r"""HloModule m
 
 add {
@@ -148,7 +143,7 @@ ENTRY e {
   p = f32[128,32] parameter(0)
   ROOT ar = f32[128,32] all-reduce(p), replica_groups=mesh['axis_0'=2,'axis_1'=2, device_ids=(0,1,2)] {'axis_0'}, to_apply=add
 }""",
-         11, 55, r"mesh-axes replica groups \(replica_groups=mesh\[\.\.\.\] \{\.\.\.\}\) are not supported by xlapy; write the groups as \{\{\.\.", xla='device_ids'),
+         11, 95, r"the mesh has 4 devices, but device_ids lists 3", xla='device_ids'),
     Case("AllGatherEmptyDimensions", r"""HloModule m
 ENTRY e {
   input = f32[128,32]{0,1} parameter(0)

@@ -8,6 +8,7 @@ Owns the value types (frozen, hashable) with XLA's names and their text syntax:
     replica_groups={}                        no groups: every participant in one group
     replica_groups=[2,2]<=[4]                IotaReplicaGroupList: groups of an iota
     replica_groups=[2,2]<=[2,2]T(1,0)        ... reshaped to [2,2], transposed by (1,0)
+    replica_groups=mesh['x'=2,'y'=2] {'x'}   MeshAxesReplicaGroupList (xlapy.hlo.attrs.mesh)
     source_target_pairs={{0,1},{1,2}}        SourceTargetPairsKind
     slice_sizes={{128,32}}                   IntListListKind (in-place collective-permute)
     dimensions={0}                           SingleDimensionKind (an int)
@@ -280,7 +281,9 @@ ReplicaGroupList = CollectiveDeviceList | IotaReplicaGroupList
 def replica_groups_from(value: Any, where: str = "replica_groups") -> ReplicaGroupList:
     """Normalise what users pass as replica groups: a CollectiveDeviceList, an
     IotaReplicaGroupList, a list of ReplicaGroup, a list of lists of ids, or () / None."""
-    if isinstance(value, (CollectiveDeviceList, IotaReplicaGroupList)):
+    from xlapy.hlo.attrs.mesh import MeshAxesReplicaGroupList
+
+    if isinstance(value, (CollectiveDeviceList, IotaReplicaGroupList, MeshAxesReplicaGroupList)):
         return value
     if value is None:
         return CollectiveDeviceList()
@@ -317,9 +320,10 @@ def read_replica_groups(sc: Scanner) -> ReplicaGroupList:
                     break
                 sc.expect(",", "or '}' in replica groups")
         return CollectiveDeviceList(tuple(groups))
-    if sc.peek_ident() in ("mesh", "maximal_mesh"):
-        sc.error("mesh-axes replica groups (replica_groups=mesh[...] {...}) are not supported "
-                 "by xlapy; write the groups as {{...}} or in the iota form [n,m]<=[...]")
+    if sc.peek_ident() in ("mesh", "maximal_mesh"):  # MeshAxesReplicaGroupList
+        from xlapy.hlo.attrs.mesh import read_mesh_replica_groups
+
+        return read_mesh_replica_groups(sc)
     if sc.peek() != "[":
         sc.error("expected replica groups: {{0,1},{2,3}}, {} or the iota form [2,2]<=[4], "
                  f"found {sc.describe_next()}")
