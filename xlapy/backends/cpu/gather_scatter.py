@@ -49,6 +49,8 @@ from xlapy.backends.cpu.scalar_computation import inline_computation, supports_c
 OPCODES = frozenset({"gather", "scatter", "select-and-scatter", "dynamic-update-slice"})
 
 I1 = ir.IntType(1)
+#: The largest select-and-scatter window (elements) compiled.
+MAX_WINDOW = 1 << 16
 
 
 def _c(v: int) -> ir.Constant:
@@ -127,6 +129,12 @@ def supports(instr) -> bool:
         return False
     window = instr.attrs["window"].dimensions
     if len(window) != len(operand.shape.dimensions) or any(w.window_reversal for w in window):
+        return False
+    # Every window position is visited: huge windows (mostly padding) stay with the
+    # interpreter, which iterates elements instead.
+    if _prod(w.size for w in window) > MAX_WINDOW or any(
+            max(w.size, w.stride, w.padding_low, w.padding_high, w.window_dilation,
+                w.base_dilation) >= 2**31 for w in window):
         return False
     select, scatter = instr.attrs["select"], instr.attrs["scatter"]
     return (select.num_parameters == 2 and scatter.num_parameters == 2
