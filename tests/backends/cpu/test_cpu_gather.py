@@ -180,3 +180,16 @@ def test_results_the_caller_holds_are_never_overwritten():
     second = run_cpu(text, x, i2)
     np.testing.assert_array_equal(first, kept)
     np.testing.assert_array_equal(second, x[i2[:, 0]])
+
+
+def test_element_gather_split_over_threads():
+    # x[idx] of a vector: the last output dimension is a batch dimension, every element has
+    # its own start: the work items are elements.
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(100003).astype(np.float32)
+    idx = rng.integers(-50, 100050, (70001, 1)).astype(np.int32)
+    text = G.gather_text((100003,), (70001, 1), (70001,), (), (0,), (0,), 1, (1,))
+    (step,) = steps_of(text, "gather")
+    assert step.spec.parallel and step.spec.domain == 70001
+    got = _gather(x, idx, (), (0,), (0,), 1, (1,))
+    np.testing.assert_array_equal(got, x[np.clip(idx[:, 0], 0, 100002)])

@@ -8,8 +8,9 @@ follow XLA's evaluator and XLA:CPU:
 - gather: every start index is clamped so its slice fits (``clamp(S, 0, dim - size)``);
   explicit batching dimensions (operand_batching_dims / start_indices_batching_dims) take
   the batch position itself. Start indices of any integer type, unsigned by value (a u64 of
-  2**64 - 1 clamps to the largest start). Work item: an output row (the last output
-  dimension); a row that is a window dimension is one strided (usually contiguous) copy.
+  2**64 - 1 clamps to the largest start). Work item: an output row when the last output
+  dimension is a window dimension (one strided, usually contiguous, copy), else an output
+  element.
 - scatter: in place (``KernelSpec.in_place``: output k starts as operand k); updates are
   applied in row-major order of the update scatter positions, window elements inside; a
   window that does not fit in the operand at its start is skipped whole (not clamped). The
@@ -234,7 +235,12 @@ def _emit_gather(module, name, instr) -> KernelSpec:
     odims = _dims(operand.shape)
     rank = len(odims)
     n_out = _prod(out_dims)
-    last = out_dims[-1] if out_dims else 1
+    k_last = len(out_dims) - 1
+    offset_dims = list(dn.offset_dims)
+    # A row whose last dimension is a window dimension is one strided run of the operand;
+    # otherwise every element has its own start (work item: an element).
+    by_rows = bool(out_dims) and k_last in offset_dims
+    last = out_dims[-1] if by_rows else 1
     rows = n_out // last if last else 0
     spec = KernelSpec(name=name, n_inputs=2, outputs=[instr.shape], domain=rows,
                       cost=max(last, 1))
@@ -247,7 +253,6 @@ def _emit_gather(module, name, instr) -> KernelSpec:
     idx = _Indices(b, _buffer(b, bufs, 1, indices.shape.element_type, "indices"),
                    indices.shape, dn.index_vector_dim)
     out = _buffer(b, bufs, 2, et, "out")
-    offset_dims = list(dn.offset_dims)
     batch_out = [k for k in range(len(out_dims)) if k not in offset_dims]
     offset_operand = [d for d in range(rank) if d not in dn.collapsed_slice_dims
                       and d not in dn.operand_batching_dims]
@@ -277,19 +282,17 @@ def _emit_gather(module, name, instr) -> KernelSpec:
 
     lo, hi = fn.args[1], fn.args[2]
     with for_range(b, lo, hi, "row") as r:
-        outer = Index(b, out_dims[:-1], linear=r).multi if len(out_dims) > 1 else []
-        row_start = b.mul(r, _c(last), name="row.start")
-        k_last = len(out_dims) - 1
-        if out_dims and k_last in offset_dims:  # the row is one strided run of the operand
+        if by_rows:
+            outer = Index(b, out_dims[:-1], linear=r).multi if len(out_dims) > 1 else []
+            row_start = b.mul(r, _c(last), name="row.start")
             d_last = offset_operand[offset_dims.index(k_last)]
             base = operand_pos(outer + [_c(0)], "base")
             with for_range(b, 0, last, "j") as j:
                 step = j if ostrides[d_last] == 1 else b.mul(j, _c(ostrides[d_last]))
                 _copy_element(b, out, b.add(row_start, j), src, b.add(base, step), "g")
         else:
-            with for_range(b, 0, last, "j") as j:
-                multi = outer + ([j] if out_dims else [])
-                _copy_element(b, out, b.add(row_start, j), src, operand_pos(multi, "e"), "g")
+            multi = Index(b, out_dims, linear=r).multi if out_dims else []
+            _copy_element(b, out, r, src, operand_pos(multi, "e"), "g")
     b.ret_void()
     return spec
 
