@@ -157,3 +157,11 @@ def test_held_results_are_never_overwritten():
     np.testing.assert_array_equal(first, kept)
     assert not x.any()
     assert second[55, 0] == 2 and second[5, 0] == 1
+
+
+def test_non_default_layouts():
+    text = _text("f32", (5, 7), (2, 3)).replace("f32[5,7] parameter(0)",
+                                                "f32[5,7]{0,1} parameter(0)")
+    text = text.replace("ROOT r = f32[5,7] dynamic", "ROOT r = f32[5,7]{0,1} dynamic")
+    check(text, sample("f32", (5, 7)), sample("f32", (2, 3), offset=9), np.int32(2),
+          np.int32(5), opcode="dynamic-update-slice")

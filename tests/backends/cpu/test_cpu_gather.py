@@ -193,3 +193,14 @@ def test_element_gather_split_over_threads():
     assert step.spec.parallel and step.spec.domain == 70001
     got = _gather(x, idx, (), (0,), (0,), 1, (1,))
     np.testing.assert_array_equal(got, x[np.clip(idx[:, 0], 0, 100002)])
+
+
+def test_non_default_layouts():
+    # Layouts name the physical order; the backend's buffers are logical arrays, so the
+    # compiled gather gives the same values whatever the operand and result layouts say.
+    text = G.gather_text((7, 3), (5, 1), (5, 3), (1,), (0,), (0,), 1, (1, 3))
+    text = text.replace("f32[7,3] parameter(0)", "f32[7,3]{0,1} parameter(0)")
+    text = text.replace("ROOT g = f32[5,3] gather", "ROOT g = f32[5,3]{0,1} gather")
+    x = np.arange(21, dtype=np.float32).reshape(7, 3)
+    got = check(text, x, np.array([[6], [0], [2], [9], [-4]], np.int32), opcode="gather")
+    np.testing.assert_array_equal(got, x[[6, 0, 2, 6, 0]])

@@ -268,3 +268,13 @@ def test_the_callers_operand_and_held_results_are_never_written():
     np.testing.assert_array_equal(x, kept_x)
     np.testing.assert_array_equal(first, kept)
     assert not np.array_equal(second, first)
+
+
+def test_non_default_layouts():
+    text = S.scatter_text("f32", (6, 3), (20, 1), (20, 3), "add", (1,), (0,), (0,), 1)
+    text = text.replace("f32[6,3] parameter(0)", "f32[6,3]{0,1} parameter(0)")
+    text = text.replace("f32[20,3] parameter(2)", "f32[20,3]{0,1} parameter(2)")
+    text = text.replace("ROOT s = f32[6,3] scatter", "ROOT s = f32[6,3]{0,1} scatter")
+    rng = np.random.default_rng(15)
+    check(text, sample("f32", (6, 3)), rng.integers(-1, 7, (20, 1)).astype(np.int32),
+          sample("f32", (20, 3), offset=3), opcode="scatter")

@@ -174,3 +174,11 @@ def test_inside_a_compiled_while():
     assert len(compiled_whiles(LOOP)) == 1
     check(LOOP, rng.standard_normal((6, 8)).astype(np.float32),
           rng.standard_normal((3, 4)).astype(np.float32), opcode="select-and-scatter")
+
+
+def test_non_default_layouts():
+    text = sas_module("f32", "[6,8]", "[3,4]", "size=2x2 stride=2x2")
+    text = text.replace("f32[6,8] parameter(0)", "f32[6,8]{0,1} parameter(0)")
+    text = text.replace("ROOT r = f32[6,8] select", "ROOT r = f32[6,8]{0,1} select")
+    check(text, sample("f32", (6, 8)), sample("f32", (3, 4), offset=3), np.float32(0),
+          opcode="select-and-scatter")

@@ -85,23 +85,21 @@ def _index_type(shape) -> bool:
     return _static_array(shape) and el.TYPES[shape.element_type][0] in "su"
 
 
-def _row_major(shape) -> bool:
-    return indexing._row_major(shape)
-
-
 # -- which instructions ---------------------------------------------------------------------
 
 
 def supports(instr) -> bool:
-    """Whether ``emit`` compiles ``instr`` (static shapes, row-major layouts, element types
-    the generators know, integer indices, inlinable computations)."""
+    """Whether ``emit`` compiles ``instr`` (static shapes, element types the generators
+    know, integer indices, inlinable computations)."""
     op = instr.opcode
     if op not in OPCODES:
         return False
+    # Layouts do not matter: the backend's buffers are logical row-major arrays whatever
+    # a shape's layout says (only a bitcast reads one).
     leaves = [leaf for _, leaf in instr.shape.leaves()]
-    if not leaves or not all(_static_array(s) and _row_major(s) for s in leaves):
+    if not leaves or not all(_static_array(s) for s in leaves):
         return False
-    if not all(o.shape.is_array() and _row_major(o.shape) for o in instr.operands):
+    if not all(o.shape.is_array() for o in instr.operands):
         return False
     if op == "dynamic-update-slice":
         return indexing.supports(instr)
