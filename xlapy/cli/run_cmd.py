@@ -1,4 +1,5 @@
-"""``xlapy run MODULE.hlo``: parse, verify and run a module on the reference interpreter;
+"""``xlapy run MODULE.hlo``: parse, verify and run a module on a runtime backend (default the
+compiled CPU backend, ``cpu``, as ``xlapy.Client()``; ``--backend interpreter`` the reference);
 print the results as XLA literals, optionally read inputs from and write outputs to .npz.
 MODULE is HLO text or one of XLA's protos (xlapy.proto; an HloSnapshot runs on its own
 arguments unless --inputs is given); a file a glob found that holds no module is skipped.
@@ -35,16 +36,20 @@ from __future__ import annotations
 from xlapy.cli.common import CommandError, add_command
 from xlapy.errors import XlaError
 
-#: The backend of ``xlapy run`` without --backend: the compiled CPU backend.
+#: The backend of ``xlapy run`` without --backend: the runtime's (``Client()``'s) default, the
+#: compiled CPU backend. Kept in one place: xlapy.runtime.client.DEFAULT_BACKEND.
 DEFAULT_BACKEND = "cpu"
 
 
 def register(subparsers) -> None:
     p = add_command(
         subparsers, "run",
-        summary="run an HLO module on the interpreter and print its results",
+        summary="run an HLO module (on the CPU backend) and print its results",
         description="Parse, verify and run an HLO module (XLA's text or proto, e.g. a jax dump) on "
-        "xlapy's reference interpreter, and print the results as XLA literals. Without "
+        f"xlapy's compiled CPU backend (--backend {DEFAULT_BACKEND}, the default, as "
+        "xlapy.Client(); --backend interpreter: the reference interpreter), and print the "
+        "results as XLA literals (arrays over 1000 elements elided; --print-all for every "
+        "element). Without "
         "--inputs, deterministic random arguments are made from --seed (index operands kept in "
         "bounds, as XLA's run_hlo_module does).",
         examples=[
