@@ -80,8 +80,8 @@ def _llvm_lines() -> list[str]:
         import llvmlite.binding as llvm
     except ImportError as e:
         return [f"llvmlite: not importable ({e})"]
-    lines = [f"llvmlite {llvmlite.__version__}, LLVM "
-             f"{'.'.join(str(v) for v in llvm.llvm_version_info)}"]
+    llvm_version = ".".join(str(v) for v in llvm.llvm_version_info)
+    lines = [f"llvmlite {llvmlite.__version__}, LLVM {llvm_version}"]
     try:
         name = llvm.get_host_cpu_name()
         features = llvm.get_host_cpu_features()
