@@ -127,7 +127,9 @@ def register(subparsers) -> None:
                    f"{SUMMARIZE_OVER} elements show the first and last {SUMMARY_EDGE} entries "
                    f"of each dimension, as NumPy does)")
     p.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
-                   help="progress line on stderr: auto = when stderr is a terminal")
+                   help="progress line on stderr (a run over 2 s: elapsed time, and on the "
+                   "interpreter instructions and while iterations; with --iterations or "
+                   "--reference: runs done): auto (default) = only when stderr is a terminal")
 
 
 def _arguments_from_npz(module, path: str, arrays: dict | None = None,
@@ -337,8 +339,11 @@ def _run_single(args, module) -> int:
         inputs = _arguments_from_npz(module, args.inputs, cast=args.cast_inputs)
     else:
         inputs = _default_arguments(module, args)
-    result = Client(backend=args.backend, timeout=args.timeout).compile(
-        module, verify=False)(*inputs)
+    from xlapy.cli.run_progress import RunTicker
+
+    with RunTicker(_what(args, module), args.progress):
+        result = Client(backend=args.backend, timeout=args.timeout).compile(
+            module, verify=False)(*inputs)
     if not args.quiet:
         print(literal_text(result, module.entry.root.shape, args))
     if args.output:
@@ -367,6 +372,12 @@ def literal_text(value, shape, args) -> str:
               f"{SUMMARY_EDGE} of each dimension); --print-all prints every element, "
               f"--output writes them to .npz", file=sys.stderr)
     return literal.to_string(summarize_over=limit, edge_items=SUMMARY_EDGE)
+
+
+def _what(args, module, devices: int = 1) -> str:
+    """What the progress line says runs: ``%name on BACKEND`` (and the device count)."""
+    many = f" x {devices} devices" if devices > 1 else ""
+    return f"{module.name} on {args.backend}{many}"
 
 
 def _default_arguments(module, args) -> list:
@@ -598,7 +609,11 @@ def report_devices(module, args, results: list, partitions: int) -> None:
 
 def run_devices(args, module, replicas: int, partitions: int) -> int:
     """The multi-device path of ``xlapy run``: inputs per device, execute, report."""
+    from xlapy.cli.run_progress import RunTicker
+
     inputs = device_inputs(module, args, replicas * partitions)
-    results = execute_devices(module, inputs, replicas, partitions, args.timeout, args.backend)
+    with RunTicker(_what(args, module, replicas * partitions), args.progress):
+        results = execute_devices(module, inputs, replicas, partitions, args.timeout,
+                                  args.backend)
     report_devices(module, args, results, partitions)
     return 0

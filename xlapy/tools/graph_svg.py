@@ -326,9 +326,9 @@ def _edge_svg(e: _Edge, nodes: dict[str, _Node]) -> list[str]:
     tip = 1 if y2 > y1 else -1
     head = (f"{x2:.1f},{y2:.1f} {x2 - 3.5:.1f},{y2 - 8 * tip:.1f} "
             f"{x2 + 3.5:.1f},{y2 - 8 * tip:.1f}")
-    out = [f'<g class="edge"><path d="M{x1:.1f},{y1:.1f} C{x1:.1f},{y1 + bend:.1f} '
+    out = [(f'<g class="edge"><path d="M{x1:.1f},{y1:.1f} C{x1:.1f},{y1 + bend:.1f} '
            f'{x2:.1f},{y2 - bend:.1f} {x2:.1f},{y2 - 7 * tip:.1f}" fill="none" '
-           f'stroke="{color}"{dash}/><polygon points="{head}" fill="{color}"/>']
+           f'stroke="{color}"{dash}/><polygon points="{head}" fill="{color}"/>')]
     if e.label:
         out.append(f'<text x="{(x1 + x2) / 2 + 4:.1f}" y="{(y1 + y2) / 2:.1f}" font-size="9" '
                    f'fill="{color}">{_esc(e.label)}</text>')
@@ -372,12 +372,12 @@ def dot_to_svg(dot_text: str) -> str:
         body += _edge_svg(e, g.nodes)
     for node in g.nodes.values():
         body += _node_svg(node)
-    head = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
+    head = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
             f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
-            f'font-family="{_esc(_FONT)}">',
+            f'font-family="{_esc(_FONT)}">'),
             '<rect width="100%" height="100%" fill="white"/>',
-            f'<text x="{width / 2:.1f}" y="{_MARGIN + 12:.1f}" text-anchor="middle" '
-            f'font-size="16">{_esc(g.title)}</text>']
+            (f'<text x="{width / 2:.1f}" y="{_MARGIN + 12:.1f}" text-anchor="middle" '
+            f'font-size="16">{_esc(g.title)}</text>')]
     return "\n".join(head + body + ["</svg>"]) + "\n"
 
 
