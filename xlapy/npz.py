@@ -5,8 +5,8 @@ bf16, the f8/f6/f4 types and s4/u4/s2/u2 (ml_dtypes) are written as their raw st
 ml_dtypes dtype, and read back the same way: ``save_npz(path, {"arg0": bf16_array})``, or by
 hand ``np.savez(path, arg0=a.view(np.uint16), __dtype__arg0="bfloat16")``. Plain
 ``np.savez(path, arg0=bf16_array)`` loses the type (NumPy stores such arrays as raw ``|V2``
-records); reading that file says so and how to save it instead. The layout of ``xlapy run``'s inputs/outputs and
-of the golden fixtures in tests/fixtures/jax. Whatever a file holds, reading or writing it
+records); reading that file says so and how to save it instead. The layout of ``xlapy run``'s
+inputs/outputs and of the golden fixtures in tests/fixtures/jax. Whatever a file holds, reading or writing it
 fails with an InvalidArgumentError that says what is wrong, never a NumPy or zip error."""
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import numpy as np
 from xlapy.errors import InvalidArgumentError
 
 _PREFIX = "__dtype__"
+
+__all__ = ["load_npz", "save_npz"]
 
 
 def _is_ml_dtype(dtype: np.dtype) -> bool:

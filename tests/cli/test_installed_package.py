@@ -27,7 +27,7 @@ def _clean_env(**extra) -> dict:
 
 def _run(argv, cwd, **env) -> subprocess.CompletedProcess:
     return subprocess.run([str(a) for a in argv], capture_output=True, text=True, cwd=cwd,
-                          env=_clean_env(**env), timeout=900)
+                          env=_clean_env(**env), timeout=900, check=False)
 
 
 def _copy_tree(dest: Path) -> None:

@@ -70,7 +70,7 @@ def _env(**extra) -> dict:
 
 def run_cli(*argv, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "xlapy", *map(str, argv)], capture_output=True,
-                          text=True, cwd=ROOT, env=_env(**env), timeout=600)
+                          text=True, cwd=ROOT, env=_env(**env), timeout=600, check=False)
 
 
 # -- one default backend ------------------------------------------------------------------
