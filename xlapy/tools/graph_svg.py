@@ -253,8 +253,10 @@ def _block(g: _Graph, path: tuple, children: dict, direct: dict) -> tuple[_Item,
     width, height = _place(layers)
     if path:
         pad = _CLUSTER_PAD
-        block = _Item(path, width + 2 * pad, height + 2 * pad + _CLUSTER_LABEL)
-        offset = (pad, pad + _CLUSTER_LABEL)
+        label = len(g.cluster_labels.get(path[-1], "")) * 11 * _CHAR_WIDTH
+        outer = max(width, label) + 2 * pad  # the label fits inside the box
+        block = _Item(path, outer, height + 2 * pad + _CLUSTER_LABEL)
+        offset = ((outer - width) / 2, pad + _CLUSTER_LABEL)
     else:
         block = _Item(path, width, height)
         offset = (0.0, 0.0)
