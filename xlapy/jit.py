@@ -1,6 +1,6 @@
 """``xlapy.jit``: run a jax function on xlapy, in one line.
 
-    f = xlapy.jit(lambda x, w: jnp.tanh(x @ w))          # backend="cpu" (default)
+    f = xlapy.jit(lambda x, w: jnp.tanh(x @ w))          # backend="cpu" (DEFAULT_BACKEND)
     y = f(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))   # NumPy out
 
 jax (an optional extra: ``pip install 'xlapy[jax]'``) traces and lowers the function, exactly
@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from xlapy.errors import InvalidArgumentError
+from xlapy.runtime.client import DEFAULT_BACKEND
 
 
 def _as_tuple(value, what: str) -> tuple | None:
@@ -59,7 +60,7 @@ class JitFunction:
     """What ``xlapy.jit`` returns: call it like the function; ``lower(*args)`` gives the
     xlapy Module for those arguments; ``cache_size()`` counts the signatures compiled."""
 
-    def __init__(self, fun: Callable, backend: str = "cpu", *,
+    def __init__(self, fun: Callable, backend: str = DEFAULT_BACKEND, *,
                  static_argnums: int | Sequence[int] | None = None,
                  static_argnames: str | Sequence[str] | None = None,
                  donate_argnums: int | Sequence[int] | None = None,
@@ -230,7 +231,7 @@ class JitFunction:
         return f"xlapy.jit({self.__name__}, backend={self.backend!r})"
 
 
-def jit(fun: Callable | None = None, backend: str = "cpu", *,
+def jit(fun: Callable | None = None, backend: str = DEFAULT_BACKEND, *,
         static_argnums: int | Sequence[int] | None = None,
         static_argnames: str | Sequence[str] | None = None,
         donate_argnums: int | Sequence[int] | None = None,

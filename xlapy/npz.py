@@ -2,8 +2,11 @@
 
 bf16, the f8/f6/f4 types and s4/u4/s2/u2 (ml_dtypes) are written as their raw storage bits
 (``arr.view(uint16)`` / ``view(uint8)``) with a string entry ``__dtype__<key>`` naming the
-ml_dtypes dtype, and read back the same way. The layout of ``xlapy run``'s inputs/outputs and
-of the golden fixtures in tests/fixtures/jax. Whatever a file holds, reading or writing it
+ml_dtypes dtype, and read back the same way: ``save_npz(path, {"arg0": bf16_array})``, or by
+hand ``np.savez(path, arg0=a.view(np.uint16), __dtype__arg0="bfloat16")``. Plain
+``np.savez(path, arg0=bf16_array)`` loses the type (NumPy stores such arrays as raw ``|V2``
+records); reading that file says so and how to save it instead. The layout of ``xlapy run``'s
+inputs/outputs and of the golden fixtures in tests/fixtures/jax. Whatever a file holds, reading or writing it
 fails with an InvalidArgumentError that says what is wrong, never a NumPy or zip error."""
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import numpy as np
 from xlapy.errors import InvalidArgumentError
 
 _PREFIX = "__dtype__"
+
+__all__ = ["load_npz", "save_npz"]
 
 
 def _is_ml_dtype(dtype: np.dtype) -> bool:
@@ -97,6 +102,15 @@ def load_npz(path_or_file) -> dict[str, np.ndarray]:
         if tag in raw:
             known = known if known is not None else _ml_dtype_names()
             arr = _restore(where, key, arr, raw[tag], known)
+        elif arr.dtype.kind == "V" and arr.dtype.names is None and arr.dtype.itemsize in (1, 2):
+            raise InvalidArgumentError(
+                f"{where}: entry {key} is raw {arr.dtype.itemsize}-byte records (dtype "
+                f"{arr.dtype}, shape {list(arr.shape)}): this is what np.savez makes of a bf16, "
+                f"f8 or int4 (ml_dtypes) array, whose type NumPy's .npz cannot name, so the "
+                f"type is lost. Save such arrays with xlapy.npz.save_npz(path, {{'{key}': a}}), "
+                f"which stores the raw bits with a {_PREFIX}{key} entry naming the type (the "
+                f"npz convention of xlapy: np.savez(path, {key}=a.view(np.uint16), "
+                f"{_PREFIX}{key}='bfloat16') by hand)")
         elif arr.dtype.kind not in "biufc" and not _is_ml_dtype(arr.dtype):
             raise InvalidArgumentError(
                 f"{where}: entry {key} is {_describe(arr)}; expected numeric arrays (bool, "
@@ -135,9 +149,11 @@ def _restore(where: str, key: str, arr: np.ndarray, tag: np.ndarray, known: dict
 
 
 def save_npz(path_or_file, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write arrays; ml_dtypes arrays as raw bits plus a ``__dtype__<key>`` entry. A path
-    that cannot be written raises InvalidArgumentError naming it (NumPy adds ``.npz`` to a
-    path without it)."""
+    """Write arrays; ml_dtypes arrays as raw bits plus a ``__dtype__<key>`` entry. The file
+    is written under exactly the name given (unlike ``np.savez``, no ``.npz`` is added). A
+    path that cannot be written raises InvalidArgumentError naming it and saying why.
+
+    >>> save_npz("in.npz", {"arg0": np.ones((2, 3), ml_dtypes.bfloat16)})  # bf16 kept"""
     entries = {}
     for key, arr in arrays.items():
         arr = np.asarray(arr)
@@ -151,9 +167,10 @@ def save_npz(path_or_file, arrays: Mapping[str, np.ndarray]) -> None:
         if os.path.isdir(path_or_file):
             raise InvalidArgumentError(f"cannot write {path_or_file}: it is a directory")
         try:
-            np.savez(path_or_file, **entries)
+            with open(path_or_file, "wb") as f:  # an open file: np.savez adds no suffix
+                np.savez(f, **entries)
         except OSError as e:
-            raise InvalidArgumentError(f"cannot write {path_or_file}: "
+            raise InvalidArgumentError(f"cannot write {os.fsdecode(path_or_file)}: "
                                        f"{e.strerror or e}") from None
     else:
         buf = io.BytesIO()

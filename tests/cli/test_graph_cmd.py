@@ -1,9 +1,10 @@
 """``xlapy graph``: DOT structure (one node per drawn instruction, one solid edge per operand
 use, dashed edges to called computations) on examples/mlp.hlo and a jax module with fusions
 and a while loop; --computation, --instruction/--radius, --expand-fusions; escaping; SVG,
-PNG and HTML through Graphviz when ``dot`` is installed, and the clear "install graphviz"
-error when it is not (each test checks whichever holds on this machine, and one test hides
-``dot`` from PATH to check the error everywhere)."""
+PNG and HTML from both engines: xlapy's own layout (always; PNG through resvg-py, a test
+dependency) and Graphviz when ``dot`` is installed (else the clear "install graphviz" error;
+each test checks whichever holds on this machine, and one test hides ``dot`` from PATH to
+check that pictures still work without it)."""
 
 from __future__ import annotations
 
@@ -288,13 +289,19 @@ def check_svg(svg_text: str, dot_text: str):
     assert groups.count("cluster") == dot_text.count("subgraph cluster_")
 
 
+HAVE_DOT = shutil.which("dot") is not None
+ENGINES = ["xlapy", "graphviz"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("path,extra", [(MLP, []), (FORI, ["--expand-fusions"]),
                                         (FORI, ["-i", "copy.4", "-r", "2"])])
-def test_svg(capsys, tmp_path, path, extra):
+def test_svg(capsys, tmp_path, path, extra, engine):
     _, dot_text, _ = run_inproc(capsys, "graph", path, *extra)
     target = tmp_path / "g.svg"
-    code, out, err = run_inproc(capsys, "graph", path, *extra, "--format", "svg", "-o", target)
-    if shutil.which("dot") is None:
+    code, out, err = run_inproc(capsys, "graph", path, *extra, "--format", "svg", "-o", target,
+                                "--engine", engine)
+    if engine == "graphviz" and not HAVE_DOT:
         assert_needs_graphviz(code, err)
         assert not target.exists()
         return
@@ -302,34 +309,38 @@ def test_svg(capsys, tmp_path, path, extra):
     check_svg(target.read_text(encoding="utf-8"), dot_text)
 
 
-def test_svg_to_stdout_and_odd_names():
+@pytest.mark.parametrize("engine", ENGINES)
+def test_svg_to_stdout_and_odd_names(engine):
     m = xlapy.parse_hlo_module(ODD)
     dot_text = module_to_dot(m)
-    proc = run_cli("graph", "-", "--format", "svg", stdin=ODD)
-    if shutil.which("dot") is None:
+    proc = run_cli("graph", "-", "--format", "svg", "--engine", engine, stdin=ODD)
+    if engine == "graphviz" and not HAVE_DOT:
         assert_needs_graphviz(proc.returncode, proc.stderr)
         return
     assert proc.returncode == 0, proc.stderr
     check_svg(proc.stdout, dot_text)
-    assert "a&lt;b&gt;&amp;" in proc.stdout  # the label survived dot and XML
+    assert "a&lt;b&gt;&amp;" in proc.stdout  # the label survived the layout and XML
 
 
-def test_png(capsys, tmp_path):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_png(capsys, tmp_path, engine):
     target = tmp_path / "g.png"
-    code, _, err = run_inproc(capsys, "graph", MLP, "-f", "png", "-o", target)
-    if shutil.which("dot") is None:
+    code, _, err = run_inproc(capsys, "graph", MLP, "-f", "png", "-o", target,
+                              "--engine", engine)
+    if engine == "graphviz" and not HAVE_DOT:
         assert_needs_graphviz(code, err)
         return
-    assert code == 0
+    assert code == 0, err
     data = target.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
 
 
-def test_html(capsys, tmp_path):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_html(capsys, tmp_path, engine):
     target = tmp_path / "g.html"
     code, _, err = run_inproc(capsys, "graph", FORI, "--expand-fusions", "-f", "html",
-                              "-o", target)
-    if shutil.which("dot") is None:
+                              "-o", target, "--engine", engine)
+    if engine == "graphviz" and not HAVE_DOT:
         assert_needs_graphviz(code, err)
         return
     assert code == 0
@@ -342,6 +353,54 @@ def test_html(capsys, tmp_path):
     check_svg(svg, module_to_dot(load(FORI), expand_fusions=True))
 
 
+def test_xlapy_layout_geometry():
+    """xlapy's layout: every operand above its user, no two nodes of the picture overlap,
+    and every node of a cluster inside its cluster's box."""
+    from xlapy.tools import graph_svg
+
+    dot_text = module_to_dot(load(FORI), expand_fusions=True)
+    root = ET.fromstring(graph_svg.dot_to_svg(dot_text))
+    ns = "{http://www.w3.org/2000/svg}"
+    boxes = {}
+    for g in root.iter(f"{ns}g"):
+        if g.get("class") == "node":
+            shape = next(e for e in g if e.tag != f"{ns}title")
+            if shape.tag == f"{ns}ellipse":
+                cx, cy = float(shape.get("cx")), float(shape.get("cy"))
+                rx, ry = float(shape.get("rx")), float(shape.get("ry"))
+                boxes[g.get("id")] = (cx - rx, cy - ry, cx + rx, cy + ry)
+            elif shape.tag == f"{ns}rect":
+                x, y = float(shape.get("x")), float(shape.get("y"))
+                boxes[g.get("id")] = (x, y, x + float(shape.get("width")),
+                                      y + float(shape.get("height")))
+            else:  # polygon
+                pts = [tuple(map(float, p.split(","))) for p in shape.get("points").split()]
+                xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+                boxes[g.get("id")] = (min(xs), min(ys), max(xs), max(ys))
+    assert len(boxes) == len(nodes(dot_text))
+    ids = sorted(boxes)
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            A, B = boxes[a], boxes[b]
+            assert A[2] <= B[0] or B[2] <= A[0] or A[3] <= B[1] or B[3] <= A[1], (a, b)
+    for src, dst, attrs in edges(dot_text):
+        if "dashed" not in (attrs or ""):
+            assert boxes[src][3] <= boxes[dst][1], (src, dst)  # operand above its user
+
+
+def test_png_without_resvg(capsys, tmp_path, monkeypatch):
+    """--engine xlapy --format png without the resvg-py wheel: what to install, exit 2."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "resvg_py" else real(name, *a))
+    code, _, err = run_inproc(capsys, "graph", MLP, "-f", "png", "-o", tmp_path / "g.png",
+                              "--engine", "xlapy")
+    assert code == 2 and "pip install 'xlapy[pictures]'" in err
+    assert not (tmp_path / "g.png").exists()
+
+
 def test_png_and_html_need_a_file(capsys):
     for fmt in ("png", "html"):
         code, _, err = run_inproc(capsys, "graph", MLP, "-f", fmt)
@@ -349,14 +408,19 @@ def test_png_and_html_need_a_file(capsys):
 
 
 def test_without_graphviz_on_path(tmp_path):
-    """Hide ``dot`` (PATH holds only an empty directory): a clear error, exit 2, and DOT
-    output still works."""
+    """Hide ``dot`` (PATH holds only an empty directory): every picture format is drawn by
+    xlapy's own layout (pip packages only); --engine graphviz is a clear error, exit 2."""
     env = dict(os.environ, PATH=str(tmp_path))
     for fmt in ("svg", "png", "html"):
-        proc = run_cli("graph", MLP, "-f", fmt, "-o", tmp_path / f"g.{fmt}", env=env)
+        target = tmp_path / f"g.{fmt}"
+        proc = run_cli("graph", MLP, "-f", fmt, "-o", target, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert target.stat().st_size > 10_000
+        proc = run_cli("graph", MLP, "-f", fmt, "-o", tmp_path / f"h.{fmt}", "--engine",
+                       "graphviz", env=env)
         assert_needs_graphviz(proc.returncode, proc.stderr)
         assert proc.stderr.count("\n") == 1  # one line
-        assert not (tmp_path / f"g.{fmt}").exists()
+        assert not (tmp_path / f"h.{fmt}").exists()
     proc = run_cli("graph", MLP, env=env)
     assert proc.returncode == 0 and len(nodes(proc.stdout)) == 40
 
@@ -380,6 +444,6 @@ def test_help_lists_examples():
     proc = run_cli("graph", "--help")
     assert proc.returncode == 0
     assert "xlapy graph examples/mlp.hlo --format svg -o mlp.svg" in proc.stdout
-    assert "--expand-fusions" in proc.stdout and "apt-get install graphviz" in proc.stdout
+    assert "--expand-fusions" in proc.stdout and "pip install 'xlapy[pictures]'" in proc.stdout
     proc = run_cli("--help")
     assert "graph" in proc.stdout

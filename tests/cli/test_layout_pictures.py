@@ -45,8 +45,8 @@ def all_text(root: ET.Element) -> str:
     return "\n".join(t.text or "" for t in root.iter(SVG + "text"))
 
 
-def run_cli(*argv):
-    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+def run_cli(*argv, env=None):
+    env = dict(env or os.environ, PYTHONIOENCODING="utf-8")
     return subprocess.run([sys.executable, "-m", "xlapy", *argv], capture_output=True,
                           check=False, timeout=60, env=env)
 
@@ -258,7 +258,7 @@ def test_png_when_a_converter_is_available_or_not(tmp_path):
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     else:
         assert done.returncode == 2
-        assert b"rsvg-convert" in done.stderr and b"librsvg2-bin" in done.stderr
+        assert b"xlapy[pictures]" in done.stderr and b"librsvg2-bin" in done.stderr
         assert b"Traceback" not in done.stderr
         assert not out.exists()
 
@@ -270,11 +270,27 @@ def test_png_without_a_converter_is_a_clear_error(tmp_path, monkeypatch, capsys)
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "error: --png needs an SVG converter" in err
-    assert "apt-get install librsvg2-bin" in err and "cairosvg" in err
+    assert "pip install 'xlapy[pictures]'" in err and "apt-get install librsvg2-bin" in err
     assert not (tmp_path / "x.png").exists()
 
 
+def test_png_from_pip_packages_alone(tmp_path):
+    """The pictures extra's resvg-py (a test dependency) draws the PNG with no system tool:
+    PATH holds only an empty directory."""
+    pytest.importorskip("resvg_py", reason="the pictures extra (resvg-py) is not installed")
+    out = tmp_path / "fig2.png"
+    done = run_cli("layout", "--png", str(out), FIG2, env=dict(os.environ, PATH=str(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000
+
+
 def test_find_png_converter_prefers_rsvg_convert(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "resvg_py" else real(name, *a))
     monkeypatch.setattr(layout_svg_mod.shutil, "which",
                         lambda name: "/usr/bin/rsvg-convert" if name == "rsvg-convert" else None)
     assert find_png_converter() == "rsvg-convert"

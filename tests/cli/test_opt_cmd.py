@@ -5,6 +5,7 @@ one-line errors with exit code 2 (in-process ``main`` calls plus real subprocess
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -92,9 +93,9 @@ def test_fixed_point_and_stats(capsys, monkeypatch):
 def test_list(capsys):
     code, out, _ = _run(["opt", "--list"], capsys)
     assert code == 0
-    assert [line.split()[0] for line in out.splitlines()] == [
-        "inline", "simplify", "constant-folding", "cse", "dce", "fusion", "layout-assignment",
-        "spmd-partition"]
+    names = [line.split()[0] for line in out.splitlines() if re.match(r"  \S", line)]
+    assert names == ["inline", "simplify", "constant-folding", "cse", "dce", "fusion",
+                     "layout-assignment", "spmd-partition"]  # further lines of a description are indented more
 
 
 def test_errors_are_one_line_exit_2(tmp_path, capsys, monkeypatch):

@@ -176,8 +176,9 @@ def test_cast_inputs_refuses_complex_to_real(module, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("target,message", [
-    ("nowhere/out.npz", "cannot write {tmp}/nowhere/out.npz: No such file or directory"),
-    ("", "cannot write {tmp}: it is a directory"),
+    ("nowhere/out.npz", "--output {tmp}/nowhere/out.npz: the folder {tmp}/nowhere does not "
+                        "exist"),
+    ("", "--output {tmp}: it is a directory; give a file name"),
 ])
 def test_unwritable_output_exits_2(target, message, module, tmp_path, capsys):
     code, _, err = run(["run", module(), "--output", str(tmp_path / target) if target

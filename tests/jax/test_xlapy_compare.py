@@ -133,7 +133,7 @@ def test_compare_reports_every_output():
     report = xlapy.compare(_net, *_args())
     assert report.ok and report.divergence is None
     text = str(report)
-    assert text.startswith("compare jit__net: interpreter against XLA:CPU (abs error 0.001, "
+    assert text.startswith("compare jit__net: cpu against XLA:CPU (abs error 0.001, "
                            "rel error 0.001)")
     assert "  out['norm'] f32[]: max abs error" in text and "  out['y'] f32[2,4]: " in text
     assert "max ulp error" in text and text.endswith("OK: 2 outputs within the tolerances")

@@ -31,7 +31,7 @@ COMMAND_MODULES = (
 
 _EPILOG = """\
 examples:
-  xlapy run examples/mlp.hlo                  # run an HLO module on the interpreter
+  xlapy run examples/mlp.hlo                  # run an HLO module on the CPU backend
   xlapy run m.hlo --backend B --reference interpreter   # compare backends, bisect
   xlapy graph examples/mlp.hlo --format svg -o mlp.svg  # draw a module
   xlapy layout "f32[3,5]{1,0:T(2,2)}"        # explain a tiled layout
@@ -41,20 +41,38 @@ examples:
 exit codes: 0 ok, 2 bad input, 1 internal error (rerun with --debug for a traceback)"""
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: xlapy/cli/version_info.py finds the facts only when asked."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from xlapy.cli.version_info import version_text
+
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every registered subcommand."""
     from xlapy import __version__
 
     parser = argparse.ArgumentParser(
         prog="xlapy",
-        description="xlapy: XLA in Python. Run HLO modules (on the interpreter, across replicas, "
-        "over MPI), compare backends, draw modules, and explain shapes and layouts.",
+        description="xlapy: XLA in Python. Run HLO modules (on the compiled CPU backend or the "
+        "reference interpreter, across replicas, over MPI), compare backends, optimise and "
+        "draw modules, time the benchmark suite, and explain shapes and layouts.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an error")
-    parser.add_argument("--version", action="version", version=f"xlapy {__version__}")
+    parser.add_argument("--version", action=_VersionAction,
+                        help=f"print xlapy's version ({__version__}), the versions of Python, "
+                        "numpy, ml_dtypes, scipy, llvmlite/LLVM, the BLAS in use and the host "
+                        "CPU's vector features, and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)

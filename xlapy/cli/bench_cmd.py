@@ -1,8 +1,9 @@
-"""``xlapy bench``: issue 7's benchmark suite. In one process and one run, every case of
+"""``xlapy bench``: the speed suite of benchmarks/suite.py. In one process and one run, every case of
 benchmarks/suite.py runs on xlapy (``--backend``, default cpu), on XLA:CPU through
 ``jax.jit`` (when jax is importable; jax is imported here, lazily, never by the rest of
 xlapy) and as eager NumPy, on the same seeded inputs; the table gives the medians, the
-ratios, the issue's target of every case and whether it is met, then the geometric mean of
+ratios, every case's target (the largest accepted xlapy/XLA ratio, in suite.py) and whether
+it is met, then the geometric mean of
 xlapy/XLA, the copy-bandwidth reference and the compile times of the MLP module.
 
 Measuring: every side runs once untimed (the warm-up: the first call compiles), then
@@ -23,8 +24,9 @@ and the row says ``skipped: >30 s``.
 xlapy runs the committed jax dumps benchmarks/hlo/<case>.<tier>.hlo and XLA the jax
 functions of benchmarks/make_hlo.py they were dumped from; when jax lowers a function to a
 different text than the committed dump (a different jax version), a warning says so.
-The benchmarks directory is found next to the xlapy package (a source checkout) or at
-``$XLAPY_BENCHMARKS``.
+The suite is found at ``$XLAPY_BENCHMARKS``, else inside an installed xlapy (the wheel ships
+benchmarks/ as the package ``xlapy._benchmarks``; setup.py), else as benchmarks/ beside the
+xlapy package of a source checkout.
 """
 
 from __future__ import annotations
@@ -55,17 +57,19 @@ _DISK_CACHE_SWITCH = "XLAPY_DISK_CACHE"
 def register(subparsers) -> None:
     p = add_command(
         subparsers, "bench",
-        summary="benchmark xlapy against XLA:CPU (jax) and NumPy, with the issue's targets",
-        description="Run the benchmark suite (benchmarks/suite.py) in one process: every case "
-        "on xlapy, on XLA:CPU through jax.jit (if jax is installed) and as eager NumPy, on "
-        "the same seeded inputs. Prints the median times, xlapy/XLA and xlapy/NumPy, each "
-        "case's target and whether it is met, the geometric mean of xlapy/XLA, the achieved "
+        summary="time xlapy against XLA:CPU (jax) and NumPy on the benchmark suite",
+        description="Measure the wall time of the benchmark suite's cases (matmul, softmax, "
+        "layernorm, conv2d, sort, an MLP training step, ...; see --list) in one process: every "
+        "case on xlapy (--backend, default cpu), on XLA:CPU through jax.jit (if jax is "
+        "installed) and as eager NumPy, on the same seeded inputs, after one untimed warm-up "
+        "run that compiles. Prints the median times, the ratios xlapy/XLA and xlapy/NumPy, "
+        "each case's target (the largest accepted xlapy/XLA ratio) and whether it is met, the geometric mean of xlapy/XLA, the achieved "
         "bandwidth of memory-bound cases against a measured copy, and the compile time of "
         "the MLP module (cold and cached). Exit code 1 when an xlapy result differs from "
         "NumPy's.",
         examples=[
             ("xlapy bench --quick", "smaller sizes, the whole run in under a minute"),
-            ("xlapy bench", "the issue's sizes (several minutes)"),
+            ("xlapy bench", "full sizes (several minutes)"),
             ("xlapy bench --quick --cases softmax,matmul", "some cases only"),
             ("xlapy bench --json out.json", "also write every figure as JSON"),
             ("xlapy bench --list", "the cases and their sizes"),
@@ -286,16 +290,33 @@ def _fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
-def _load_suite():
-    """benchmarks/suite.py of the source checkout (or $XLAPY_BENCHMARKS)."""
+def benchmarks_dir() -> Path:
+    """Where the suite is: ``$XLAPY_BENCHMARKS``, else the ``xlapy._benchmarks`` package an
+    installed wheel carries (setup.py maps benchmarks/ there), else benchmarks/ beside the
+    xlapy package of a source checkout."""
     import xlapy
 
     env = os.environ.get("XLAPY_BENCHMARKS")
-    where = Path(env) if env else Path(xlapy.__file__).resolve().parents[1] / "benchmarks"
+    if env:
+        return Path(env)
+    package = Path(xlapy.__file__).resolve().parent
+    installed = package / "_benchmarks"
+    if (installed / "suite.py").is_file():
+        return installed
+    return package.parent / "benchmarks"
+
+
+def _load_suite():
+    """benchmarks/suite.py (see benchmarks_dir), imported as ``suite`` with its directory on
+    sys.path (make_hlo.py imports it by that name)."""
+    where = benchmarks_dir()
     if not (where / "suite.py").is_file():
-        raise CommandError(f"no benchmark suite at {where / 'suite.py'}: xlapy bench needs a "
-                           f"source checkout of xlapy (pip install -e .) or "
-                           f"XLAPY_BENCHMARKS=<the benchmarks directory>")
+        how = ("XLAPY_BENCHMARKS names a directory without suite.py"
+               if os.environ.get("XLAPY_BENCHMARKS") else
+               "this xlapy was installed without its benchmark suite (a wheel carries it as "
+               "xlapy/_benchmarks; reinstall with pip install xlapy, or point "
+               "XLAPY_BENCHMARKS at a checkout's benchmarks directory)")
+        raise CommandError(f"no benchmark suite at {where / 'suite.py'}: {how}")
     if str(where) not in sys.path:
         sys.path.insert(0, str(where))
     suite = importlib.import_module("suite")

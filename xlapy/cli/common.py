@@ -47,6 +47,21 @@ def read_module_text(path: str) -> str:
     return text
 
 
+def check_output_path(path: str, flag: str) -> None:
+    """Refuse, before any work, an output path that cannot be written: a directory, a
+    missing or unwritable folder. The file is written under exactly this name."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise CommandError(f"{flag} {path}: it is a directory; give a file name")
+    if not os.path.isdir(folder):
+        raise CommandError(f"{flag} {path}: the folder {folder} does not exist")
+    if os.path.exists(path) and not os.access(path, os.W_OK) or \
+            not os.path.exists(path) and not os.access(folder, os.W_OK):
+        raise CommandError(f"{flag} {path}: no permission to write there")
+
+
 def add_command(subparsers, name: str, *, summary: str, description: str,
                 examples: list[tuple[str, str]], run) -> argparse.ArgumentParser:
     """Add subcommand ``name`` running ``run(args) -> int``; ``examples`` are

@@ -2,7 +2,9 @@
 one instruction, as Graphviz DOT text, SVG, PNG or a self-contained HTML page.
 
 Owns: the ``graph`` subcommand (arguments, help, examples, where the output goes). The
-drawing is ``xlapy.tools.graph``; SVG, PNG and HTML need Graphviz's ``dot`` program.
+drawing is ``xlapy.tools.graph``; SVG, PNG and HTML come from Graphviz's ``dot`` program when
+it is installed, else from xlapy's own layout (xlapy.tools.graph_svg; PNG through the
+``resvg-py`` wheel of the ``pictures`` extra): pip alone is enough.
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ hlo_graph_dumper. By default the entry computation is drawn, with the computatio
 ones (a reduction's add) are named in the caller's label. A fusion is one node showing its
 kind and fused op count; --expand-fusions draws the fused computation inside a cluster.
 
-Output: DOT text (the default, on stdout or -o FILE) needs nothing else. svg, png and html
-need Graphviz's 'dot' program (apt-get install graphviz, brew install graphviz, conda install
-graphviz); html is one self-contained page with the SVG inline (no network, no scripts).
-MODULE is a file or - for stdin."""
+Output: DOT text (the default, on stdout or -o FILE) needs nothing else. svg and html (one
+self-contained page with the SVG inline: no network, no scripts) are drawn by Graphviz's 'dot'
+program when it is on PATH, else by xlapy's own layered layout (--engine xlapy: simpler, long
+edges may cross nodes); png needs 'dot' or the resvg-py wheel (pip install 'xlapy[pictures]',
+no system library). MODULE is a file or - for stdin."""
 
 _EXAMPLES = [
     ("xlapy graph examples/mlp.hlo", "DOT text of the entry computation"),
-    ("xlapy graph examples/mlp.hlo --format svg -o mlp.svg", "an SVG picture (needs Graphviz)"),
+    ("xlapy graph examples/mlp.hlo --format svg -o mlp.svg", "an SVG picture"),
+    ("xlapy graph examples/mlp.hlo --format png -o mlp.png --engine xlapy",
+     "without Graphviz (pip install 'xlapy[pictures]')"),
     ("xlapy graph examples/mlp.hlo --format html -o mlp.html", "one HTML page, SVG inline"),
     ("xlapy graph m.hlo --expand-fusions --format png -o m.png", "fusions drawn inside"),
     ("xlapy graph m.hlo --computation region_0.2", "one computation"),
@@ -40,6 +45,7 @@ _EXAMPLES = [
 ]
 
 FORMATS = ("dot", "svg", "png", "html")
+ENGINES = ("auto", "graphviz", "xlapy")
 
 
 def register(subparsers) -> None:
@@ -50,7 +56,11 @@ def register(subparsers) -> None:
                    help="HLO or StableHLO (MLIR) text, or XLA proto (.pb, .pbtxt) file, "
                         "or - for stdin")
     p.add_argument("--format", "-f", choices=FORMATS, default="dot",
-                   help="dot (default), or svg/png/html with Graphviz installed")
+                   help="dot (default), svg, png or html")
+    p.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="who draws svg/png/html: graphviz (its 'dot' program), xlapy (its own "
+                   "layout; png through resvg-py), auto (default): graphviz when 'dot' is on "
+                   "PATH, else xlapy")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="write here (default: stdout, for dot and svg only)")
     p.add_argument("--computation", "-c", metavar="NAME",
@@ -79,6 +89,34 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _title(dot_text: str) -> str:
+    title = dot_text.split('label="', 1)[1].split('";', 1)[0].replace('\\"', '"')
+    return title.replace("\\\\", "\\")
+
+
+def _engine(args) -> str:
+    """``graphviz`` or ``xlapy``: who draws a picture format (``auto``: Graphviz if its
+    ``dot`` is on PATH). A missing requirement is an error before any work."""
+    import importlib.util
+    import shutil
+
+    if args.format == "dot":
+        return "none"
+    have_dot = shutil.which("dot") is not None
+    engine = args.engine if args.engine != "auto" else ("graphviz" if have_dot else "xlapy")
+    if engine == "graphviz" and not have_dot:
+        from xlapy.tools import graph
+
+        raise CommandError(f"--engine graphviz needs Graphviz's 'dot' program, which is not "
+                           f"on PATH: {graph.INSTALL_HINT}")
+    if engine == "xlapy" and args.format == "png" and \
+            importlib.util.find_spec("resvg_py") is None:
+        raise CommandError("--format png without Graphviz needs the resvg-py package (a "
+                           "wheel, no system library): pip install 'xlapy[pictures]'; or "
+                           "use --format svg/html, or install Graphviz")
+    return engine
+
+
 def run(args) -> int:
     from xlapy.cli.module_files import read_module
     from xlapy.tools import graph
@@ -87,12 +125,7 @@ def run(args) -> int:
         raise CommandError(f"--format {args.format} writes a file: give -o FILE")
     if args.radius != 2 and args.instruction is None:
         raise CommandError("--radius applies to --instruction NAME only")
-    if args.format != "dot":
-        import shutil
-
-        if shutil.which("dot") is None:  # say so before parsing a large module
-            raise CommandError(f"--format {args.format} needs Graphviz's 'dot' program, "
-                               f"which is not on PATH: {graph.INSTALL_HINT}")
+    engine = _engine(args)  # decided (and a missing tool reported) before parsing
     module = read_module(args.module).module  # HLO text or an XLA proto
     if args.shardings == "propagated":
         from xlapy.errors import XlaError
@@ -112,10 +145,22 @@ def run(args) -> int:
                                        draw_calls=not args.no_calls)
     if args.format == "dot":
         data = dot_text.encode("utf-8")
+    elif engine == "xlapy":
+        from xlapy.tools import graph_svg
+
+        svg = graph_svg.dot_to_svg(dot_text)
+        if args.format == "png":
+            try:
+                data = graph_svg.png_bytes(svg)
+            except graph_svg.PicturesMissingError as e:
+                raise CommandError(str(e)) from None
+        elif args.format == "html":
+            data = graph.html_page(svg, _title(dot_text)).encode("utf-8")
+        else:
+            data = svg.encode("utf-8")
     elif args.format == "html":
         svg = graph.render(dot_text, "svg").decode("utf-8")
-        title = dot_text.split('label="', 1)[1].split('";', 1)[0].replace('\\"', '"')
-        data = graph.html_page(svg, title.replace("\\\\", "\\")).encode("utf-8")
+        data = graph.html_page(svg, _title(dot_text)).encode("utf-8")
     else:
         data = graph.render(dot_text, args.format)
     if args.output and args.output != "-":

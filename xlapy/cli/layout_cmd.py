@@ -46,7 +46,7 @@ _EXAMPLES = [
     ('echo "f32[3,5]{0,1}" | xlapy layout -', "shape text from stdin"),
     ('xlapy layout --json "f32[3,5]{1,0:T(2,2)}"', "the facts as JSON"),
     ('xlapy layout --svg fig1.svg "f32[3,5]{1,0:T(2,2)}"', "also draw the memory map as SVG"),
-    ('xlapy layout --png fig2.png "f32[4,8]{1,0:T(2,4)(2,1)}"', "... as PNG (needs rsvg-convert)"),
+    ('xlapy layout --png fig2.png "f32[4,8]{1,0:T(2,4)(2,1)}"', "... as PNG (pip install 'xlapy[pictures]')"),
 ]
 
 _LABEL_WIDTH = 17

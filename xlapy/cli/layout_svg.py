@@ -9,8 +9,8 @@ draw it (``xlapy layout --svg`` / ``--png``):
 * in both, every first-level tile is one colour with a dark boundary, and every
   second-level tile (``(2,1)`` in ``T(2,4)(2,1)``) is outlined in red.
 
-Owns: ``layout_svg(shape, at=None)`` -> SVG text, ``svg_to_png`` (through ``rsvg-convert``
-or ``cairosvg``) and ``find_png_converter``. Everything drawn is computed from the shape
+Owns: ``layout_svg(shape, at=None)`` -> SVG text, ``svg_to_png`` (through the resvg-py wheel
+of the ``pictures`` extra, else ``rsvg-convert`` or ``cairosvg``) and ``find_png_converter``. Everything drawn is computed from the shape
 layer (``physical_plan``: ``linear`` and ``unravel``); padding cells of the logical view
 are the out-of-range indices whose buffer position maps back to them. Only the first
 ``max_rows`` x ``max_cols`` cells of each view are drawn; the caption says what is shown.
@@ -355,13 +355,18 @@ def layout_svg(shape: Shape, at: tuple[int, ...] | None = None, max_rows: int = 
 
 
 def find_png_converter() -> str | None:
-    """``"rsvg-convert"`` if that program is on PATH, else ``"cairosvg"`` if importable,
-    else None."""
+    """``"resvg"`` if the resvg-py wheel is importable (the ``pictures`` extra: no system
+    library), else ``"rsvg-convert"`` if that program is on PATH, else ``"cairosvg"`` if
+    importable (it needs the system's cairo), else None."""
+    import importlib.util
+
+    if importlib.util.find_spec("resvg_py") is not None:
+        return "resvg"
     if shutil.which("rsvg-convert"):
         return "rsvg-convert"
     try:
         import cairosvg  # noqa: F401
-    except ImportError:
+    except (ImportError, OSError):  # OSError: cairosvg installed, libcairo missing
         return None
     return "cairosvg"
 
@@ -372,10 +377,17 @@ def svg_to_png(svg: str, path: str) -> str:
     converter = find_png_converter()
     if converter is None:
         raise PngConverterMissing(
-            "--png needs an SVG converter and found none: install rsvg-convert (Debian/Ubuntu: "
-            "apt-get install librsvg2-bin) or the cairosvg Python package "
-            "(pip install cairosvg); --svg writes the SVG without one")
-    if converter == "rsvg-convert":
+            "--png needs an SVG converter and found none: pip install 'xlapy[pictures]' (the "
+            "resvg-py wheel, no system library), or rsvg-convert (Debian/Ubuntu: apt-get "
+            "install librsvg2-bin) or the cairosvg Python package; --svg writes the SVG "
+            "without one")
+    if converter == "resvg":
+        from xlapy.tools.graph_svg import png_bytes
+
+        data = png_bytes(svg)
+        with open(path, "wb") as f:
+            f.write(data)
+    elif converter == "rsvg-convert":
         done = subprocess.run(["rsvg-convert", "--format", "png", "--output", path],
                               input=svg.encode(), capture_output=True, check=False)
         if done.returncode != 0:

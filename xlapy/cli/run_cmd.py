@@ -1,4 +1,5 @@
-"""``xlapy run MODULE.hlo``: parse, verify and run a module on the reference interpreter;
+"""``xlapy run MODULE.hlo``: parse, verify and run a module on a runtime backend (default the
+compiled CPU backend, ``cpu``, as ``xlapy.Client()``; ``--backend interpreter`` the reference);
 print the results as XLA literals, optionally read inputs from and write outputs to .npz.
 MODULE is HLO text or one of XLA's protos (xlapy.proto; an HloSnapshot runs on its own
 arguments unless --inputs is given); a file a glob found that holds no module is skipped.
@@ -26,25 +27,31 @@ compares every output leaf (an element passes if ``|a-b| <= --abs-error`` or ``|
 and, when they differ on one device, bisects: the first instruction whose output differs when it
 runs alone fed the reference values of its operands (xlapy/tools/compare.py). Several files or
 globs run one after the other. ``--iterations N`` times each backend; ``--print-literals``
-prints the inputs (and with --reference the outputs of both backends). A progress line is drawn
+prints the inputs (and with --reference the outputs of both backends). Arrays over 1000
+elements print summarised (NumPy's rule: first and last 3 entries of each dimension, ``...``
+between) unless ``--print-all``. A progress line is drawn
 on stderr when it is a terminal. Exit codes: 0 equal (or no comparison), 1 a mismatch, 2 bad
 input (with several modules, every module runs; 2 wins over 1)."""
 
 from __future__ import annotations
 
-from xlapy.cli.common import CommandError, add_command
+from xlapy.cli.common import CommandError, add_command, check_output_path
 from xlapy.errors import XlaError
 
-#: The backend of ``xlapy run`` without --backend: the compiled CPU backend.
+#: The backend of ``xlapy run`` without --backend: the runtime's (``Client()``'s) default, the
+#: compiled CPU backend. Kept in one place: xlapy.runtime.client.DEFAULT_BACKEND.
 DEFAULT_BACKEND = "cpu"
 
 
 def register(subparsers) -> None:
     p = add_command(
         subparsers, "run",
-        summary="run an HLO module on the interpreter and print its results",
+        summary="run an HLO module (on the CPU backend) and print its results",
         description="Parse, verify and run an HLO module (XLA's text or proto, e.g. a jax dump) on "
-        "xlapy's reference interpreter, and print the results as XLA literals. Without "
+        f"xlapy's compiled CPU backend (--backend {DEFAULT_BACKEND}, the default, as "
+        "xlapy.Client(); --backend interpreter: the reference interpreter), and print the "
+        "results as XLA literals (arrays over 1000 elements elided; --print-all for every "
+        "element). Without "
         "--inputs, deterministic random arguments are made from --seed (index operands kept in "
         "bounds, as XLA's run_hlo_module does).",
         examples=[
@@ -80,7 +87,9 @@ def register(subparsers) -> None:
                    help="convert --inputs arrays of another element type to the parameter's, "
                    "as HLO convert does (floats to integers round toward zero and saturate, "
                    "NaN gives 0; integers wrap to narrower ones; complex to real is refused)")
-    p.add_argument("--output", metavar="NPZ", help="write the results: keys out0, out1, ...")
+    p.add_argument("--output", metavar="FILE", help="write the results as .npz to exactly this "
+                   "file name (no suffix added): keys out0, out1, ...; bf16/f8/int4 as raw bits "
+                   "with a __dtype__<key> entry (xlapy.npz.load_npz reads it back)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random arguments (default 0)")
     p.add_argument("--no-verify", action="store_true", help="skip the HLO verifier")
     p.add_argument("--quiet", action="store_true", help="do not print the results")
@@ -113,8 +122,14 @@ def register(subparsers) -> None:
                    help="run N times; print each backend's min/median time")
     p.add_argument("--print-literals", action="store_true",
                    help="print the inputs (and both backends' outputs) as literals")
+    p.add_argument("--print-all", action="store_true",
+                   help=f"print every element of every array (default: arrays over "
+                   f"{SUMMARIZE_OVER} elements show the first and last {SUMMARY_EDGE} entries "
+                   f"of each dimension, as NumPy does)")
     p.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
-                   help="progress line on stderr: auto = when stderr is a terminal")
+                   help="progress line on stderr (a run over 2 s: elapsed time, and on the "
+                   "interpreter instructions and while iterations; with --iterations or "
+                   "--reference: runs done): auto (default) = only when stderr is a terminal")
     from xlapy.cli import spmd_run
 
     spmd_run.add_options(p)
@@ -284,6 +299,8 @@ def _check_options(args, paths: list[str]) -> None:
     check_backend(args.backend)
     if args.reference is not None:
         check_backend(args.reference)
+    if args.output:
+        check_output_path(args.output, "--output")
     if len(paths) > 1:
         for flag, value in (("--inputs", args.inputs), ("--output", args.output),
                             ("--distributed", args.distributed)):
@@ -323,19 +340,50 @@ def _run_module(args, path: str, progress) -> int:
 def _run_single(args, module) -> int:
     """One device, once, on ``--backend``."""
     from xlapy.runtime import Client
-    from xlapy.interpreter.values import value_to_literal
 
     if args.inputs:
         inputs = _arguments_from_npz(module, args.inputs, cast=args.cast_inputs)
     else:
         inputs = _default_arguments(module, args)
-    result = Client(backend=args.backend, timeout=args.timeout).compile(
-        module, verify=False)(*inputs)
+    from xlapy.cli.run_progress import RunTicker
+
+    with RunTicker(_what(args, module), args.progress):
+        result = Client(backend=args.backend, timeout=args.timeout).compile(
+            module, verify=False)(*inputs)
     if not args.quiet:
-        print(value_to_literal(result, module.entry.root.shape).to_string())
+        print(literal_text(result, module.entry.root.shape, args))
     if args.output:
         _save_results(args.output, [result])
     return 0
+
+
+#: Array leaves with more elements than this print summarised (NumPy's threshold): the first
+#: and last SUMMARY_EDGE entries of each longer dimension; --print-all prints every element.
+SUMMARIZE_OVER = 1000
+SUMMARY_EDGE = 3
+
+
+def literal_text(value, shape, args) -> str:
+    """``value`` as an XLA literal, large arrays summarised unless ``--print-all``; the first
+    summary of a run adds a note on stderr saying how to get every element."""
+    import sys
+
+    from xlapy.interpreter.values import value_to_literal
+
+    literal = value_to_literal(value, shape)
+    limit = None if getattr(args, "print_all", False) else SUMMARIZE_OVER
+    if literal.is_summarized(limit) and not getattr(args, "summary_noted", False):
+        args.summary_noted = True
+        print(f"note: arrays over {SUMMARIZE_OVER} elements are summarised (first and last "
+              f"{SUMMARY_EDGE} of each dimension); --print-all prints every element, "
+              f"--output writes them to .npz", file=sys.stderr)
+    return literal.to_string(summarize_over=limit, edge_items=SUMMARY_EDGE)
+
+
+def _what(args, module, devices: int = 1) -> str:
+    """What the progress line says runs: ``%name on BACKEND`` (and the device count)."""
+    many = f" x {devices} devices" if devices > 1 else ""
+    return f"{module.name} on {args.backend}{many}"
 
 
 def _default_arguments(module, args) -> list:
@@ -366,8 +414,8 @@ def _save_results(path: str, results: list) -> None:
     save_npz(path, out)
 
 
-def _print_inputs(module, inputs: list[list], partitions: int) -> None:
-    from xlapy.interpreter.values import to_value, value_to_literal
+def _print_inputs(module, inputs: list[list], partitions: int, args) -> None:
+    from xlapy.interpreter.values import to_value
     from xlapy.runtime.threaded_collectives import device_label
 
     for k, device_args in enumerate(inputs):
@@ -376,11 +424,10 @@ def _print_inputs(module, inputs: list[list], partitions: int) -> None:
         for p, arg in zip(module.entry.parameters, device_args):
             value = to_value(arg, p.shape, f"argument {p.parameter_number}")
             print(f"input {p.parameter_number} %{p.name}: "
-                  f"{value_to_literal(value, p.shape).to_string()}")
+                  f"{literal_text(value, p.shape, args)}")
 
 
-def _print_outputs(module, results: list, partitions: int, title: str) -> None:
-    from xlapy.interpreter.values import value_to_literal
+def _print_outputs(module, results: list, partitions: int, title: str, args) -> None:
     from xlapy.runtime.threaded_collectives import device_label
 
     shape = module.entry.root.shape
@@ -388,7 +435,7 @@ def _print_outputs(module, results: list, partitions: int, title: str) -> None:
         label = title
         if len(results) > 1:
             label += " " + device_label((k // partitions, k % partitions), partitions)
-        print(f"{label}: {value_to_literal(result, shape).to_string()}")
+        print(f"{label}: {literal_text(result, shape, args)}")
 
 
 def _execute(args, path, module, backend, inputs, replicas, partitions, progress):
@@ -415,7 +462,7 @@ def _run_timed(args, path, module, replicas, partitions, progress) -> int:
                           progress)
     progress.clear()
     if args.print_literals:
-        _print_inputs(module, inputs, partitions)
+        _print_inputs(module, inputs, partitions, args)
     if getattr(args, "spmd_run", None) is not None:  # whole results, printed and written
         report_devices(module, args, run_result.results, partitions)
     else:
@@ -423,10 +470,7 @@ def _run_timed(args, path, module, replicas, partitions, progress) -> int:
             if replicas * partitions > 1:
                 report_devices(module, args, run_result.results, partitions)
             else:
-                from xlapy.interpreter.values import value_to_literal
-
-                print(value_to_literal(run_result.results[0],
-                                       module.entry.root.shape).to_string())
+                print(literal_text(run_result.results[0], module.entry.root.shape, args))
         if args.output:
             _save_results(args.output, run_result.results)
     if args.iterations is not None:
@@ -446,9 +490,10 @@ def compare_module(args, path, module, replicas: int, partitions: int, progress)
     ref = _execute(args, path, module, args.reference, inputs, replicas, partitions, progress)
     progress.clear()
     if args.print_literals:
-        _print_inputs(module, inputs, partitions)
-        _print_outputs(module, tested.results, partitions, f"output ({args.backend})")
-        _print_outputs(module, ref.results, partitions, f"output ({args.reference}, reference)")
+        _print_inputs(module, inputs, partitions, args)
+        _print_outputs(module, tested.results, partitions, f"output ({args.backend})", args)
+        _print_outputs(module, ref.results, partitions, f"output ({args.reference}, reference)",
+                       args)
     print(f"compare {path}: {args.backend} against reference {args.reference} (abs error "
           f"{args.abs_error:g}, rel error {args.rel_error:g})")
     shape = module.entry.root.shape
@@ -559,7 +604,7 @@ def execute_devices(module, inputs: list[list], replicas: int, partitions: int,
 
 def report_devices(module, args, results: list, partitions: int) -> None:
     """Print each device's result under its label; write ``r<k>.out<i>``."""
-    from xlapy.interpreter.values import TOKEN, flatten, value_to_literal
+    from xlapy.interpreter.values import TOKEN, flatten
     from xlapy.npz import save_npz
     from xlapy.runtime.threaded_collectives import device_label
 
@@ -574,7 +619,7 @@ def report_devices(module, args, results: list, partitions: int) -> None:
         for k, result in enumerate(results):
             label = device_label((k // partitions, k % partitions), partitions)
             print(f"{label}:")
-            print(value_to_literal(result, shape).to_string())
+            print(literal_text(result, shape, args))
     if args.output:
         out = {}
         for k, result in enumerate(results):
@@ -585,7 +630,11 @@ def report_devices(module, args, results: list, partitions: int) -> None:
 
 def run_devices(args, module, replicas: int, partitions: int) -> int:
     """The multi-device path of ``xlapy run``: inputs per device, execute, report."""
+    from xlapy.cli.run_progress import RunTicker
+
     inputs = device_inputs(module, args, replicas * partitions)
-    results = execute_devices(module, inputs, replicas, partitions, args.timeout, args.backend)
+    with RunTicker(_what(args, module, replicas * partitions), args.progress):
+        results = execute_devices(module, inputs, replicas, partitions, args.timeout,
+                                  args.backend)
     report_devices(module, args, results, partitions)
     return 0

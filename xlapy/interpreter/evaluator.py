@@ -63,6 +63,21 @@ class EvalOptions:
     cancel: Any = None
 
 
+class RunCounters:
+    """Work done so far, for a progress display (``xlapy run`` on a terminal): instructions
+    evaluated and while-loop iterations started, by every evaluation while installed as
+    ``COUNTERS`` (threads of several devices add to the same counts; approximate by
+    design, never used for results)."""
+
+    def __init__(self):
+        self.instructions = 0
+        self.iterations = 0
+
+
+#: The RunCounters being counted into, or None (the default: nothing is counted).
+COUNTERS: RunCounters | None = None
+
+
 class EvalContext:
     """The state of one evaluation, passed to every kernel."""
 
@@ -159,8 +174,11 @@ class EvalContext:
         computation (True: the kernel's frame and the callee's are pushed)."""
         order, env, args = frame.order, frame.env, frame.args
         pos = frame.pos
+        counters = COUNTERS
         while pos < len(order):
             instr = order[pos]
+            if counters is not None:
+                counters.instructions += 1
             if instr.opcode == "parameter":
                 env[id(instr)] = args[instr.parameter_number]
                 pos += 1

@@ -1,6 +1,6 @@
 """The in-process runtime: Client, Device, Buffer, Executable (PJRT's shape, in Python).
 
-    client = xlapy.Client()                          # backend="interpreter"
+    client = xlapy.Client()                          # backend="cpu" (DEFAULT_BACKEND)
     exe = client.compile(module, replicas=2)         # Module, XlaComputation or HLO text
     outs = exe.execute([[x0], [x1]])                 # one argument list per device
     y = client.compile(other)(x)                     # one device: call it directly
@@ -37,8 +37,8 @@ the donated Buffer is deleted; using it again raises InvalidArgumentError (PJRT'
 
 Backends: ``Client(backend=name)`` looks ``name`` up in BACKENDS; a backend's
 ``compile(module)`` returns a DeviceProgram whose ``run(args, options)`` evaluates one
-device's program with its EvalOptions. The interpreter is the only one today; a compiled
-CPU backend registers itself with ``register_backend``.
+device's program with its EvalOptions. ``interpreter`` is built in; the compiled CPU backend
+(``cpu``, DEFAULT_BACKEND) registers itself with ``register_backend`` from xlapy.backends.
 Imports the interpreter, the HLO layer and the runtime's own modules.
 """
 
@@ -78,6 +78,11 @@ from xlapy.shape import Shape, dtypes, parse_shape
 from xlapy.shape.tree import flatten_tuples, map_shaped, path_text
 
 DEFAULT_TIMEOUT = 60.0
+
+#: The backend of ``Client()``, ``xlapy.jit``, ``xlapy.compare`` and ``xlapy run`` without one:
+#: the compiled CPU backend (xlapy.backends.cpu), as XLA's default platform on a host is
+#: XLA:CPU. ``"interpreter"`` is the reference: exact HLO semantics, slower.
+DEFAULT_BACKEND = "cpu"
 
 #: Seconds ``execute`` gives the devices a failure released (from a collective, a channel or
 #: a feed) to stop, before it raises and leaves the ones still computing behind.
@@ -756,7 +761,9 @@ def _count(value, default: int, what: str) -> int:
 
 
 class Client:
-    """Runs HLO on devices of one process. ``timeout``: seconds any device waits in a
+    """Runs HLO on devices of one process. ``backend``: ``"cpu"`` (DEFAULT_BACKEND, the
+    compiled CPU backend), ``"interpreter"`` (the reference) or another registered name
+    (``xla``: real XLA:CPU through jax, one device). ``timeout``: seconds any device waits in a
     collective, a channel or a feed, and at the end of an execution for the other devices
     to finish, before giving up (None: forever; see the module docstring); ``rng_seed``:
     the seed of the ``rng`` op on every device.
@@ -765,8 +772,8 @@ class Client:
     >>> client.compile(hlo_text)(np.ones(3, np.float32))
     """
 
-    def __init__(self, backend: str = "interpreter", *, timeout: float | None = DEFAULT_TIMEOUT,
-                 rng_seed: int = 0, num_devices: int = 1):
+    def __init__(self, backend: str = DEFAULT_BACKEND, *,
+                 timeout: float | None = DEFAULT_TIMEOUT, rng_seed: int = 0, num_devices: int = 1):
         factory = BACKENDS.get(backend)
         if factory is None:
             raise InvalidArgumentError(f"Client: unknown backend {backend!r}; available: "
@@ -913,8 +920,9 @@ class Client:
 
 
 
-__all__ = ["BACKENDS", "Backend", "Buffer", "Client", "Device", "DeviceProgram",
-           "Executable", "ExecutionError", "InterpreterBackend", "register_backend"]
+__all__ = ["BACKENDS", "Backend", "Buffer", "Client", "DEFAULT_BACKEND", "Device",
+           "DeviceProgram", "Executable", "ExecutionError", "InterpreterBackend",
+           "register_backend"]
 
 # Compiled backends register themselves (lazily: nothing is compiled or loaded until used).
 import xlapy.backends  # noqa: E402,F401

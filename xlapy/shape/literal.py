@@ -169,6 +169,62 @@ def _dense_text(dims: tuple[int, ...], texts: list[str], oneline: bool) -> str:
     return "".join(out)
 
 
+def _kept_indices(n: int, edge: int) -> list[int | None]:
+    """The indices of a summarised dimension: all of them, or the first and last ``edge``
+    with None (printed ``...``) between, as NumPy's summarised arrays."""
+    if n <= 2 * edge:
+        return list(range(n))
+    return list(range(edge)) + [None] + list(range(n - edge, n))
+
+
+def _summary_text(arr: np.ndarray, t: PT, oneline: bool, edge: int) -> str:
+    """``_dense_text`` of ``arr`` with only the first and last ``edge`` entries of each
+    longer dimension, ``...`` for the rest (only the shown elements are formatted)."""
+    kept = [_kept_indices(n, edge) for n in arr.shape]
+    sub = arr[np.ix_(*[[i for i in k if i is not None] for k in kept])]
+    texts = _element_texts(sub, t)
+    if t == PT.PRED:
+        texts = ["1" if s == "true" else "0" for s in texts]
+    rank = arr.ndim
+    brk = " " if oneline else "\n"
+    out: list[str] = []
+    pos = 0
+
+    def rec(level: int, index: list[int]) -> None:
+        nonlocal pos
+        if level == rank - 1:
+            row = []
+            for i in kept[level]:
+                if i is None:
+                    row.append("...")
+                else:
+                    row.append(texts[pos])
+                    pos += 1
+            if rank == 1:
+                out.append("{" + ", ".join(row) + "}")
+            else:
+                out.append(("" if oneline else "  ") + "{ " + ", ".join(row) + " }")
+            return
+        if rank > 3 and level > 0:
+            out.append(f"{{ /*i{level - 1}={index[-1]}*/" + brk)
+        else:
+            out.append("{" + brk)
+        for j, i in enumerate(kept[level]):
+            if i is None:
+                out.append("" if oneline else "  ")
+                out.append("...")
+            else:
+                index.append(i)
+                rec(level + 1, index)
+                index.pop()
+            if j < len(kept[level]) - 1:
+                out.append("," + brk)
+        out.append(brk + "}")
+
+    rec(0, [])
+    return "".join(out)
+
+
 # -- conversion of Python / NumPy values to element types --------------------------------------
 
 
@@ -429,12 +485,24 @@ class Literal:
     # -- text -----------------------------------------------------------------------------
 
     def to_string(self, print_shape: bool = True, print_layout: bool = False,
-                  oneline: bool = False) -> str:
+                  oneline: bool = False, summarize_over: int | None = None,
+                  edge_items: int = 3) -> str:
         """XLA's Literal::ToString (defaults), ToStringOneline (``oneline``),
-        ToStringWithoutShape (``print_shape=False``), ToStringWithLayout (``print_layout``)."""
+        ToStringWithoutShape (``print_shape=False``), ToStringWithLayout (``print_layout``).
+
+        ``summarize_over=N``: an array leaf of more than N elements shows only the first and
+        last ``edge_items`` entries of each longer dimension with ``...`` between (NumPy's
+        summary: threshold 1000, edgeitems 3); XLA prints every element, as the default."""
         out: list[str] = []
-        self._print(out, print_shape, print_layout, oneline)
+        self._print(out, print_shape, print_layout, oneline, summarize_over, edge_items)
         return "".join(out)
+
+    def is_summarized(self, summarize_over: int | None) -> bool:
+        """Whether ``to_string(summarize_over=...)`` leaves out elements of some leaf."""
+        if summarize_over is None:
+            return False
+        return any(leaf.shape.is_array() and not leaf.elided
+                   and leaf._array.size > summarize_over for leaf in self.leaves())
 
     def to_hlo_text(self, print_large_constants: bool = False) -> str:
         """The operand of an HLO ``constant(...)`` as XLA's HloConstantInstruction prints
@@ -453,9 +521,11 @@ class Literal:
     def __repr__(self) -> str:
         return f"Literal({self.to_string(oneline=True)!r})"
 
-    def _print(self, out: list[str], print_shape: bool, print_layout: bool, oneline: bool):
+    def _print(self, out: list[str], print_shape: bool, print_layout: bool, oneline: bool,
+               summarize_over: int | None = None, edge_items: int = 3):
         if not self.shape.is_tuple():
-            self._print_leaf(out, print_shape, print_layout, oneline)
+            self._print_leaf(out, print_shape, print_layout, oneline, summarize_over,
+                             edge_items)
             return
         stack = [(self, 0)]  # (tuple literal, next element): nesting needs no recursion
         out.append("( " if oneline else "(\n")
@@ -473,9 +543,11 @@ class Literal:
                 out.append("( " if oneline else "(\n")
                 stack.append((e, 0))
             else:
-                e._print_leaf(out, print_shape, print_layout, oneline)
+                e._print_leaf(out, print_shape, print_layout, oneline, summarize_over,
+                              edge_items)
 
-    def _print_leaf(self, out: list[str], print_shape: bool, print_layout: bool, oneline: bool):
+    def _print_leaf(self, out: list[str], print_shape: bool, print_layout: bool, oneline: bool,
+                    summarize_over: int | None = None, edge_items: int = 3):
         shape = self.shape
         if shape.is_token():
             out.append("token")
@@ -487,6 +559,10 @@ class Literal:
             out.append(" ")
         if self.elided:
             out.append("{...}")
+            return
+        if summarize_over is not None and self._array.size > summarize_over \
+                and self._array.ndim > 0:
+            out.append(_summary_text(self._array, shape.element_type, oneline, edge_items))
             return
         texts = _element_texts(self._array, shape.element_type)
         if shape.element_type == PT.PRED and self._array.ndim > 0:

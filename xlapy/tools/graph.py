@@ -41,9 +41,9 @@ __all__ = [
     "render",
 ]
 
-INSTALL_HINT = ("install Graphviz for SVG/PNG/HTML output (Debian/Ubuntu: apt-get install "
-                "graphviz; macOS: brew install graphviz; conda: conda install graphviz), or use "
-                "--format dot")
+INSTALL_HINT = ("install Graphviz (Debian/Ubuntu: apt-get install graphviz; macOS: brew "
+                "install graphviz; conda: conda install graphviz), or draw without it: "
+                "--engine xlapy (PNG: pip install 'xlapy[pictures]')")
 
 # Fill, border and font colors of XLA's hlo_graph_dumper color schemes.
 _WHITE = ("white", "#9e9e9e", "black")

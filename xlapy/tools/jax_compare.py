@@ -1,14 +1,14 @@
 """``xlapy.compare(f, *args)``: is XLA:CPU computing my jax function right, and if not,
 where does it go wrong?
 
-    report = xlapy.compare(f, x, w)                  # xlapy's interpreter against XLA:CPU
+    report = xlapy.compare(f, x, w)                  # xlapy's CPU backend against XLA:CPU
     print(report)                                    # per output: max abs/rel error, ulps
     report.ok, report.outputs, report.divergence
 
 The function is lowered by jax (as ``jax.jit`` would, static arguments and pytrees
 included; xlapy/jit.py), the module runs on real XLA:CPU (the reference, through jax:
-xlapy.jax_bridge) and on an xlapy backend (``backend="interpreter"`` by default: the
-reference semantics; or ``cpu``), and every output leaf is compared (xlapy.tools.compare:
+xlapy.jax_bridge) and on an xlapy backend (``backend="cpu"`` by default, the runtime's
+DEFAULT_BACKEND; or ``interpreter``, the reference semantics), and every output leaf is compared (xlapy.tools.compare:
 an element passes within ``abs_error`` or ``rel_error``; the largest error in ulps is
 reported too). When an output differs, the bisection looks for the first entry instruction
 (post order) whose value on the tested backend, fed XLA's values of its operands, differs
@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from xlapy.runtime.client import DEFAULT_BACKEND
 from xlapy.tools.compare import (
     DEFAULT_ABS_ERROR,
     DEFAULT_REL_ERROR,
@@ -73,7 +74,7 @@ class ComparisonReport:
         return "\n".join(lines)
 
 
-def compare(f: Callable, *args, backend: str = "interpreter",
+def compare(f: Callable, *args, backend: str = DEFAULT_BACKEND,
             abs_error: float = DEFAULT_ABS_ERROR, rel_error: float = DEFAULT_REL_ERROR,
             bisect: bool = True, static_argnums: int | Sequence[int] | None = None,
             static_argnames: str | Sequence[str] | None = None, kwargs: dict | None = None,

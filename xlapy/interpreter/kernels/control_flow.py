@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from xlapy.hlo.async_chain import async_wrapped_computation
+from xlapy.interpreter import evaluator
 from xlapy.interpreter.evaluator import EvaluationError
 from xlapy.interpreter.registry import kernel
 from xlapy.interpreter.values import TOKEN
@@ -73,6 +74,9 @@ def _while(ctx, instr, args):
     while _truth((yield condition, [state]), instr, f"condition %{condition.name}"):
         if cancel is not None:
             cancel.check_abort(f"while %{instr.name}")
+        counters = evaluator.COUNTERS  # a progress display's counts (xlapy run on a tty)
+        if counters is not None:
+            counters.iterations += 1
         state = yield body, [state]
     return state
 
