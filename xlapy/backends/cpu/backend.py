@@ -40,6 +40,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import indexing
+from xlapy.backends.cpu import sort as _native_sort
 from xlapy.backends.cpu.buffers import POOL, run_parallel
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.kernel_abi import KernelSpec
@@ -154,6 +155,25 @@ class LibraryStep:
             env[id(instr)] = _library.run(instr, operands, out=out)
         else:
             env[id(instr)] = _library.run(instr, operands)
+
+
+@dataclass
+class KeyedSortStep(KernelStep):
+    """A sort with two paths giving the same result: the library's NumPy sort of integer
+    keys when its pattern match applies and the values allow (faster on long rows), the
+    native kernel (``sort.emit_sort``) otherwise; compiled whiles run the kernel."""
+
+    def run(self, env, plan_ctx):
+        instr = self.instr
+        operands = [_contiguous(env[k]) for k in self._keys]
+        outs = tuple(POOL.empty(dims, dt) for dims, dt in self._outputs)
+        try:
+            _library.run(instr, operands, out=outs if self.tuple_result else outs[0],
+                         keyed_only=True)
+        except _library.NotKeyed:  # no strict weak order on these values: the comparator
+            super().run(env, plan_ctx)
+            return
+        env[id(instr)] = outs if self.tuple_result else outs[0]
 
 
 @dataclass
@@ -540,6 +560,11 @@ class Planner:
         elif op in ("reduce", "reduce-window") and _reduction is not None and \
                 _reduction.supports(instr):
             return self._reduce_kernel(instr, instr, _unique(instr.operands), [])
+        if op == "sort" and _native_sort.sort_support(instr) is None:
+            return self._sort_kernel(instr)
+        if op in ("topk", "custom-call") and \
+                not isinstance(_native_sort.topk_form(instr), str):
+            return self._topk_kernel(instr)
         if _library is not None and _library.supports(instr):
             return LibraryStep(instr)
         return InterpretStep(instr)
@@ -597,6 +622,20 @@ class Planner:
         spec = _reduction.emit(self.irmod, name, root, inputs)
         read = operands if operands is not None else inputs
         step = KernelStep(instr, read, bound, spec, tuple_result=root.shape.is_tuple())
+        self.kernels.append(step)
+        return step
+
+    def _sort_kernel(self, instr):
+        spec = _native_sort.emit_sort(self.irmod, f"k{len(self.kernels)}", instr)
+        keyed = _library is not None and _library.supports(instr)
+        step = (KeyedSortStep if keyed else KernelStep)(
+            instr, list(instr.operands), [], spec, tuple_result=instr.shape.is_tuple())
+        self.kernels.append(step)
+        return step
+
+    def _topk_kernel(self, instr):
+        spec = _native_sort.emit_topk(self.irmod, f"k{len(self.kernels)}", instr)
+        step = KernelStep(instr, list(instr.operands), [], spec, tuple_result=True)
         self.kernels.append(step)
         return step
 
