@@ -12,8 +12,10 @@ commutative; its float results are therefore reassociated sums, not the literal 
 
 Here ``scan_form(root)`` recognises that shape and ``emit`` computes it in one pass per row:
 an accumulator starts at the init value and takes the elements in scan order,
-``acc = reducer(acc, x)``, each output receiving the accumulator after (inclusive) or before
-(exclusive) its own element.
+``acc = reducer(acc, x)``, each result receiving the accumulator after its own element
+(inclusive). Padding ``n`` gives ``n + 1`` results, by reduce-window's semantics: forward,
+result k is the accumulator before element k and result n the total (exclusive); reverse,
+results 0..n-1 are the inclusive ones and result n the init value.
 
 - Forward scans take the elements in increasing order, which is exactly the order the
   literal reduce-window applies them in (window positions in order): bit for bit the
@@ -47,8 +49,6 @@ def scan_form(root):
     n_ops = len(root.operands) // 2
     base = tuple(int(d) for d in root.operands[0].shape.dimensions)
     shapes = red._result_shapes(root)
-    if any(tuple(int(d) for d in s.dimensions) != base for s in shapes):
-        return None
     window = root.attrs["window"].dimensions
     if len(window) != len(base):
         return None
@@ -72,6 +72,10 @@ def scan_form(root):
         else:
             return None
     if found is None:
+        return None
+    d, _, exclusive = found  # an exclusive scan has n + 1 results: the last is the total
+    want = base[:d] + (base[d] + int(exclusive),) + base[d + 1:]
+    if any(tuple(int(x) for x in s.dimensions) != want for s in shapes):
         return None
     if found[1]:  # reverse: only where the order of the elements cannot matter
         reducer = red.Reducer(root.attrs["to_apply"], red._types(root))
@@ -100,6 +104,7 @@ def emit(module, name: str, root, inputs: list) -> KernelSpec:
     inits = red._inits(fn, root)
     accs = [fn.alloca(el.TYPES[et][1], block, f"acc{j}") for j, et in enumerate(types)]
     c = red._c
+    before = exclusive and not reverse  # result k: the accumulator before element k
     with for_range(b, fn.lo, fn.hi, "item") as item:
         blk = b.urem(item, c(n_blocks), name="blk") if n_blocks > 1 else c(0)
         o = b.udiv(item, c(n_blocks), name="o") if n_blocks > 1 else item
@@ -107,12 +112,15 @@ def emit(module, name: str, root, inputs: list) -> KernelSpec:
         left = b.sub(c(inner), m0, name="left")
         cnt = b.select(b.icmp_signed("<", left, c(block)), left, c(block), name="cnt")
         row = b.mul(o, c(n * inner), name="row")  # linear position of (o, 0, 0)
+        m_out = n + int(exclusive)  # results along the scan dimension
+        orow = b.mul(o, c(m_out * inner), name="orow") if exclusive else row
         with for_range(b, 0, cnt, "init") as m:
             for j in range(n_ops):
                 b.store(inits[j], b.gep(accs[j], [m], inbounds=True))
         with for_range(b, 0, n, "k") as k:
             kk = b.sub(c(n - 1), k, name="kk") if reverse else k
             at = b.add(row, b.add(b.mul(kk, c(inner), name="koff"), m0), name="at")
+            oat = b.add(orow, b.add(b.mul(kk, c(inner)), m0), name="oat")
             with for_range(b, 0, cnt, "m") as m:
                 pos = b.add(at, m, name="pos")
                 ptrs = [b.gep(accs[j], [m], inbounds=True) for j in range(n_ops)]
@@ -121,8 +129,14 @@ def emit(module, name: str, root, inputs: list) -> KernelSpec:
                 news = reducer.exact(b, olds, xs)
                 for j in range(n_ops):
                     b.store(news[j], ptrs[j])
-                    red._store(b, fn.outs[j], pos, olds[j] if exclusive else news[j],
+                    red._store(b, fn.outs[j], b.add(oat, m), olds[j] if before else news[j],
                                types[j], f"out{j}")
+        if exclusive:  # result n: the total (forward), the init value (reverse)
+            oat = b.add(orow, b.add(c(n * inner), m0), name="tot")
+            with for_range(b, 0, cnt, "m") as m:
+                for j in range(n_ops):
+                    v = inits[j] if reverse else b.load(b.gep(accs[j], [m], inbounds=True))
+                    red._store(b, fn.outs[j], b.add(oat, m), v, types[j], f"tot{j}")
     b.ret_void()
     return red._spec(name, root, inputs, outer * n_blocks, n * block)
 

@@ -7,21 +7,21 @@ says at plan time why a sort cannot be compiled (a reason string) or None.
 The sort dimension ``d`` of length ``n`` splits the operands' positions into independent
 rows (one per position of the other dimensions; the elements of a row are ``inner`` apart,
 ``inner`` the product of the dimensions after ``d``). A work item is one row, so rows run
-in parallel. Per row the kernel sorts a permutation of ``0..n-1`` (i32 when ``n`` < 2**31)
-and then writes every operand's elements in that order (their bits: NaN payloads and -0
-survive). The permutation is sorted by a bottom-up merge sort: runs of RUN elements
-insertion-sorted, then merged pairwise, both stable (an element moves before an earlier
-one only when the comparator says it is less), which is XLA's order for ``is_stable=true``
-and the interpreter's merge sort's for every comparator, a strict weak order or not: both
-sorts place each element after the elements of the other run it is not less than, so their
-results agree element for element whenever the comparator is consistent within a row, and
-the merge sort here is the same merge sort as the interpreter's (runs of one, pairwise
-merges) for the rows that are not. The two temporary permutations (2n indices) come from
-``malloc`` once per kernel call, not per row.
+in parallel. Each row is copied into a work array per operand (values move as their bits:
+NaN payloads and -0 survive; the values move with their keys, so every access is
+sequential) and sorted by a bottom-up merge sort: runs of RUN
+elements insertion-sorted, then merged pairwise, both stable (an element moves before an
+earlier one only when the comparator says it is less). For a comparator that is a strict
+weak order this is the stable order, XLA's for ``is_stable=true`` and the interpreter's.
+For one that is not (a FLOAT comparison of NaNs) the order is the algorithm's, as it is
+for XLA:CPU's std::stable_sort; the result is always a permutation of each row (the
+interpreter's binary-search merge is not: two elements can get the same rank, leaving a
+slot unwritten). The two work arrays of every operand (2n values) come from ``malloc``
+once per kernel call, not per row.
 
-The comparator is one internal LLVM function ``less(bufs, row, a, b) -> i1`` emitted by
-``scalar_computation.inline_computation`` (the element generators' semantics) on the
-elements ``a`` and ``b`` of the row, loaded from the operands' buffers; LLVM inlines it.
+The comparator is one internal LLVM function ``less(a_0*, b_0*, a_1*, b_1*, ...) -> i1``
+emitted by ``scalar_computation.inline_computation`` (the element generators' semantics)
+on two elements given by pointers to their values; LLVM inlines it.
 
 ``is_stable=false``: XLA:CPU runs libstdc++'s ``std::sort`` (introsort), whose order of
 equivalent elements is its own. The interpreter reproduces it (interpreter/kernels/sort.py:
@@ -182,6 +182,48 @@ def _emit_less(module, name, instr):
     return fn
 
 
+def _sequential_merge(b, entry, sp, dp, lo_, mid, hi_, less_at, n_ops):
+    """Merge the sorted runs [lo, mid) and [mid, hi) of ``sp`` into ``dp``: the right
+    element goes first only when it is less (stable); one comparison per element."""
+
+    def at(p, i):
+        return b.gep(p, [i], inbounds=True)
+
+    ii = _Var(b, entry, I64, lo_, "mi")
+    jj = _Var(b, entry, I64, mid, "mj")
+    kk = _Var(b, entry, I64, lo_, "mk")
+
+    def both_left():
+        return b.and_(b.icmp_signed("<", ii.get(), mid),
+                      b.icmp_signed("<", jj.get(), hi_))
+
+    def take():
+        iv, jv, kv = ii.get(), jj.get(), kk.get()
+        xs = [at(p, iv) for p in sp]
+        ys = [at(p, jv) for p in sp]
+        right = less_at(ys, xs)  # the right element only when less
+        for k in range(n_ops):
+            v = b.select(right, b.load(ys[k]), b.load(xs[k]))
+            b.store(v, at(dp[k], kv))
+        jj.set(b.select(right, b.add(jv, _c(1)), jv))
+        ii.set(b.select(right, iv, b.add(iv, _c(1))))
+        kk.set(b.add(kv, _c(1)))
+
+    _while(b, both_left, take, "merge")
+    for var, stop, tag in ((ii, mid, "restl"), (jj, hi_, "restr")):
+        def rest_cond(var=var, stop=stop):
+            return b.icmp_signed("<", var.get(), stop)
+
+        def rest_body(var=var):
+            v_, k_ = var.get(), kk.get()
+            for k in range(n_ops):
+                b.store(b.load(at(sp[k], v_)), at(dp[k], k_))
+            var.set(b.add(v_, _c(1)))
+            kk.set(b.add(k_, _c(1)))
+
+        _while(b, rest_cond, rest_body, tag)
+
+
 def emit_sort(module: ir.Module, name: str, instr) -> KernelSpec:
     """The kernel of sort ``instr`` (``sort_support(instr)`` is None)."""
     ops = instr.operands
@@ -298,39 +340,7 @@ def emit_sort(module: ir.Module, name: str, instr) -> KernelSpec:
                 mid = b.select(b.icmp_signed("<", mid, _c(n)), mid, _c(n), name="mid")
                 hi_ = b.add(lo_, two)
                 hi_ = b.select(b.icmp_signed("<", hi_, _c(n)), hi_, _c(n), name="hi")
-                ii = _Var(b, entry, I64, lo_, "mi")
-                jj = _Var(b, entry, I64, mid, "mj")
-                kk = _Var(b, entry, I64, lo_, "mk")
-
-                def both_left():
-                    return b.and_(b.icmp_signed("<", ii.get(), mid),
-                                  b.icmp_signed("<", jj.get(), hi_))
-
-                def take():
-                    iv, jv, kv = ii.get(), jj.get(), kk.get()
-                    xs = [at(p, iv) for p in sp]
-                    ys = [at(p, jv) for p in sp]
-                    right = less_at(ys, xs)  # the right element only when less
-                    for k in range(n_ops):
-                        v = b.select(right, b.load(ys[k]), b.load(xs[k]))
-                        b.store(v, at(dp[k], kv))
-                    jj.set(b.select(right, b.add(jv, _c(1)), jv))
-                    ii.set(b.select(right, iv, b.add(iv, _c(1))))
-                    kk.set(b.add(kv, _c(1)))
-
-                _while(b, both_left, take, "merge")
-                for var, stop, tag in ((ii, mid, "restl"), (jj, hi_, "restr")):
-                    def rest_cond(var=var, stop=stop):
-                        return b.icmp_signed("<", var.get(), stop)
-
-                    def rest_body(var=var):
-                        v_, k_ = var.get(), kk.get()
-                        for k in range(n_ops):
-                            b.store(b.load(at(sp[k], v_)), at(dp[k], k_))
-                        var.set(b.add(v_, _c(1)))
-                        kk.set(b.add(k_, _c(1)))
-
-                    _while(b, rest_cond, rest_body, tag)
+                _sequential_merge(b, entry, sp, dp, lo_, mid, hi_, less_at, n_ops)
             flip.set(b.not_(fv))
             w.set(two)
 
