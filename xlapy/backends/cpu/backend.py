@@ -39,6 +39,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import elemental as el
+from xlapy.backends.cpu import emitters as _emitters
 from xlapy.backends.cpu import indexing
 from xlapy.backends.cpu import sort as _native_sort
 from xlapy.backends.cpu.buffers import POOL, run_parallel
@@ -235,7 +236,8 @@ def _transposed_dots(order) -> dict:
 
 @dataclass
 class ValueStep:
-    """tuple, get-tuple-element, and reshape/bitcast of a row-major array: no copy."""
+    """tuple, get-tuple-element, opt-barrier, and reshape/bitcast of a row-major array: no
+    copy."""
 
     instr: object
 
@@ -246,6 +248,8 @@ class ValueStep:
             env[id(instr)] = tuple(env[id(o)] for o in instr.operands)
         elif op == "get-tuple-element":
             env[id(instr)] = env[id(instr.operands[0])][instr.attrs["index"]]
+        elif op == "opt-barrier":  # its operand, unchanged (a barrier to passes only)
+            env[id(instr)] = env[id(instr.operands[0])]
         else:
             env[id(instr)] = _contiguous(env[id(instr.operands[0])]).reshape(
                 tuple(instr.shape.dimensions))
@@ -263,6 +267,7 @@ class ConstantStep:
 @dataclass
 class InterpretStep:
     instr: object
+    reason: str = ""  # why no emitter compiles it (emitters.explain), for interpreted()
 
     def run(self, env, plan_ctx):
         instr = self.instr
@@ -533,10 +538,10 @@ class Planner:
     def _step(self, instr):
         op = instr.opcode
         if _dynamic(instr):  # bounded dynamic shapes: the interpreter tracks runtime sizes
-            return InterpretStep(instr)
+            return InterpretStep(instr, "dynamic shapes: the interpreter tracks runtime sizes")
         if op == "constant":
             return ConstantStep(instr, constant_value(instr))
-        if op in ("tuple", "get-tuple-element"):
+        if op in ("tuple", "get-tuple-element", "opt-barrier"):
             return ValueStep(instr)
         if op in ("reshape", "bitcast") and indexing.supports(instr):
             return ValueStep(instr)
@@ -567,7 +572,7 @@ class Planner:
             return self._topk_kernel(instr)
         if _library is not None and _library.supports(instr):
             return LibraryStep(instr)
-        return InterpretStep(instr)
+        return InterpretStep(instr, _emitters.explain(instr))
 
     def _fusion_step(self, fusion):
         comp = fusion.attrs["calls"]
@@ -708,6 +713,23 @@ class CpuProgram(DeviceProgram):
 
     def steps(self) -> list:
         return list(self.entry.steps)
+
+    def interpreted(self) -> list[tuple[str, str, str]]:
+        """(instruction name, opcode, reason) of every instruction this program runs on the
+        interpreter, in the entry computation and the computations its steps run."""
+        out, seen, stack = [], {id(self.entry)}, [self.entry]
+        while stack:
+            plan = stack.pop()
+            for step in plan.steps:
+                if isinstance(step, InterpretStep):
+                    out.append((step.instr.name, step.instr.opcode, step.reason))
+                subs = [getattr(step, "cond", None), getattr(step, "body", None),
+                        *(getattr(step, "branches", None) or ())]
+                for sub in subs:
+                    if isinstance(sub, Plan) and id(sub) not in seen:
+                        seen.add(id(sub))
+                        stack.append(sub)
+        return out
 
 
 def _estimated_bytes(program: CpuProgram) -> int:
