@@ -8,12 +8,16 @@
    its instructions in post order turned into steps -
    - a loop fusion, or a single elementwise/data-movement instruction, whose every
      instruction has an element generator: a kernel from ``loop_emitter``;
-   - an input fusion or a reduce/reduce-window the reduction emitter supports: its kernel;
+   - an input fusion or a reduce/reduce-window the reduction emitter supports: its kernel
+     (cumulative reduce-windows: ``scan``'s prefix scan);
+   - sort (any comparator the element generators can inline) and top-k: ``sort``'s native
+     kernels (a sort the library's NumPy keys match tries those first);
    - dot, convolution, sort, fft with a fast library path (``library``): a library call;
    - while/conditional/call: the sub-plans of their computations, run in a loop here;
    - tuple/get-tuple-element/reshape of a contiguous array: no copy, no kernel;
    - anything else: the interpreter's kernel (``EvalContext.run_instruction``), so every
-     module runs with the interpreter's semantics;
+     module runs with the interpreter's semantics; the step records why
+     (``emitters.explain``; ``CpuProgram.interpreted()`` lists them);
 3. every kernel of every plan goes into ONE LLVM module, compiled once (LLVM -O2 with the
    vectorisers, host CPU).
 
