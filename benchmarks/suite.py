@@ -400,6 +400,65 @@ DUS_LOOP = Case(
     inputs=lambda rng, p: [_normal(rng, p["n"]), _normal(rng, p["m"])],
     numpy=dus_loop_np,
     describe=lambda p: f"{p['iters']} updates of f32[{p['m']}] into f32[{_count(p['n'])}]",
+)
+
+
+# -- issue 14 part B: the sort family and scans ---------------------------------------------------
+
+def _topk_np(p, x):
+    order = np.argsort(-x, axis=-1, kind="stable")[..., :p["k"]]
+    return np.take_along_axis(x, order, axis=-1), order.astype(np.int32)
+
+
+TOPK = Case(
+    "topk", "lax.top_k (the topk instruction: partial selection per row)",
+    sizes={"full": {"rows": 4096, "n": 4096, "k": 16}, "quick": {"rows": 1024, "n": 4096, "k": 16},
+           "tiny": {"rows": 64, "n": 256, "k": 16}},
+    inputs=lambda rng, p: [_normal(rng, p["rows"], p["n"])],
+    numpy=_topk_np,
+    describe=lambda p: f"k={p['k']} of {p['rows']}x{p['n']} f32",
+    rtol=0.0,
+)
+
+
+def _cumulative_inputs(rng, p):
+    return [_normal(rng, p["rows"], p["n"]), _uniform(rng, 0.9995, 1.0005, p["rows"], p["n"])]
+
+
+CUMSUM = Case(
+    "cumsum", "jnp.cumsum and jnp.cumprod along rows (cumulative reduce-windows)",
+    sizes={"full": {"rows": 256, "n": 4096}, "quick": {"rows": 256, "n": 4096},
+           "tiny": {"rows": 8, "n": 512}},
+    inputs=_cumulative_inputs,
+    numpy=lambda p, x, y: (np.cumsum(x, axis=1, dtype=F32), np.cumprod(y, axis=1, dtype=F32)),
+    describe=lambda p: f"{p['rows']}x{p['n']} f32",
+)
+
+ARGMAX = Case(
+    "argmax", "jnp.argmax over rows (a variadic reduce of (values, iota))",
+    sizes={"full": {"rows": 4096, "n": 4096}, "quick": {"rows": 1024, "n": 4096},
+           "tiny": {"rows": 64, "n": 256}},
+    inputs=lambda rng, p: [_normal(rng, p["rows"], p["n"])],
+    numpy=lambda p, x: np.argmax(x, axis=1).astype(np.int32),
+    describe=lambda p: f"{p['rows']}x{p['n']} f32",
+    rtol=0.0,
+)
+
+
+def _sort_kv_np(p, k, v):
+    order = np.argsort(k, axis=1, kind="stable")
+    return np.take_along_axis(k, order, axis=1), np.take_along_axis(v, order, axis=1)
+
+
+SORT_KV = Case(
+    "sort_kv", "lax.sort of (key, value) rows by key, stable (a two-operand comparator)",
+    sizes={"full": {"rows": 512, "n": 4096}, "quick": {"rows": 256, "n": 4096},
+           "tiny": {"rows": 16, "n": 256}},
+    # keys with ties (integers as f32): stability decides the values' order
+    inputs=lambda rng, p: [rng.integers(0, 64, (p["rows"], p["n"])).astype(F32),
+                           _normal(rng, p["rows"], p["n"])],
+    numpy=_sort_kv_np,
+    describe=lambda p: f"{p['rows']}x{p['n']} f32 pairs",
     rtol=0.0,
 )
 
@@ -408,8 +467,9 @@ DUS_LOOP = Case(
 CASES: dict[str, Case] = {c.name: c for c in (
     ELEMENTWISE, SOFTMAX, LAYERNORM, MATMUL, MATMUL_BIG, MLP_TRAIN, CONV2D, REDUCE_SUM,
     WHILE_SCALAR, WHILE_VECTOR, SORT,
-    # issue 14 part A
-    EMBEDDING_LOOKUP, EMBEDDING_GRAD, CNN_TRAIN, DUS_LOOP)}
+    EMBEDDING_LOOKUP, EMBEDDING_GRAD, CNN_TRAIN, DUS_LOOP,  # issue 14 part A
+    TOPK, CUMSUM, ARGMAX, SORT_KV,  # issue 14 part B
+)}
 
 #: The compile-time case: the mlp_train module compiled cold (every xlapy cache bypassed;
 #: XLA: jax.jit(f).lower(..).compile() with jax's caches cleared) and from xlapy's cache.

@@ -761,9 +761,10 @@ ENTRY e {
 """
 
 
-def test_library_or_interpreter_op_keeps_the_python_loop():
+def test_sort_in_the_body_compiles_the_loop():
+    """A sort is a native kernel (backends/cpu/sort.py): the loop compiles whole."""
     x = np.random.default_rng(7).standard_normal(8).astype(np.float32)
-    got = _check(SORT_BODY, x, compiled=0, python=1)
+    got = _check(SORT_BODY, x, compiled=1, python=0)
     want = x
     for _ in range(3):
         want = np.sort(-want)

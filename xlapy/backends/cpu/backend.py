@@ -8,14 +8,18 @@
    its instructions in post order turned into steps -
    - a loop fusion, or a single elementwise/data-movement instruction, whose every
      instruction has an element generator: a kernel from ``loop_emitter``;
-   - an input fusion or a reduce/reduce-window the reduction emitter supports: its kernel;
+   - an input fusion or a reduce/reduce-window the reduction emitter supports: its kernel
+     (cumulative reduce-windows: ``scan``'s prefix scan);
+   - sort (any comparator the element generators can inline) and top-k: ``sort``'s native
+     kernels (a sort the library's NumPy keys match tries those first);
    - gather, scatter, select-and-scatter, dynamic-update-slice: their kernels
      (``gather_scatter``; scatter and dynamic-update-slice in place);
    - dot, convolution, sort, fft with a fast library path (``library``): a library call;
    - while/conditional/call: the sub-plans of their computations, run in a loop here;
    - tuple/get-tuple-element/reshape of a contiguous array: no copy, no kernel;
    - anything else: the interpreter's kernel (``EvalContext.run_instruction``), so every
-     module runs with the interpreter's semantics;
+     module runs with the interpreter's semantics; the step records why
+     (``emitters.explain``; ``CpuProgram.interpreted()`` lists them);
 3. every kernel of every plan goes into ONE LLVM module, compiled once (LLVM -O2 with the
    vectorisers, host CPU).
 
@@ -41,7 +45,9 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import elemental as el
+from xlapy.backends.cpu import emitters as _emitters
 from xlapy.backends.cpu import gather_scatter, indexing
+from xlapy.backends.cpu import sort as _native_sort
 from xlapy.backends.cpu.buffers import POOL, run_parallel
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.kernel_abi import KernelSpec
@@ -159,6 +165,25 @@ class LibraryStep:
 
 
 @dataclass
+class KeyedSortStep(KernelStep):
+    """A sort with two paths giving the same result: the library's NumPy sort of integer
+    keys when its pattern match applies and the values allow (faster on long rows), the
+    native kernel (``sort.emit_sort``) otherwise; compiled whiles run the kernel."""
+
+    def run(self, env, plan_ctx):
+        instr = self.instr
+        operands = [_contiguous(env[k]) for k in self._keys]
+        outs = tuple(POOL.empty(dims, dt) for dims, dt in self._outputs)
+        try:
+            _library.run(instr, operands, out=outs if self.tuple_result else outs[0],
+                         keyed_only=True)
+        except _library.NotKeyed:  # no strict weak order on these values: the comparator
+            super().run(env, plan_ctx)
+            return
+        env[id(instr)] = outs if self.tuple_result else outs[0]
+
+
+@dataclass
 class SwappedDotStep:
     """transpose(dot(a, b)) of a 2-D dot without batch dimensions, the dot used by nothing
     else: computed as dot(b, a) with the contracting dimensions swapped, which gives the
@@ -217,7 +242,8 @@ def _transposed_dots(order) -> dict:
 
 @dataclass
 class ValueStep:
-    """tuple, get-tuple-element, and reshape/bitcast of a row-major array: no copy."""
+    """tuple, get-tuple-element, opt-barrier, and reshape/bitcast of a row-major array: no
+    copy."""
 
     instr: object
 
@@ -228,6 +254,8 @@ class ValueStep:
             env[id(instr)] = tuple(env[id(o)] for o in instr.operands)
         elif op == "get-tuple-element":
             env[id(instr)] = env[id(instr.operands[0])][instr.attrs["index"]]
+        elif op == "opt-barrier":  # its operand, unchanged (a barrier to passes only)
+            env[id(instr)] = env[id(instr.operands[0])]
         else:
             env[id(instr)] = _contiguous(env[id(instr.operands[0])]).reshape(
                 tuple(instr.shape.dimensions))
@@ -245,6 +273,7 @@ class ConstantStep:
 @dataclass
 class InterpretStep:
     instr: object
+    reason: str = ""  # why no emitter compiles it (emitters.explain), for interpreted()
 
     def run(self, env, plan_ctx):
         instr = self.instr
@@ -515,10 +544,10 @@ class Planner:
     def _step(self, instr):
         op = instr.opcode
         if _dynamic(instr):  # bounded dynamic shapes: the interpreter tracks runtime sizes
-            return InterpretStep(instr)
+            return InterpretStep(instr, "dynamic shapes: the interpreter tracks runtime sizes")
         if op == "constant":
             return ConstantStep(instr, constant_value(instr))
-        if op in ("tuple", "get-tuple-element"):
+        if op in ("tuple", "get-tuple-element", "opt-barrier"):
             return ValueStep(instr)
         if op in ("reshape", "bitcast") and indexing.supports(instr):
             return ValueStep(instr)
@@ -547,9 +576,14 @@ class Planner:
         elif op in ("reduce", "reduce-window") and _reduction is not None and \
                 _reduction.supports(instr):
             return self._reduce_kernel(instr, instr, _unique(instr.operands), [])
+        if op == "sort" and _native_sort.sort_support(instr) is None:
+            return self._sort_kernel(instr)
+        if op in ("topk", "custom-call") and \
+                not isinstance(_native_sort.topk_form(instr), str):
+            return self._topk_kernel(instr)
         if _library is not None and _library.supports(instr):
             return LibraryStep(instr)
-        return InterpretStep(instr)
+        return InterpretStep(instr, _emitters.explain(instr))
 
     def _fusion_step(self, fusion):
         comp = fusion.attrs["calls"]
@@ -604,6 +638,20 @@ class Planner:
         spec = _reduction.emit(self.irmod, name, root, inputs)
         read = operands if operands is not None else inputs
         step = KernelStep(instr, read, bound, spec, tuple_result=root.shape.is_tuple())
+        self.kernels.append(step)
+        return step
+
+    def _sort_kernel(self, instr):
+        spec = _native_sort.emit_sort(self.irmod, f"k{len(self.kernels)}", instr)
+        keyed = _library is not None and _library.supports(instr)
+        step = (KeyedSortStep if keyed else KernelStep)(
+            instr, list(instr.operands), [], spec, tuple_result=instr.shape.is_tuple())
+        self.kernels.append(step)
+        return step
+
+    def _topk_kernel(self, instr):
+        spec = _native_sort.emit_topk(self.irmod, f"k{len(self.kernels)}", instr)
+        step = KernelStep(instr, list(instr.operands), [], spec, tuple_result=True)
         self.kernels.append(step)
         return step
 
@@ -676,6 +724,23 @@ class CpuProgram(DeviceProgram):
 
     def steps(self) -> list:
         return list(self.entry.steps)
+
+    def interpreted(self) -> list[tuple[str, str, str]]:
+        """(instruction name, opcode, reason) of every instruction this program runs on the
+        interpreter, in the entry computation and the computations its steps run."""
+        out, seen, stack = [], {id(self.entry)}, [self.entry]
+        while stack:
+            plan = stack.pop()
+            for step in plan.steps:
+                if isinstance(step, InterpretStep):
+                    out.append((step.instr.name, step.instr.opcode, step.reason))
+                subs = [getattr(step, "cond", None), getattr(step, "body", None),
+                        *(getattr(step, "branches", None) or ())]
+                for sub in subs:
+                    if isinstance(sub, Plan) and id(sub) not in seen:
+                        seen.add(id(sub))
+                        stack.append(sub)
+        return out
 
 
 def _estimated_bytes(program: CpuProgram) -> int:

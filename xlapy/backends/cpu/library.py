@@ -88,14 +88,24 @@ def supports(instr) -> bool:
         return False  # no fast path; the interpreter's kernel runs it
 
 
-def run(instr, operands, *, out=None):
+class NotKeyed(Exception):
+    """A sort's comparator is not a strict weak order on these operands (FLOAT comparisons
+    of NaNs): integer keys cannot give its order (``run(..., keyed_only=True)``)."""
+
+
+def run(instr, operands, *, out=None, keyed_only=False):
     """The value of ``instr`` on ``operands`` (NumPy arrays), written into ``out`` when
-    given (an array of the result's shape and dtype, or a tuple of them)."""
+    given (an array of the result's shape and dtype, or a tuple of them). A sort whose keys
+    do not apply to these operands runs the interpreter's sort, or raises NotKeyed with
+    ``keyed_only`` (the caller has a native sort for it)."""
     fn = _RUN.get(instr.opcode)
     if fn is None or not supports(instr):
         raise EvaluationError(f"{instr.opcode}: the CPU backend's library has no fast path for "
                               f"%{instr.name} = {instr.shape} {instr.opcode}(...)")
-    return fn(instr, [np.asarray(a) for a in operands], out)
+    operands = [np.asarray(a) for a in operands]
+    if instr.opcode == "sort":
+        return _run_sort(instr, operands, out, keyed_only)
+    return fn(instr, operands, out)
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -933,7 +943,7 @@ def _stable_perm(keys: list[np.ndarray]) -> np.ndarray:
     return np.lexsort(list(reversed(keys)), axis=-1)
 
 
-def _run_sort(instr, operands, out):
+def _run_sort(instr, operands, out, keyed_only=False):
     plan = _sort_plan(instr)
     (dim,) = instr.attrs["dimensions"]
     shape = operands[0].shape
@@ -954,7 +964,7 @@ def _run_sort(instr, operands, out):
     if len(flat) == 1 and len(plan) == 1:
         sorted_rows = _sort_values_only(plan[0], flat[0], stable)
         if sorted_rows is _INTERPRET:  # not a strict weak order: the interpreter decides
-            return _sort_results(_interpret(instr, operands), out)
+            return _sort_results(_interpret(instr, operands, keyed_only), out)
     if sorted_rows is not None:
         results = [sorted_rows]
     else:
@@ -963,7 +973,7 @@ def _run_sort(instr, operands, out):
         for lv in plan:
             key = _level_key(lv, _level_values(lv, flat[lv.operand], ctx))
             if key is None:  # not a strict weak order: the interpreter's merge sort decides
-                return _sort_results(_interpret(instr, operands), out)
+                return _sort_results(_interpret(instr, operands, keyed_only), out)
             keys.append(np.ascontiguousarray(key))
         perm = _stable_perm(keys)
         if not stable and n > 16:
@@ -1059,7 +1069,9 @@ def _unstable(perm, keys, flat) -> np.ndarray:
     return perm
 
 
-def _interpret(instr, operands):
+def _interpret(instr, operands, keyed_only=False):
+    if keyed_only:
+        raise NotKeyed(instr.name)
     value = EvalContext(None, EvalOptions()).run_instruction(instr, list(operands))
     return list(value) if isinstance(value, tuple) else [value]
 

@@ -527,6 +527,10 @@ def emit(module: ir.Module, name: str, root, inputs: list) -> KernelSpec:
             f"({root.shape} from {', '.join(str(o.shape) for o in root.operands)})")
     if root.opcode == "reduce":
         return _emit_reduce(module, name, root, list(inputs))
+    from xlapy.backends.cpu import scan  # (scan builds on this module)
+
+    if scan.scan_form(root) is not None:  # cumulative: an O(n) prefix scan
+        return scan.emit(module, name, root, list(inputs))
     return _emit_reduce_window(module, name, root, list(inputs))
 
 
