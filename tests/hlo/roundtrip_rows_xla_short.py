@@ -6,8 +6,6 @@ Data only (name, text), in the order of the C++ table; used by test_roundtrip_ta
 """
 
 # Left out of SHORT_ROWS (xlapy deliberately differs):
-# - AllReduceWithMeshAxesReplicaGroupList: replica_groups=mesh[...] {...} (mesh-axes replica
-#   groups) is not supported by xlapy's collective attribute kinds; the parser says so.
 # - CollectiveBroadcastDynamicRoot: its dynamic root is f32[1]. XLA's verifier runs
 #   InferCollectiveBroadcastShape without has_dynamic_root, so XLA accepts it; xlapy's shape
 #   rule (run at parse time) applies ShapeInference's has_dynamic_root check and requires an
@@ -371,6 +369,20 @@ ENTRY AllReduceWithSubgroupsIotaList {
 }
 
 """),
+    ("AllReduceWithMeshAxesReplicaGroupList", r"""HloModule CRS_Subgroups, entry_computation_layout={(f32[128,32]{0,1})->f32[128,32]{0,1}}, replica_count=4
+
+add {
+  lhs = f32[] parameter(0)
+  rhs = f32[] parameter(1)
+  ROOT add = f32[] add(lhs, rhs)
+}
+
+ENTRY AllReduceWithMeshAxesReplicaGroupList {
+  input = f32[128,32]{0,1} parameter(0)
+  ROOT all-reduce = f32[128,32]{0,1} all-reduce(input), replica_groups=mesh['axis_0'=2,'axis_1'=2] {'axis_1'}, to_apply=add
+}
+
+"""),
     ("AllReduceWithLayout", r"""HloModule CRS, entry_computation_layout={(f32[8]{0})->f32[8]{0}}
 
 add {
@@ -529,7 +541,7 @@ ENTRY AllToAll {
 
 ENTRY CollectiveBroadcast {
   input = f32[128,32]{0,1} parameter(0)
-  ROOT cb = f32[128,32]{0,1} collective-broadcast(input), replica_groups={{1,0},{2,3}}, has_dynamic_root=false
+  ROOT cb = f32[128,32]{0,1} collective-broadcast(input), replica_groups={{1,0},{2,3}}
 }
 
 """),

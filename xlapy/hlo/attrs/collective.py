@@ -8,10 +8,10 @@ Owns the value types (frozen, hashable) with XLA's names and their text syntax:
     replica_groups={}                        no groups: every participant in one group
     replica_groups=[2,2]<=[4]                IotaReplicaGroupList: groups of an iota
     replica_groups=[2,2]<=[2,2]T(1,0)        ... reshaped to [2,2], transposed by (1,0)
+    replica_groups=mesh['x'=2,'y'=2] {'y'}   MeshAxesReplicaGroupList (mesh.py)
     source_target_pairs={{0,1},{1,2}}        SourceTargetPairsKind
     slice_sizes={{128,32}}                   IntListListKind (in-place collective-permute)
     dimensions={0}                           SingleDimensionKind (an int)
-    has_dynamic_root=false                   AlwaysPrintedBoolKind
 
 XLA prints ``replica_groups`` on every collective, even when empty, and the iota form
 exactly when the groups were given that way (after canonicalising its reshape/transpose,
@@ -51,7 +51,6 @@ __all__ = [
     "SINGLE_DIMENSION",
     "SLICE_SIZES",
     "SOURCE_TARGET_PAIRS",
-    "AlwaysPrintedBoolKind",
     "ChannelHandle",
     "ChannelType",
     "CollectiveDeviceList",
@@ -280,7 +279,9 @@ ReplicaGroupList = CollectiveDeviceList | IotaReplicaGroupList
 def replica_groups_from(value: Any, where: str = "replica_groups") -> ReplicaGroupList:
     """Normalise what users pass as replica groups: a CollectiveDeviceList, an
     IotaReplicaGroupList, a list of ReplicaGroup, a list of lists of ids, or () / None."""
-    if isinstance(value, (CollectiveDeviceList, IotaReplicaGroupList)):
+    from xlapy.hlo.attrs.mesh import MeshAxesReplicaGroupList
+
+    if isinstance(value, (CollectiveDeviceList, IotaReplicaGroupList, MeshAxesReplicaGroupList)):
         return value
     if value is None:
         return CollectiveDeviceList()
@@ -302,7 +303,8 @@ def replica_groups_from(value: Any, where: str = "replica_groups") -> ReplicaGro
 
 
 def read_replica_groups(sc: Scanner) -> ReplicaGroupList:
-    """XLA's ParseCollectiveDeviceListBase: ``{{..},{..}}`` or ``[n,m]<=[dims]T(perm)``."""
+    """XLA's ParseCollectiveDeviceListBase: ``{{..},{..}}``, ``[n,m]<=[dims]T(perm)`` or
+    ``mesh[...] {axes}`` (mesh.py's MeshAxesReplicaGroupList)."""
     sc.skip()
     start = sc.pos
     if sc.peek() == "{":
@@ -318,8 +320,9 @@ def read_replica_groups(sc: Scanner) -> ReplicaGroupList:
                 sc.expect(",", "or '}' in replica groups")
         return CollectiveDeviceList(tuple(groups))
     if sc.peek_ident() in ("mesh", "maximal_mesh"):
-        sc.error("mesh-axes replica groups (replica_groups=mesh[...] {...}) are not supported "
-                 "by xlapy; write the groups as {{...}} or in the iota form [n,m]<=[...]")
+        from xlapy.hlo.attrs.mesh import read_mesh_replica_groups
+
+        return read_mesh_replica_groups(sc)
     if sc.peek() != "[":
         sc.error("expected replica groups: {{0,1},{2,3}}, {} or the iota form [2,2]<=[4], "
                  f"found {sc.describe_next()}")
@@ -466,12 +469,6 @@ class SingleDimensionKind(AttrKind):
             sc.error(f"expected exactly one dimension, e.g. dimensions={{0}}, got "
                      f"{_ints_text(dims)}", start)
         return dims[0]
-
-
-class AlwaysPrintedBoolKind(BoolKind):
-    """A boolean XLA prints whatever its value (``has_dynamic_root=false``)."""
-
-    always_printed = True
 
 
 REPLICA_GROUPS = ReplicaGroupsKind()
