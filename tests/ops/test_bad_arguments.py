@@ -428,7 +428,7 @@ def _bad_shape(e: Env, v):
             ("pred[2]", _s("pred[2]")), ("f32[5,5,5]", _s("f32[5,5,5]")),
             ("a shape without layout", _s(str(v).split("{")[0], fill_missing_layouts=False)
              if v.is_array() else _s("f32[2]", fill_missing_layouts=False)),
-            ("a huge shape", _s("f32[4611686018427387904,4611686018427387904]")),
+            ("a 4 TiB shape", _s("f32[1099511627776]")),  # valid; larger ones cannot be made
             ("a dynamic shape", _s("f32[<=3]")), ("its text", str(v)),
             ("an element type", PrimitiveType.F32), ("an XlaOp", e.x),
             ("a list of shapes", [v]), ("an opaque shape", _s("opaque[]"))]

@@ -77,7 +77,7 @@ def _check(text: str) -> None:
     from_xla = xc.hlo.HloModule.from_serialized_hlo_module_proto(proto)
     mine = parse_hlo_module_proto(proto)
     assert mine.to_string() == from_xla.to_string()
-    xlapy.verify_module(mine, allow_mixed_precision=True)  # as the table rows (ScaledDot)
+    xlapy.verify_module(mine, allow_mixed_precision=True)  # as the round-trip table does
     again = xlapy.parse_hlo_module(from_xla.to_string())
     data = module_to_proto(again).SerializeToString()
     assert xc.hlo.HloModule.from_serialized_hlo_module_proto(data).to_string(NO_METADATA) == \

@@ -50,9 +50,12 @@ ELEMENTWISE_SAME_SHAPE_EXEMPT = frozenset({"clamp", "select", "bitcast-convert"}
 
 
 # Opcodes whose operands may mix floating-point precisions even when mixed precision is not
-# allowed: they pass data through or group it (XLA's CheckMixedPrecisionOperands allow-list).
+# allowed: they pass data through or group it (XLA's CheckMixedPrecisionOperands allow-list),
+# plus scaled-dot, whose scales have their own type by definition (f8e8m0fnu scales of f8
+# operands), as dot and ragged-dot are exempt.
 MIXED_PRECISION_EXEMPT = frozenset({
-    "call", "conditional", "constant", "convolution", "dot", "ragged-dot", "all-reduce",
+    "call", "conditional", "constant", "convolution", "dot", "ragged-dot", "scaled-dot",
+    "all-reduce",
     "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done",
     "async-done", "async-update", "async-start", "copy-done", "copy-start", "custom-call",
     "domain", "fusion", "get-tuple-element", "opt-barrier", "infeed", "outfeed", "parameter",
