@@ -9,8 +9,6 @@ The cases are read as XLA's tests read them, with ParseAndReturnUnverifiedModule
 (``was parsing LINE:COLUMN: error: ...``). tools/xla_parser_tests.py runs XLA's own file.
 
 Left out (xlapy deliberately differs):
-- ShardingDeviceCountExceedsTileAssignment, ShardingIotaSizeMismatchesTileAssignment: xlapy
-  carries sharding={...} through as text and does not interpret it.
 - AsyncUpdate_AsyncStart_ShapeMismatch_Allowed, AsyncStartWith*Operands, ... (XLA accepts them
   unverified): not error tests; see roundtrip_rows_xla_other.py for those xlapy accepts.
 """
