@@ -602,6 +602,17 @@ class _ModuleView(_View):
     def has_schedule(self):
         return bool(self.m.config.get("is_scheduled"))
 
+    def input_output_alias_config(self):
+        return _AliasConfigView(self.m.config.get("input_output_alias") or ())
+
+    def buffer_donor_config(self):
+        return _DonorConfigView(self.m.config.get("buffer_donor") or ())
+
+    def schedule(self):
+        if not self.m.config.get("is_scheduled"):
+            raise Failed("schedule() of a module without one")
+        return _ScheduleView(self.m)
+
     def frontend_attributes(self):
         return _MapView(self.m.config.get("frontend_attributes") or {})
 
@@ -610,6 +621,65 @@ class _ModuleView(_View):
 
     def __eq__(self, other):
         return isinstance(other, _ModuleView) and self.ToString() == other.ToString()
+
+
+class _AliasConfigView(_View):
+    """HloInputOutputAliasConfig over the module's input_output_alias."""
+
+    def __init__(self, aliases):
+        self.aliases = aliases
+
+    def _find(self, number, index):
+        return next((a for a in self.aliases if a.parameter_number == number
+                     and tuple(a.parameter_index) == tuple(index)), None)
+
+    def GetAliasedOutput(self, number, index):
+        alias = self._find(number, index)
+        return None if alias is None else tuple(alias.output_index)
+
+    def ParameterMustAlias(self, number, index):
+        alias = self._find(number, index)
+        return alias is not None and alias.kind == "must-alias"
+
+    def ParameterHasAlias(self, number, index):
+        return self._find(number, index) is not None
+
+
+class _DonorConfigView(_View):
+    def __init__(self, donors):
+        self.donors = donors
+
+    def ParameterIsBufferDonor(self, number, index):
+        return any(d.parameter_number == number and tuple(d.parameter_index) == tuple(index)
+                   for d in self.donors)
+
+
+class _ScheduleView(_View):
+    """An is_scheduled module's schedule: each computation's instructions in text order (as
+    XLA's parser makes it)."""
+
+    def __init__(self, module):
+        self.m = module
+
+    def Verify(self):
+        return Status()
+
+    def sequences(self):
+        return _ListView(self.m.computations)
+
+    def is_computation_scheduled(self, comp):
+        return any(c is comp.c for c in self.m.computations)
+
+    def sequence(self, comp):
+        return _SequenceView(comp.c)
+
+
+class _SequenceView(_View):
+    def __init__(self, comp):
+        self.c = comp
+
+    def instructions(self):
+        return [_InstructionView(i) for i in self.c.instructions]
 
 
 class _ConfigView(_View):
@@ -706,8 +776,8 @@ class _LayoutView(_View):
 
     def __init__(self, module):
         self.layout = module.config.get("entry_computation_layout")
-        if self.layout is None:
-            raise Unsupported("a module without entry_computation_layout")
+        if self.layout is None:  # XLA's module makes it from the entry's program shape
+            self.layout = module.entry.program_shape()
 
     def parameter_count(self):
         return len(self.layout.parameters)
@@ -793,6 +863,25 @@ class _InstructionView(_View):
     def feature_group_count(self):
         return self.i.attrs["feature_group_count"]
 
+    def frontend_attributes(self):
+        return _MapView(self.i.frontend_attributes or {})
+
+    def sparsity_config(self):
+        return _FieldsView(self.i.attrs["sparsity_config"])
+
+    def convolution_kind(self):
+        return f"CONVOLUTION_KIND_{self.i.attrs['convolution_kind'].name}"
+
+    def async_wrapped_instruction(self):
+        from xlapy.hlo.async_chain import async_wrapped_computation
+
+        return _InstructionView(async_wrapped_computation(self.i).root)
+
+    def async_chain_start(self):
+        from xlapy.hlo.async_chain import async_chain_start
+
+        return _InstructionView(async_chain_start(self.i))
+
     def ToString(self, options=None):
         from xlapy.hlo.printer import instruction_to_string
 
@@ -800,6 +889,26 @@ class _InstructionView(_View):
         if options.canonical:
             raise Unsupported("canonical printing (tmp_N names)")
         return instruction_to_string(self.i, options.options)
+
+
+class _FieldsView(_View):
+    """A proto message over an xlapy dataclass: ``x()`` its field, ``has_x()`` whether set;
+    an unset message reads as the default one (every number 0)."""
+
+    def __init__(self, value):
+        self.v = value
+
+    def __getattr__(self, name: str):
+        fields = getattr(type(self.v), "__dataclass_fields__", None)
+        if name.startswith("has_") and (self.v is None or name[4:] in fields):
+            return lambda: self.v is not None and getattr(self.v, name[4:]) is not None
+        if self.v is None:
+            return lambda: 0
+        if fields is not None and name in fields:
+            value = getattr(self.v, name)
+            return lambda: _FieldsView(value) if value is None or hasattr(
+                type(value), "__dataclass_fields__") else value
+        raise Unsupported(f"{type(self.v).__name__}::{name}")
 
 
 class _MetadataView(_View):
@@ -1192,8 +1301,23 @@ class Evaluator:
             return str
         if short in ("string", "std::string"):
             return lambda s="": s
-        if short in ("Cast", "DynCast", "static_cast", "dynamic_cast"):
+        if short in ("Cast", "DynCast", "static_cast", "dynamic_cast", "move"):
             return lambda x: x
+        if short in _PRIMITIVE_TYPES and name in (short, f"PrimitiveType::{short}"):
+            return short.lower()
+        if name.startswith("ShapeUtil::"):
+            return _shape_util(short)
+        if short.startswith("CONVOLUTION_KIND_"):  # compared with convolution_kind()
+            return short
+        if short == "ShapeIndex":
+            return lambda *args: tuple(args[0]) if len(args) == 1 and isinstance(
+                args[0], tuple) else tuple(args)
+        if name in ("Layout", "LayoutUtil::MakeLayout"):
+            return lambda minor_to_major: tuple(minor_to_major)
+        if name == "LayoutUtil::Equal":
+            return lambda a, b: a == b if isinstance(a, _LayoutValue) else b == a
+        if name == "Shape::kUnboundedSize":
+            return "?"
         raise Unsupported(f"name {name}")
 
     def _parse(self, *, verified: bool):
@@ -1236,6 +1360,35 @@ def _assigned_name(toks: list[Tok]) -> str | None:
             lhs = [x for x in toks[:k] if x.kind == "id"]
             return lhs[-1].value if lhs else None
     return None
+
+
+def _shape_util(name: str):
+    """ShapeUtil's shape makers and comparison, over xlapy shapes."""
+    from xlapy.shape import Shape, parse_shape
+
+    def array(element_type, dims, dynamic=None):
+        dims = [f"<={d}" if dynamic and dynamic[k] and d != "?" else str(d)
+                for k, d in enumerate(dims)]
+        return _ShapeView(parse_shape(f"{element_type}[{','.join(dims)}]"))
+
+    def dense(element_type, dims, minor_to_major, *more):
+        if more:  # tiles, element sizes, memory space, split configs
+            raise Unsupported("ShapeUtil::MakeShapeWithDenseLayout with tiles or sizes")
+        return _ShapeView(parse_shape(f"{element_type}[{','.join(map(str, dims))}]"
+                                      f"{{{','.join(map(str, minor_to_major))}}}"))
+
+    makers = {
+        "MakeShape": array,
+        "MakeScalarShape": lambda element_type: _ShapeView(parse_shape(f"{element_type}[]")),
+        "MakeShapeWithDenseLayout": dense,
+        "MakeTupleShape": lambda shapes: _ShapeView(Shape.tuple([v.s for v in shapes])),
+        "MakeTokenShape": lambda: _ShapeView(parse_shape("token[]")),
+        "MakeOpaqueShape": lambda: _ShapeView(parse_shape("opaque[]")),
+        "Equal": lambda a, b: a == b,
+    }
+    if name not in makers:
+        raise Unsupported(f"ShapeUtil::{name}")
+    return makers[name]
 
 
 class _Sink:
