@@ -30,6 +30,22 @@ def test_valid_shardings_print_back(sharding):
     assert f"sharding={sharding}" in m.to_string()
 
 
+@pytest.mark.parametrize("sharding", [  # XLA's ParseNamedSharding* texts
+    "{mesh['a'=2,'b'=4,'c'=3,'d'=8], [{'a'}, {'c', 'b'}]}",
+    "{mesh['a'=2,'b'=4,'c'=3,'d'=8], [{'b':(2)2}, {'d':(4)2, 'c', ?}]}",
+    "{mesh['a'=2,'b'=4], replicated, metadata={{op_name=\"foo\"}}}",
+    "{maximal_mesh[device_id=5]}",
+    "{{replicated}, {mesh['a'=2,'b'=4], replicated}, {maximal device=5}, "
+    "{maximal_mesh[device_id=5]}}",
+])
+def test_named_shardings_are_carried_through(sharding):
+    """Named (mesh) shardings are read whole, alone or in a tuple, and print back as written
+    (as jaxlib 0.10.2's XLA prints them); they are not interpreted."""
+    m = parse_hlo_module(module(sharding))
+    assert f"sharding={sharding}" in m.to_string()
+    assert parse_sharding(sharding).kind == ("tuple" if sharding.startswith("{{") else "named")
+
+
 @pytest.mark.parametrize("sharding,message", [
     # the device count must match the tile assignment (newer XLA's parser's words first)
     ("{devices=[2,2]0,1,2,3,4,5,6,7,8,9}",

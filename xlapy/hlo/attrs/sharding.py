@@ -101,7 +101,7 @@ def _read_single(sc: Scanner, loc: int) -> Sharding:
     """HloParserImpl::ParseSingleSharding after its ``{`` (``loc``: where the sharding
     starts, where XLA points its errors)."""
     if sc.peek_ident() in ("mesh", "maximal_mesh"):  # named sharding: carried through
-        sc.pos = loc
+        sc.pos = sc.text.rfind("{", 0, loc + 1)  # from its '{' to the matching '}'
         read_balanced(sc)
         return Sharding("named")
     seen: set[str] = set()
