@@ -115,3 +115,19 @@ def test_fuzz_only_parse_errors_escape(data):
         parse_hlo_module(text)
     except ParseError:
         pass
+
+
+def test_single_instruction_text():
+    """XLA's ParseSingleInstruction: one instruction is a module whose entry holds it, its
+    operands parameters in text order (unnamed ones _0, _1...). The expected text is what
+    jaxlib 0.10.2's XLA prints for the same input."""
+    m = parse_hlo_module("f32[2,4]{1,0} multiply(f32[2,4]{1,0} %a, f32[2,4]{1,0})")
+    assert m.to_string() == (
+        "HloModule _, is_scheduled=true, entry_computation_layout={(f32[2,4]{1,0}, "
+        "f32[2,4]{1,0})->f32[2,4]{1,0}}\n\n"
+        "ENTRY %_ (a: f32[2,4], _1: f32[2,4]) -> f32[2,4] {\n"
+        "  %a = f32[2,4]{1,0} parameter(0)\n"
+        "  %_1 = f32[2,4]{1,0} parameter(1)\n"
+        "  ROOT %_ = f32[2,4]{1,0} multiply(%a, %_1)\n}\n\n")
+    m = parse_hlo_module("%r = f32[4] add(f32[4] x, f32[4] y)")
+    assert [i.name for i in m.entry.instructions] == ["x", "y", "r"]
