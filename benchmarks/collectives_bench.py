@@ -20,6 +20,10 @@ MPI, small arrays are all-gathered and folded by each rank, arrays above 64 KiB 
 one piece per rank (Ialltoallv) and re-assembled (Iallgatherv). Integer sums (--dtype s32)
 use MPI_SUM itself.
 
+The XLA:CPU column is the same loop compiled by XLA through jax (a shard_map over N host
+devices, ``--xla_force_host_platform_device_count``, whose body is a fori_loop of psums),
+timed per execution as above; ``--no-xla`` leaves it out (jax is a test-only dependency).
+
 The MPI part launches ``mpiexec -n N`` on this same script (``--mpi-worker``), so mpi4py
 and mpiexec must be installed (``pip install 'xlapy[mpi]'``). Ranks and threads may
 outnumber the cores: the figures then include time-slicing.
@@ -198,6 +202,54 @@ def bench_mpi(n: int, args) -> dict[int, float]:
     return {int(k): v for k, v in json.loads(lines[-1][len("RESULT "):]).items()}
 
 
+# -- XLA:CPU through jax (a subprocess: the host device count is fixed when jax starts) -----------
+
+
+def xla_worker(args) -> None:
+    """The same loop of all-reduces compiled by XLA:CPU: a shard_map over ``n`` host devices
+    whose body is a fori_loop of psums; prints a JSON line."""
+    n = args.xla_worker
+    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n}"
+    import jax
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices()[:n]), ("i",))
+    itemsize = np.dtype(TYPES[args.dtype]).itemsize
+    out = {}
+    for nbytes in sizes(args.max_size):
+        elements = max(nbytes // itemsize, 1)
+        iters = iterations(nbytes)
+
+        def body(v, iters=iters):
+            return jax.lax.fori_loop(0, iters, lambda _, w: jax.lax.psum(w, "i"), v)
+
+        f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"),
+                                  check_vma=False))
+        x = jax.device_put(np.concatenate([value(elements, args.dtype, k) for k in range(n)]),
+                           jax.sharding.NamedSharding(mesh, P("i")))
+        jax.block_until_ready(f(x))  # compile and warm up
+        times = []
+        for _ in range(args.reps):
+            start = time.perf_counter()
+            jax.block_until_ready(f(x))
+            times.append((time.perf_counter() - start) / iters)
+        out[nbytes] = statistics.median(times)
+    print("RESULT " + json.dumps({str(k): v for k, v in out.items()}), flush=True)
+
+
+def bench_xla(n: int, args) -> dict[int, float] | None:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--xla-worker", str(n),
+           "--max-size", str(args.max_size), "--dtype", args.dtype, "--reps", str(args.reps)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        print(f"collectives_bench: no XLA column (jax failed or is not installed):\n"
+              f"{proc.stderr.strip().splitlines()[-1:] }", file=sys.stderr)
+        return None
+    return {int(k): v for k, v in json.loads(lines[-1][len("RESULT "):]).items()}
+
+
 # -- the table ------------------------------------------------------------------------------------
 
 
@@ -209,17 +261,19 @@ def time_text(seconds: float) -> str:
     return f"{seconds:8.3f} s "
 
 
-def table(n: int, size_list, threads: dict | None, mpi: dict | None) -> str:
+def table(n: int, size_list, threads: dict | None, mpi: dict | None,
+          xla: dict | None = None) -> str:
     head = f"{'size':>8} |"
     rule = "-" * 9 + "+"
-    for name, data in (("in-process (threads)", threads), ("MPI", mpi)):
+    columns = (("in-process (threads)", threads), ("MPI", mpi), ("XLA:CPU (jax)", xla))
+    for name, data in columns:
         if data is not None:
             head += f" {name + ' median':>24} {'GB/s':>8} |"
             rule += "-" * 35 + "+"
     lines = [f"all-reduce, {n} replicas", head, rule]
     for nbytes in size_list:
         row = f"{size_text(nbytes):>8} |"
-        for data in (threads, mpi):
+        for _, data in columns:
             if data is not None:
                 t = data[nbytes]
                 row += f" {time_text(t):>24} {nbytes / t / 1e9:8.3f} |"
@@ -239,10 +293,16 @@ def main(argv=None) -> int:
     p.add_argument("--no-threads", action="store_true", help="only the MPI runtime")
     p.add_argument("--no-check", action="store_true",
                    help="MPI: skip the instruction-matching exchange before each collective")
+    p.add_argument("--no-xla", action="store_true",
+                   help="skip the XLA:CPU column (jax, as many host devices as replicas)")
     p.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--xla-worker", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.mpi_worker:
         mpi_worker(args)
+        return 0
+    if args.xla_worker:
+        xla_worker(args)
         return 0
     size_list = sizes(args.max_size)
     print(f"xlapy all-reduce benchmark: {args.dtype} sum, sizes per replica "
@@ -251,8 +311,9 @@ def main(argv=None) -> int:
     for n in args.replicas:
         threads = None if args.no_threads else bench_threads(n, size_list, args.dtype, args.reps)
         mpi = None if args.no_mpi else bench_mpi(n, args)
+        xla = None if args.no_xla else bench_xla(n, args)
         print()
-        print(table(n, size_list, threads, mpi), flush=True)
+        print(table(n, size_list, threads, mpi, xla), flush=True)
     return 0
 
 

@@ -291,10 +291,125 @@ SORT = Case(
 )
 
 
+# -- issue 14 part A: data-dependent kernels (gather, scatter, select-and-scatter, in place) ----
+
+def _embedding_inputs(rng, p, grad=False):
+    out = [_normal(rng, p["vocab"], p["dim"]),
+           rng.integers(0, p["vocab"], p["rows"]).astype(np.int32)]
+    return out + [_normal(rng, p["rows"], p["dim"])] if grad else out
+
+
+def embedding_grad_np(p, table, idx, g):
+    out = table.copy()
+    np.add.at(out, idx, g)
+    return out
+
+
+_EMBEDDING_SIZES = {"full": {"vocab": 50000, "dim": 256, "rows": 65536},
+                    "quick": {"vocab": 10000, "dim": 256, "rows": 16384},
+                    "tiny": {"vocab": 100, "dim": 16, "rows": 64}}
+
+EMBEDDING_LOOKUP = Case(
+    "embedding_lookup", "embedding lookup: table[idx] (a gather of rows)",
+    sizes=_EMBEDDING_SIZES,
+    inputs=_embedding_inputs,
+    numpy=lambda p, table, idx: table[idx],
+    describe=lambda p: f"{p['rows']} rows of [{p['vocab']},{p['dim']}] f32",
+    rtol=0.0,
+)
+
+EMBEDDING_GRAD = Case(
+    "embedding_grad", "embedding gradient: table.at[idx].add(g) (a scatter-add of rows)",
+    sizes=_EMBEDDING_SIZES,
+    inputs=lambda rng, p: _embedding_inputs(rng, p, grad=True),
+    numpy=embedding_grad_np,
+    describe=lambda p: f"{p['rows']} rows into [{p['vocab']},{p['dim']}] f32",
+)
+
+
+def _maxpool_np(a):
+    n, h, w, c = a.shape
+    win = a.reshape(n, h // 2, 2, w // 2, 2, c).transpose(0, 1, 3, 5, 2, 4).reshape(
+        n, h // 2, w // 2, c, 4)
+    return win.max(axis=-1), win.argmax(axis=-1)  # argmax: the first maximum, row-major
+
+
+def cnn_train_np(p, x, y, k, w):
+    """loss = mean((maxpool2x2(relu(conv3x3(x, k))).flatten() @ w - y)^2) and its gradients
+    wrt k and w."""
+    conv = conv2d_np(p, x, k)
+    a = np.maximum(conv, F32(0))
+    pooled, arg = _maxpool_np(a)
+    n = x.shape[0]
+    flat = pooled.reshape(n, -1)
+    d = flat @ w - y
+    loss = np.mean(d * d, dtype=F32)
+    dout = d * F32(2.0 / d.size)
+    gw = flat.T @ dout
+    dpool = (dout @ w.T).reshape(pooled.shape)
+    onehot = np.eye(4, dtype=F32)[arg] * dpool[..., None]  # [n, h/2, w/2, c, 4]
+    nn, hh, ww, cc, _ = onehot.shape
+    da = onehot.reshape(nn, hh, ww, cc, 2, 2).transpose(0, 1, 4, 2, 5, 3).reshape(a.shape)
+    dconv = da * (conv > 0)
+    kh, kw = k.shape[:2]
+    _, h, wd, c = x.shape
+    xp = np.zeros((n, h + kh - 1, wd + kw - 1, c), F32)
+    xp[:, (kh - 1) // 2:(kh - 1) // 2 + h, (kw - 1) // 2:(kw - 1) // 2 + wd, :] = x
+    gk = np.zeros_like(k)
+    for i in range(kh):
+        for j in range(kw):
+            gk[i, j] = xp[:, i:i + h, j:j + wd, :].reshape(-1, c).T @ dconv.reshape(
+                -1, k.shape[3])
+    return (np.float32(loss), gk, gw)
+
+
+def _cnn_inputs(rng, p):
+    n, hw, c, o, k, classes = p["n"], p["hw"], p["c"], p["o"], p["k"], p["classes"]
+    feat = (hw // 2) * (hw // 2) * o
+    return [_normal(rng, n, hw, hw, c), _normal(rng, n, classes),
+            _normal(rng, k, k, c, o, scale=(k * k * c) ** -0.5),
+            _normal(rng, feat, classes, scale=feat ** -0.5)]
+
+
+CNN_TRAIN = Case(
+    "cnn_train", "CNN training step: conv3x3 SAME, relu, 2x2 max-pool, dense, squared error;"
+    " loss and gradients of the kernel and the dense weights",
+    sizes={"full": {"n": 32, "hw": 32, "c": 16, "o": 32, "k": 3, "classes": 10},
+           "quick": {"n": 16, "hw": 32, "c": 16, "o": 32, "k": 3, "classes": 10},
+           "tiny": {"n": 2, "hw": 8, "c": 2, "o": 4, "k": 3, "classes": 3}},
+    inputs=_cnn_inputs,
+    numpy=cnn_train_np,
+    describe=lambda p: (f"{p['n']}x{p['hw']}x{p['hw']}x{p['c']}, {p['k']}x{p['k']}x{p['o']}"
+                        f" conv, {p['classes']} outputs"),
+)
+
+
+def dus_loop_np(p, buf, row):
+    buf = buf.copy()
+    m = row.shape[0]
+    for i in range(p["iters"]):
+        buf[i * m:(i + 1) * m] = row * F32(i)
+    return buf
+
+
+DUS_LOOP = Case(
+    "dus_loop", "lax.fori_loop of dynamic_update_slice: buf[i*m:(i+1)*m] = row * i",
+    sizes={"full": {"iters": 1000, "n": 1 << 20, "m": 1000},
+           "quick": {"iters": 1000, "n": 1 << 20, "m": 1000},
+           "tiny": {"iters": 10, "n": 1024, "m": 100}},
+    inputs=lambda rng, p: [_normal(rng, p["n"]), _normal(rng, p["m"])],
+    numpy=dus_loop_np,
+    describe=lambda p: f"{p['iters']} updates of f32[{p['m']}] into f32[{_count(p['n'])}]",
+    rtol=0.0,
+)
+
+
 #: The execution cases, in the order of the table.
 CASES: dict[str, Case] = {c.name: c for c in (
     ELEMENTWISE, SOFTMAX, LAYERNORM, MATMUL, MATMUL_BIG, MLP_TRAIN, CONV2D, REDUCE_SUM,
-    WHILE_SCALAR, WHILE_VECTOR, SORT)}
+    WHILE_SCALAR, WHILE_VECTOR, SORT,
+    # issue 14 part A
+    EMBEDDING_LOOKUP, EMBEDDING_GRAD, CNN_TRAIN, DUS_LOOP)}
 
 #: The compile-time case: the mlp_train module compiled cold (every xlapy cache bypassed;
 #: XLA: jax.jit(f).lower(..).compile() with jax's caches cleared) and from xlapy's cache.

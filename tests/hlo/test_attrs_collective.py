@@ -157,16 +157,11 @@ def test_iota_constructor_errors():
     ("{0,1}", r"expected '\{' to start a replica group"),
     ("{{0,1}", r"expected ',' or '\}' in replica groups"),
     ("{{0,x}}", "expects integer, found 'x'"),
-    ("mesh['a'=2] {'b'}", r"axis 'b' is not a valid axis name or index in mesh mesh\['a'=2\]"),
-    ("mesh['a'=2] {'3'}", r"axis index 3 is out of bounds for mesh mesh\['a'=2\] which has 1 axes"),
-    ("mesh['a'=2,'b'=2] {}", "MeshAxesReplicaGroupList must have more than one device per group, "
-                             "but got 1"),
-    ("maximal_mesh[device_id=1] {}", "must have more than one device per group"),
-    ("mesh['a'=2], device_ids=(0,1,2) {'a'}", r"Expected 2 device_ids based on mesh axes, but got 3"),
-    ("mesh['a'=2], device_ids=(0,1) {'a'}", r"Non-iota device assignment has iota device id list"),
-    ("mesh['a'=4] {'a':(2)4}", "Sub-axis next_pre_size must divide the full axis size"),
-    ("mesh['a'=4] {'a', 'a':(2)2}", "Axes cannot coexist or axes overlap"),
-    ("mesh['a'=2 {'a'}", r"expected '\]' to end mesh axes"),
+    ("mesh['a'=2] {'b'}", "'b' is not a valid axis name or index of mesh mesh\\['a'=2\\]"),
+    ("mesh['a'=2,'b'=2] {'a'=2}", r"expected ',' or '\}' in a list of mesh axes"),
+    ("maximal_mesh[device_id=1] {}", "MeshAxesReplicaGroupList must have more than one device "
+                                     r"per group, but got 1 \(a maximal_mesh has no axes\)"),
+    ("mesh['a'=2,'b'=2] {}", "must have more than one device per group, but got 1"),
     ("all", r"expected replica groups: \{\{0,1\},\{2,3\}\}, \{\} or the iota form"),
 ])
 def test_replica_groups_parse_errors(text, message):

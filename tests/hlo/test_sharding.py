@@ -118,4 +118,4 @@ def test_parse_sharding_structure():
     assert (s.kind, s.tile_dims, s.iota_dims, s.subgroups) == ("tiled", (2, 1, 2), (4,), 1)
     t = parse_sharding("{{maximal device=1}, {replicated}}")
     assert [e.kind for e in t.elements] == ["maximal", "replicated"]
-    assert parse_sharding("{}").elements == []
+    assert parse_sharding("{}").elements == ()

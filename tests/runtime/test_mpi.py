@@ -114,6 +114,16 @@ def cases(n: int) -> dict[str, tuple[str, list[list], int]]:
         f"  h = f32[6] all-reduce(x), replica_groups={scrambled}, to_apply=half_add\n"
         "  ROOT t = (f32[6], f32[6], f32[6]) tuple(s, m, h)"), [[x] for x in xs], 1)
 
+    # Scalars keep their shape (f32[], not f32[1]) through the MPI buffers.
+    ring = groups_text([(i, (i + 1) % n) for i in range(n)])
+    out["scalars"] = (module(
+        "  x = f32[] parameter(0)\n  i = s32[] parameter(1)\n"
+        "  s = f32[] all-reduce(x), replica_groups={}, to_apply=add\n"
+        "  j = s32[] all-reduce(i), replica_groups={}, to_apply=add_s32\n"
+        f"  p = f32[] collective-permute(x), source_target_pairs={ring}\n"
+        "  ROOT t = (f32[], s32[], f32[]) tuple(s, j, p)"),
+        [[np.float32(k + 0.5), np.int32(k)] for k in range(n)], 1)
+
     # Large all-reduces: folded in pieces (Ialltoallv + Iallgatherv), pieces of unequal size.
     big, big2 = floats(40001), floats(40000)
     out["ar_big"] = (module(
@@ -339,7 +349,7 @@ def mpi_job(n: int, tmp_path_factory) -> tuple[Path, dict, subprocess.CompletedP
     return _JOBS[n]
 
 
-CASE_NAMES = ["ar_f32", "ar_big", "ar_ints", "ar_groups", "gather_scatter", "all_to_all",
+CASE_NAMES = ["ar_f32", "scalars", "ar_big", "ar_ints", "ar_groups", "gather_scatter", "all_to_all",
               "permute_broadcast", "send_recv", "loop_ragged", "dynamic"]
 
 

@@ -63,6 +63,10 @@ def register(subparsers) -> None:
                    help="draw each fusion's fused computation inside a cluster")
     p.add_argument("--no-calls", action="store_true",
                    help="do not draw called computations as clusters")
+    p.add_argument("--shardings", choices=["written", "propagated"], default="written",
+                   help="label nodes with the shardings the module carries (written, the "
+                   "default) or with every instruction's sharding after the SPMD partitioner's "
+                   "Shardy import and sharding propagation (propagated)")
 
 
 def _non_negative(text: str) -> int:
@@ -90,6 +94,14 @@ def run(args) -> int:
             raise CommandError(f"--format {args.format} needs Graphviz's 'dot' program, "
                                f"which is not on PATH: {graph.INSTALL_HINT}")
     module = read_module(args.module).module  # HLO text or an XLA proto
+    if args.shardings == "propagated":
+        from xlapy.errors import XlaError
+        from xlapy.passes.spmd import annotate_shardings
+
+        try:
+            annotate_shardings(module)
+        except XlaError as e:
+            raise CommandError(str(e)) from e
     if args.instruction is not None:
         dot_text = graph.neighborhood_to_dot(module, args.instruction, args.radius,
                                              computation=args.computation,

@@ -20,6 +20,9 @@ passes (run in the order given; default: inline,simplify,constant-folding,cse,dc
   constant-folding  evaluate instructions whose operands are all constants
   cse               merge identical instructions
   dce               remove dead instructions and unreachable computations
+  spmd-partition    the SPMD partitioner: a sharded module (GSPMD or Shardy, e.g. a jax
+                    dump) becomes the program of one partition (partitions: the module's
+                    num_partitions, else the devices its shardings name)
 
 The module is verified after every pass that changed it; an error names the pass.
 MODULE is a file or - for stdin."""
@@ -29,6 +32,8 @@ _EXAMPLES = [
     ("xlapy opt m.hlo --fixed-point", "repeat the pipeline until nothing changes"),
     ("xlapy opt m.hlo --passes=cse,dce", "only these passes, in this order"),
     ("xlapy opt --list", "the passes and what they do"),
+    ("xlapy opt jax_dump.hlo --passes=spmd-partition",
+     "the per-device program of a sharded module"),
     ("xlapy opt m.hlo --stats", "instruction counts before/after on stderr"),
     ("cat m.hlo | xlapy opt - -o out.hlo", "module from stdin, result to a file"),
 ]
@@ -39,6 +44,7 @@ _SUMMARIES = {
     "constant-folding": "evaluate instructions whose operands are all constants",
     "cse": "merge identical instructions",
     "dce": "remove dead instructions and unreachable computations",
+    "spmd-partition": "partition a sharded module into the per-device program (SPMD)",
 }
 
 

@@ -115,6 +115,9 @@ def register(subparsers) -> None:
                    help="print the inputs (and both backends' outputs) as literals")
     p.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                    help="progress line on stderr: auto = when stderr is a terminal")
+    from xlapy.cli import spmd_run
+
+    spmd_run.add_options(p)
 
 
 def _arguments_from_npz(module, path: str, arrays: dict | None = None,
@@ -303,6 +306,9 @@ def _run_module(args, path: str, progress) -> int:
     args.snapshot_arguments = loaded.arguments
     if not args.no_verify:
         verify_module(module)
+    from xlapy.cli import spmd_run
+
+    module, args.spmd_run = spmd_run.partition_for_run(args, module)  # a sharded module
     replicas, partitions = device_counts(module, args)
     if args.reference is not None:
         return compare_module(args, path, module, replicas, partitions, progress)
@@ -410,15 +416,19 @@ def _run_timed(args, path, module, replicas, partitions, progress) -> int:
     progress.clear()
     if args.print_literals:
         _print_inputs(module, inputs, partitions)
-    if not args.quiet:
-        if replicas * partitions > 1:
-            report_devices(module, args, run_result.results, partitions)
-        else:
-            from xlapy.interpreter.values import value_to_literal
+    if getattr(args, "spmd_run", None) is not None:  # whole results, printed and written
+        report_devices(module, args, run_result.results, partitions)
+    else:
+        if not args.quiet:
+            if replicas * partitions > 1:
+                report_devices(module, args, run_result.results, partitions)
+            else:
+                from xlapy.interpreter.values import value_to_literal
 
-            print(value_to_literal(run_result.results[0], module.entry.root.shape).to_string())
-    if args.output:
-        _save_results(args.output, run_result.results)
+                print(value_to_literal(run_result.results[0],
+                                       module.entry.root.shape).to_string())
+        if args.output:
+            _save_results(args.output, run_result.results)
     if args.iterations is not None:
         print(f"time {run_result.timing_text()}")
     return 0
@@ -509,6 +519,13 @@ def device_inputs(module, args, count: int) -> list[list]:
     else the same ``arg<i>`` (or the same random arguments) for every device."""
     from xlapy.npz import load_npz
 
+    run = getattr(args, "spmd_run", None)
+    if run is not None:  # a partitioned module: whole arrays sliced per device
+        from xlapy.cli import spmd_run
+
+        per_device = spmd_run.device_inputs(run, module, args, count)
+        if per_device is not None:
+            return per_device
     if not args.inputs:
         shared = _default_arguments(module, args)
         return [list(shared) for _ in range(count)]
@@ -546,6 +563,12 @@ def report_devices(module, args, results: list, partitions: int) -> None:
     from xlapy.npz import save_npz
     from xlapy.runtime.threaded_collectives import device_label
 
+    run = getattr(args, "spmd_run", None)
+    if run is not None:
+        from xlapy.cli import spmd_run
+
+        if spmd_run.report(run, args, results):  # assembled whole results
+            return
     shape = module.entry.root.shape
     if not args.quiet:
         for k, result in enumerate(results):

@@ -20,6 +20,7 @@ from xlapy.passes.inline_calls import CallInliner, inline_call
 from xlapy.passes.layout_assignment import LayoutAssignment
 from xlapy.passes.pass_manager import HloPass, PassError, PassPipeline
 from xlapy.passes.simplify import TABLE, AlgebraicSimplifier, Rewrite
+from xlapy.passes.spmd import SpmdPartition
 
 #: Pass name -> class: DEFAULT_PASSES first, in their order, then the optional passes.
 PASSES: dict[str, type[HloPass]] = {
@@ -30,6 +31,7 @@ PASSES: dict[str, type[HloPass]] = {
     "dce": DeadCodeElimination,
     "fusion": InstructionFusion,
     "layout-assignment": LayoutAssignment,
+    "spmd-partition": SpmdPartition,
 }
 
 #: What ``xlapy opt`` runs without ``--passes``.
@@ -70,6 +72,7 @@ __all__ = [
     "PassError",
     "PassPipeline",
     "Rewrite",
+    "SpmdPartition",
     "inline_call",
     "make_pass",
     "make_pipeline",

@@ -119,6 +119,13 @@ def as_bytes(a) -> np.ndarray:
     return a.reshape(-1).view(np.uint8)
 
 
+def contiguous(value) -> np.ndarray:
+    """``value`` as a C-contiguous array of its own shape (``np.ascontiguousarray`` turns a
+    0-d array into shape (1,), which would make scalar collectives return 1-element
+    arrays)."""
+    return np.ascontiguousarray(value).reshape(np.shape(value))
+
+
 def empty_like_bytes(shape: tuple[int, ...], dtype) -> tuple[np.ndarray, np.ndarray]:
     """A new array and its flat byte view (the receive buffer)."""
     out = np.empty(shape, dtype)
@@ -398,7 +405,7 @@ class MpiCollectives(CollectivesBackend):
         """Every member's ``value`` stacked in group order (shape (n, *value.shape)) by one
         Iallgather; with ``check_matching`` each contribution carries the instruction's hash
         in front, checked on arrival (so the check costs no extra collective)."""
-        value = np.ascontiguousarray(value)
+        value = contiguous(value)
         n = comm.Get_size()
         if not self.check_matching or n == 1:
             gathered, gbytes = empty_like_bytes((n,) + value.shape, value.dtype)
@@ -482,7 +489,7 @@ class MpiCollectives(CollectivesBackend):
 
     def _allreduce_one(self, ctx, instr, comm, value, reducer) -> np.ndarray:
         MPI = self.MPI
-        value = np.ascontiguousarray(value)
+        value = contiguous(value)
         n = comm.Get_size()
         if n == 1:
             return value
@@ -543,7 +550,7 @@ class MpiCollectives(CollectivesBackend):
             if fused:
                 gathered = self.gather_array(ctx, instr, comm, value, "the other members' shards")
             else:
-                value = np.ascontiguousarray(value)
+                value = contiguous(value)
                 gathered, gbytes = empty_like_bytes((comm.Get_size(),) + value.shape,
                                                     value.dtype)
                 self.wait(ctx, instr, [comm.Iallgather([as_bytes(value), self.MPI.BYTE],
@@ -597,7 +604,7 @@ class MpiCollectives(CollectivesBackend):
                 everyone = self.allgather_objects(ctx, instr, comm, list(values))
                 return [v[gs.position] for v in everyone]
             # XLA's shape rule gives every operand one shape: blocks of one size.
-            arrays = [np.ascontiguousarray(v) for v in values]
+            arrays = [contiguous(v) for v in values]
             sbytes = np.concatenate([as_bytes(a) for a in arrays])
             mine = arrays[gs.position]  # every member sends me its operand number <my rank>
             received, rbytes = empty_like_bytes((n,) + mine.shape, mine.dtype)
@@ -636,7 +643,7 @@ class MpiCollectives(CollectivesBackend):
                 raise EvaluationError(
                     f"{instr.opcode}: source_target_pairs name {perm.id_kind[:-1]} {i}, outside "
                     f"the run's {limit} {perm.id_kind} (instruction %{instr.name})")
-        arrays = [np.ascontiguousarray(v) for v in values]
+        arrays = [contiguous(v) for v in values]
         if source == perm.me and target == perm.me:
             return [a.copy() for a in arrays]
         src_rank = None if source is None else self.device_rank(perm.device_of(source))

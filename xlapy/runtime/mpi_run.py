@@ -190,6 +190,10 @@ def run_command(args) -> int:
         data = read_module_bytes(args.module) if rank == 0 else None
         data = comm.bcast(data, root=0)
         module = load_hlo(data, args.module).module  # HLO text or an XLA proto
+        from xlapy.cli import spmd_run
+
+        # a sharded module (e.g. a jax dump): partitioned alike on every rank
+        module, args.spmd_run = spmd_run.partition_for_run(args, module, size)
         partitions = args.partitions if args.partitions is not None else module.num_partitions
         if args.replicas is not None:
             replicas = args.replicas

@@ -6,8 +6,8 @@ Owns: ``module_to_dot``, ``neighborhood_to_dot``, ``render`` (``dot -T<format>``
 ``html_page`` and ``GraphvizNotFoundError``. Used by ``xlapy graph``.
 
 Drawing rules (after XLA's hlo_graph_dumper): one node per instruction drawn, labelled with
-its opcode, name, key attributes (non-default schema attributes, called computations by name)
-and result shape; parameters and constants in their own fills, the root bold; a fusion is
+its opcode, name, key attributes (non-default schema attributes, called computations by name),
+its sharding and result shape; parameters and constants in their own fills, the root bold; a fusion is
 one node (its kind and fused op count) unless ``expand_fusions`` draws its fused computation
 in a cluster (the fusion's operands then feed the fused parameters and its users read the
 fused root); other called computations are clusters with a dashed edge from their root to
@@ -78,6 +78,7 @@ for _names, _scheme in [
         _COLOR_BY_OPCODE[_name] = _scheme
 
 _MAX_ATTR_CHARS = 60
+_SHARDING_COLOR = "#6a1b9a"
 _MAX_SHAPE_CHARS = 80
 _MAX_TOOLTIP_CHARS = 600
 
@@ -296,6 +297,10 @@ class _DotWriter:
                 else:
                     lines.append(html_escape(f"{n} fused ops"))
             lines += [html_escape(t) for t in _attribute_lines(instr)]
+            if instr.sharding:  # XLA's dumper prints the sharding too
+                lines.append(f'<font color="{_SHARDING_COLOR}">'
+                             f'{html_escape(_clip("sharding=" + instr.sharding, _MAX_ATTR_CHARS))}'
+                             f'</font>')
             for role, comp in _called(instr):
                 if op == "fusion" and role == "calls":
                     continue

@@ -9,6 +9,8 @@
    - a loop fusion, or a single elementwise/data-movement instruction, whose every
      instruction has an element generator: a kernel from ``loop_emitter``;
    - an input fusion or a reduce/reduce-window the reduction emitter supports: its kernel;
+   - gather, scatter, select-and-scatter, dynamic-update-slice: their kernels
+     (``gather_scatter``; scatter and dynamic-update-slice in place);
    - dot, convolution, sort, fft with a fast library path (``library``): a library call;
    - while/conditional/call: the sub-plans of their computations, run in a loop here;
    - tuple/get-tuple-element/reshape of a contiguous array: no copy, no kernel;
@@ -39,7 +41,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import elemental as el
-from xlapy.backends.cpu import indexing
+from xlapy.backends.cpu import gather_scatter, indexing
 from xlapy.backends.cpu.buffers import POOL, run_parallel
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.kernel_abi import KernelSpec
@@ -529,6 +531,11 @@ class Planner:
             return CallStep(instr, self.plan(instr.attrs["to_apply"]))
         if op == "conditional":
             return ConditionalStep(instr, [self.plan(c) for c in instr.called_computations()])
+        if op in gather_scatter.OPCODES and gather_scatter.supports(instr):
+            spec = gather_scatter.emit(self.irmod, f"k{len(self.kernels)}", instr)
+            step = KernelStep(instr, list(instr.operands), [], spec, instr.shape.is_tuple())
+            self.kernels.append(step)
+            return step
         if op == "fusion":
             step = self._fusion_step(instr)
             if step is not None:

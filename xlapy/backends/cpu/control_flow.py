@@ -47,6 +47,11 @@ and those kernels write the second ones, in the other the reverse - so nothing i
 back, and every address stays a constant offset (no pointer swapping at run time). The
 loop exits from either copy, each copying its own slots to the result block.
 
+In place: a kernel with ``spec.in_place`` (dynamic-update-slice, scatter) whose input slot
+nothing reads after the step (every env entry holding it dies there) writes that slot
+itself - no copy of the input, its output is the same slot; such kernels are never
+double-buffered. A loop of row updates into a big state thus costs the rows.
+
 A nested compiled while is a call to its own function (the same ABI: its state and
 workspace are slots of the enclosing workspace, its constants are appended to the
 enclosing ones). A conditional is a ``switch`` over its branches; each branch's result is
@@ -400,6 +405,7 @@ class _Emitter:
         self.memcpy = self._memcpy_fn()
         self.leaf_shapes = leaves
         self._placement: dict[int, _Leaf] = {}  # id(instr) -> where its kernel writes
+        self._dying: list = []  # the values the step being emitted reads for the last time
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -500,6 +506,7 @@ class _Emitter:
         for p in plan.params:
             self._set(env, p, args[p.parameter_number])
         for step, drops in zip(plan.steps, plan.drops):
+            self._dying = [env[key] for key in drops if key in env]
             self._emit_step(step, env)
             for key in drops:
                 self._drop(env.pop(key))
@@ -547,9 +554,12 @@ class _Emitter:
         ins = [env[id(i)] for i in step.inputs]
         ins += [self._const(a) for a in step.bound]
         placed = self._placement.get(id(step.instr))
-        outs = [placed] if placed is not None else [self._new_leaf(s) for s in spec.outputs]
+        aliased = {} if placed is not None else self._in_place(spec, ins)
+        outs = [placed] if placed is not None else [
+            aliased.get(o) or self._new_leaf(s) for o, s in enumerate(spec.outputs)]
         for o, i in spec.in_place:  # the output starts as a copy of its input
-            self._copy(outs[o].ptr, ins[i].ptr, _nbytes(spec.outputs[o]))
+            if o not in aliased:
+                self._copy(outs[o].ptr, ins[i].ptr, _nbytes(spec.outputs[o]))
         scratch = [self._bytes_slot(int(n) * np.dtype(dt).itemsize) for dt, n in spec.scratch]
         ptrs = [leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs] + \
             [s.ptr for s in scratch]
@@ -565,6 +575,23 @@ class _Emitter:
         for s in scratch:
             self._release_slot(s)
         self._set(env, step.instr, tuple(outs) if step.tuple_result else outs[0])
+
+    def _in_place(self, spec, ins) -> dict:
+        """Output k -> the input leaf it may be written over (``spec.in_place``): the input
+        lives in a workspace slot that nothing reads after this step (every env entry
+        holding the slot dies here) and no other input of the kernel shares it. The kernel
+        then writes only what it changes (a dynamic-update-slice of a row into a big loop
+        state costs the row, not a copy of the state)."""
+        out = {}
+        for o, i in spec.in_place:
+            slot = ins[i].slot
+            if slot is None or any(leaf.slot is slot for j, leaf in enumerate(ins) if j != i):
+                continue
+            holders = sum(any(leaf.slot is slot for leaf in _leaves(ref))
+                          for ref in self._dying)
+            if self._refs.get(id(slot)) == holders and holders:
+                out[o] = _Leaf(spec.outputs[o], ins[i].ptr, slot)
+        return out
 
     def _emit_nested_while(self, step, env) -> None:
         init = _leaves(env[id(step.instr.operands[0])])
@@ -622,8 +649,9 @@ class _Emitter:
             operands = list(root.operands)
         else:
             return {}
-        kernels = {id(st.instr) for st in body.steps
-                   if isinstance(st, be.KernelStep) and not st.tuple_result}
+        kernels = {id(st.instr) for st in body.steps  # in-place kernels write their input
+                   if isinstance(st, be.KernelStep) and not st.tuple_result and
+                   not st.spec.in_place}
         out = {}
         for k, o in enumerate(operands):
             if id(o) in kernels and sum(x is o for x in operands) == 1 and \

@@ -8,10 +8,11 @@ Owns the value types (frozen, hashable) with XLA's names and their text syntax:
     replica_groups={}                        no groups: every participant in one group
     replica_groups=[2,2]<=[4]                IotaReplicaGroupList: groups of an iota
     replica_groups=[2,2]<=[2,2]T(1,0)        ... reshaped to [2,2], transposed by (1,0)
-    replica_groups=mesh['x'=2,'y'=2] {'y'}   MeshAxesReplicaGroupList (mesh.py)
+    replica_groups=mesh['x'=2,'y'=2] {'x'}   MeshAxesReplicaGroupList (xlapy.hlo.attrs.mesh)
     source_target_pairs={{0,1},{1,2}}        SourceTargetPairsKind
     slice_sizes={{128,32}}                   IntListListKind (in-place collective-permute)
     dimensions={0}                           SingleDimensionKind (an int)
+    has_dynamic_root=false                   AlwaysPrintedBoolKind
 
 XLA prints ``replica_groups`` on every collective, even when empty, and the iota form
 exactly when the groups were given that way (after canonicalising its reshape/transpose,
@@ -51,6 +52,7 @@ __all__ = [
     "SINGLE_DIMENSION",
     "SLICE_SIZES",
     "SOURCE_TARGET_PAIRS",
+    "AlwaysPrintedBoolKind",
     "ChannelHandle",
     "ChannelType",
     "CollectiveDeviceList",
@@ -303,8 +305,7 @@ def replica_groups_from(value: Any, where: str = "replica_groups") -> ReplicaGro
 
 
 def read_replica_groups(sc: Scanner) -> ReplicaGroupList:
-    """XLA's ParseCollectiveDeviceListBase: ``{{..},{..}}``, ``[n,m]<=[dims]T(perm)`` or
-    ``mesh[...] {axes}`` (mesh.py's MeshAxesReplicaGroupList)."""
+    """XLA's ParseCollectiveDeviceListBase: ``{{..},{..}}`` or ``[n,m]<=[dims]T(perm)``."""
     sc.skip()
     start = sc.pos
     if sc.peek() == "{":
@@ -319,7 +320,7 @@ def read_replica_groups(sc: Scanner) -> ReplicaGroupList:
                     break
                 sc.expect(",", "or '}' in replica groups")
         return CollectiveDeviceList(tuple(groups))
-    if sc.peek_ident() in ("mesh", "maximal_mesh"):
+    if sc.peek_ident() in ("mesh", "maximal_mesh"):  # MeshAxesReplicaGroupList
         from xlapy.hlo.attrs.mesh import read_mesh_replica_groups
 
         return read_mesh_replica_groups(sc)
@@ -469,6 +470,12 @@ class SingleDimensionKind(AttrKind):
             sc.error(f"expected exactly one dimension, e.g. dimensions={{0}}, got "
                      f"{_ints_text(dims)}", start)
         return dims[0]
+
+
+class AlwaysPrintedBoolKind(BoolKind):
+    """A boolean XLA prints whatever its value (``has_dynamic_root=false``)."""
+
+    always_printed = True
 
 
 REPLICA_GROUPS = ReplicaGroupsKind()

@@ -1,39 +1,64 @@
-"""Device meshes and mesh-axes replica groups, as XLA's parser reads and its printer writes
-them (xla/hlo/ir/mesh_and_axis.h, replica_group.h):
+"""Device meshes and mesh axes: XLA's ``Mesh`` / ``AxisRef`` (xla/hlo/ir/mesh_and_axis.h), the
+named (V3) sharding ``NamedSharding`` and the mesh-axes replica groups
+``MeshAxesReplicaGroupList``, with their text forms as XLA prints them:
 
-    mesh['x'=2,'y'=4]                          Mesh: named axes over devices 0..7
-    mesh['x'=2,'y'=2], device_ids=(0,2,1,3)    ... over an explicit device order
-    mesh['a'=4,'b'=16], device_ids=([4,16]T(1,0))   ... over a transposed iota
-    maximal_mesh[device_id=5]                  one device
-    'y'   'y':(2)2                             AxisRef: a whole axis, or the sub-axis of
-                                               size 2 after pre-size 2
-    replica_groups=mesh['x'=2,'y'=2] {'y'}     MeshAxesReplicaGroupList: one group per
-                                               value of the other axes ({{0,1},{2,3}})
+    mesh['x'=2,'y'=4]                              axes in order, devices an iota
+    mesh['x'=2,'y'=2], device_ids=(0,2,1,3)        explicit device order
+    mesh['a'=4,'b'=16], device_ids=([4,16]T(1,0))  device order as a transposed iota
+    maximal_mesh[device_id=5]                      one device
+    'b':(2)2                                       sub-axis: size 2 after a pre-size of 2
+    {mesh['a'=2,'b'=4], [{'a'}, {'b', ?}], replicated={...}, unreduced={...}, manual={...}}
+    replica_groups=mesh['axis_0'=2,'axis_1'=2] {'axis_1'}
 
-Owns Mesh, AxisRef, MeshAxesReplicaGroupList (the third form of replica groups, next to
-the explicit and iota lists of collective.py, with the same accessors) and their readers.
-Imports only numpy, the shape layer's Scanner and the iota canonicalisation of collective.py.
+A sub-axis ``'b':(p)s`` is the part of axis ``b`` of size ``s`` whose devices step by the
+product ``p`` of the parts before it (``p=1`` is the major part). ``to_v2`` turns a named
+sharding into the tile-assignment (GSPMD) form the partitioner works on, as XLA's
+V3ToV2Sharding: each tensor dimension is tiled by the product of its axes, the devices are
+the mesh's reshaped so every sub-axis is a dimension and transposed to (dimension axes,
+manual, unreduced, the rest replicated).
+
+Imports only the shape layer's scanner, numpy and (lazily) the metadata reader.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 import numpy as np
 
-from xlapy.errors import InvalidArgumentError
 from xlapy.shape.text import Scanner
 
-_QUOTED = re.compile(r"'([^']*)'|\"((?:[^\"\\]|\\.)*)\"")
+_QUOTED = re.compile(r"'([^']*)'")
+
+
+@dataclass(frozen=True)
+class AxisRef:
+    """Axis ``index`` of a mesh, or its sub-axis ``(pre_size)size``."""
+
+    index: int
+    pre_size: int | None = None
+    size: int | None = None
+
+    def is_sub_axis(self) -> bool:
+        return self.pre_size is not None
+
+    def length(self, mesh: Mesh) -> int:
+        return self.size if self.is_sub_axis() else mesh.axis_sizes[self.index]
+
+    def to_text(self, mesh: Mesh) -> str:
+        text = f"'{mesh.axis_names[self.index]}'"
+        if self.is_sub_axis():
+            text += f":({self.pre_size}){self.size}"
+        return text
 
 
 @dataclass(frozen=True)
 class Mesh:
-    """Named axes over devices. ``device_ids``: the devices in row-major order over the axes
-    when not 0..n-1; ``iota``: (reshape dims, transpose) when given as ``([r...]T(p...))``;
-    ``maximal_device``: the one device of a maximal mesh."""
+    """Named axes over devices: ``device_ids`` row-major over ``axis_sizes`` (None: the
+    iota 0..n-1; ``iota``: (reshape_dims, perm) when written as a transposed iota).
+    ``maximal_device`` for ``maximal_mesh[device_id=N]``."""
 
     axis_names: tuple[str, ...] = ()
     axis_sizes: tuple[int, ...] = ()
@@ -41,195 +66,381 @@ class Mesh:
     iota: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     maximal_device: int | None = None
 
-    def __post_init__(self):
-        problem = self._problem()
-        if problem:
-            raise InvalidArgumentError(f"mesh: {problem}")
-
-    def _problem(self) -> str | None:
-        if len(set(self.axis_names)) != len(self.axis_names):
-            dup = next(n for n in self.axis_names if self.axis_names.count(n) > 1)
-            return f"Mesh has duplicate axis names. Duplicate axis name: {dup}"
-        if any(s < 1 for s in self.axis_sizes):
-            return f"mesh axis sizes must be >= 1, got {list(self.axis_sizes)}"
-        n = prod(self.axis_sizes)
-        if self.iota is not None and prod(self.iota[0]) != n:
-            return (f"device_ids=([...]) has {prod(self.iota[0])} devices, the mesh axes "
-                    f"{n}")
-        if self.device_ids is not None:
-            ids = list(self.device_ids)
-            if len(ids) != n:
-                return f"Expected {n} device_ids based on mesh axes, but got {len(ids)}"
-            if any(d < 0 for d in ids):
-                return f"Mesh device ids must be non-negative. Device id: {min(ids)}"
-            if ids == list(range(n)):
-                return "Non-iota device assignment has iota device id list [0,1,2,3...]."
-            if sorted(ids) != list(range(n)):
-                return "Device ids must be a permutation of [0,1,2,3...]."
-        return None
-
     @property
-    def is_maximal(self) -> bool:
-        return self.maximal_device is not None
-
-    def device_count(self) -> int:
-        return 1 if self.is_maximal else prod(self.axis_sizes) if self.axis_sizes else 0
+    def num_devices(self) -> int:
+        return 1 if self.maximal_device is not None else prod(self.axis_sizes)
 
     def devices(self) -> np.ndarray:
-        """The device ids as an array of the axis sizes."""
-        if self.is_maximal:
-            return np.array(self.maximal_device, dtype=np.int64)
-        n = prod(self.axis_sizes)
-        if self.device_ids is not None:
-            flat = np.array(self.device_ids, dtype=np.int64)
-        elif self.iota is not None:
+        """The device ids as an array of shape ``axis_sizes``."""
+        if self.maximal_device is not None:
+            return np.array([self.maximal_device], np.int64)
+        if self.iota is not None:
             dims, perm = self.iota
-            flat = np.arange(n, dtype=np.int64).reshape(dims).transpose(perm).reshape(-1)
-        else:
-            flat = np.arange(n, dtype=np.int64)
-        return flat.reshape(self.axis_sizes)
+            flat = np.arange(prod(dims), dtype=np.int64).reshape(dims).transpose(perm)
+            return flat.reshape(self.axis_sizes)
+        if self.device_ids is not None:
+            return np.array(self.device_ids, np.int64).reshape(self.axis_sizes)
+        return np.arange(self.num_devices, dtype=np.int64).reshape(self.axis_sizes)
+
+    def axis_index(self, name: str) -> int:
+        return self.axis_names.index(name)
 
     def to_text(self) -> str:
-        if self.is_maximal:
+        if self.maximal_device is not None:
             return f"maximal_mesh[device_id={self.maximal_device}]"
-        axes = ",".join(f"'{name}'={size}" for name, size in zip(self.axis_names,
-                                                                self.axis_sizes))
+        axes = ",".join(f"'{n}'={s}" for n, s in zip(self.axis_names, self.axis_sizes))
         text = f"mesh[{axes}]"
-        if self.device_ids is not None:
-            text += ", device_ids=(" + ",".join(map(str, self.device_ids)) + ")"
-        elif self.iota is not None and len(self.iota[0]) > 1:
+        if self.iota is not None:
             dims, perm = self.iota
-            text += (", device_ids=([" + ",".join(map(str, dims)) + "]T("
-                     + ",".join(map(str, perm)) + "))")
+            text += f", device_ids=([{','.join(map(str, dims))}]T({','.join(map(str, perm))}))"
+        elif self.device_ids is not None:
+            text += f", device_ids=({','.join(map(str, self.device_ids))})"
         return text
-
-    def __str__(self) -> str:
-        return self.to_text()
 
 
 @dataclass(frozen=True)
-class AxisRef:
-    """A mesh axis (by index), or its sub-axis ``(pre_size, size)``: the ``size`` devices
-    after every ``pre_size``-th along the axis."""
+class DimSharding:
+    """The axes sharding one tensor dimension (major first); ``closed=False`` prints ``?``."""
 
-    index: int
-    sub: tuple[int, int] | None = None
-
-    def size(self, mesh: Mesh) -> int:
-        return self.sub[1] if self.sub is not None else mesh.axis_sizes[self.index]
+    axes: tuple[AxisRef, ...] = ()
+    closed: bool = True
 
     def to_text(self, mesh: Mesh) -> str:
-        text = f"'{mesh.axis_names[self.index]}'"
-        if self.sub is not None:
-            text += f":({self.sub[0]}){self.sub[1]}"
-        return text
+        parts = [a.to_text(mesh) for a in self.axes]
+        if not self.closed:
+            parts.append("?")
+        return "{" + ", ".join(parts) + "}"
 
-    def problem(self, mesh: Mesh) -> str | None:
-        """AxisRef::Validate."""
-        if self.sub is None:
-            return None
-        full = mesh.axis_sizes[self.index]
-        pre, size = self.sub
-        if pre < 1 or size < 1 or full % (pre * size):
-            return (f"Sub-axis next_pre_size must divide the full axis size. Next pre-size: "
-                    f"{pre * size}, Axis size: {full}")
-        if size >= full:
-            return (f"Sub-axis size must be strictly less than the full axis size. Sub-axis "
-                    f"size: {size}, Axis size: {full}")
-        return None
+
+@dataclass(frozen=True)
+class NamedSharding:
+    """XLA's NamedSharding. ``kind``: ``dims`` (per-dimension axes), ``replicated``,
+    ``unreduced``, ``manual`` (every axis) or ``maximal``; ``unreduced_kind`` the optional
+    reduction named in ``unreduced=max{...}``."""
+
+    mesh: Mesh
+    kind: str = "dims"
+    dims: tuple[DimSharding, ...] = ()
+    replicated: tuple[AxisRef, ...] = ()
+    unreduced: tuple[AxisRef, ...] = ()
+    unreduced_kind: str = ""
+    manual: tuple[AxisRef, ...] = ()
+    metadata: tuple = field(default=(), compare=False)
+
+    def to_text(self, include_metadata: bool = True) -> str:
+        mesh = self.mesh
+        parts = [mesh.to_text()]
+        if self.kind in ("replicated", "unreduced", "manual"):
+            parts.append(self.kind)
+        elif self.kind == "dims":
+            parts.append("[" + ", ".join(d.to_text(mesh) for d in self.dims) + "]")
+            for key, axes in (("replicated", self.replicated), ("unreduced", self.unreduced),
+                              ("manual", self.manual)):
+                if axes:
+                    kind = self.unreduced_kind if key == "unreduced" else ""
+                    parts.append(f"{key}={kind}{{" + ", ".join(a.to_text(mesh) for a in axes)
+                                 + "}")
+        if include_metadata and self.metadata:
+            parts.append("metadata={" + ", ".join("{" + m.to_text() + "}"
+                                                 for m in self.metadata) + "}")
+        return "{" + ", ".join(parts) + "}"
+
+    def refined_axes(self) -> list[AxisRef]:
+        """Every mesh axis, split into the sub-axes this sharding uses, in mesh order (major
+        part of each axis first): XLA's GetOrderedAxisRefs."""
+        mesh = self.mesh
+        cuts: dict[int, set[int]] = {i: {1, s} for i, s in enumerate(mesh.axis_sizes)}
+        for a in self.all_axes():
+            if a.is_sub_axis():
+                cuts[a.index].update((a.pre_size, a.pre_size * a.size))
+        out = []
+        for i in range(len(mesh.axis_sizes)):
+            points = sorted(cuts[i])
+            if len(points) == 2:
+                out.append(AxisRef(i))
+                continue
+            for lo, hi in zip(points, points[1:]):
+                out.append(AxisRef(i, lo, hi // lo))
+        return out
+
+    def all_axes(self) -> list[AxisRef]:
+        axes = [a for d in self.dims for a in d.axes]
+        return axes + list(self.replicated) + list(self.unreduced) + list(self.manual)
+
+
+def _covers(refined: AxisRef, axis: AxisRef, mesh: Mesh) -> bool:
+    """Whether the refined piece ``refined`` is part of ``axis``."""
+    if refined.index != axis.index:
+        return False
+    if not axis.is_sub_axis():
+        return True
+    lo = refined.pre_size if refined.is_sub_axis() else 1
+    hi = lo * refined.length(mesh)
+    return axis.pre_size <= lo and hi <= axis.pre_size * axis.size
+
+
+def named_to_tiles(named: NamedSharding):
+    """The V2 form of a dims-kind named sharding: (tile dimensions, device array in that
+    shape, subgroup types) before HloSharding's normalisation; ``rank`` tile dimensions are
+    data dimensions, then one per subgroup type (manual, unreduced, replicated)."""
+    mesh = named.mesh
+    refined = named.refined_axes()
+    sizes = [r.length(mesh) for r in refined]
+    devices = mesh.devices().reshape(sizes) if sizes else mesh.devices().reshape(1)
+
+    def pieces(axis: AxisRef) -> list[int]:
+        return [i for i, r in enumerate(refined) if _covers(r, axis, mesh)]
+
+    order: list[int] = []
+    tile_dims: list[int] = []
+    for d in named.dims:
+        size = 1
+        for a in d.axes:
+            for i in pieces(a):
+                order.append(i)
+                size *= sizes[i]
+        tile_dims.append(size)
+    types: list[str] = []
+    for key, axes in (("manual", named.manual), ("unreduced", named.unreduced)):
+        size = 1
+        for a in axes:
+            for i in pieces(a):
+                order.append(i)
+                size *= sizes[i]
+        if size > 1:
+            tile_dims.append(size)
+            types.append(key)
+    rest = [i for i in range(len(refined)) if i not in order]
+    if rest:
+        order += rest
+        tile_dims.append(prod(sizes[i] for i in rest))
+        types.append("replicated")
+    array = devices.transpose(order).reshape(tile_dims) if sizes else devices.reshape(tile_dims)
+    return tuple(tile_dims), array, tuple(types), (tuple(sizes), tuple(order))
+
+
+# -- reading --------------------------------------------------------------------------------
+
+
+def read_mesh(sc: Scanner) -> Mesh:
+    """``mesh[...]`` (with an optional ``, device_ids=(...)``) or ``maximal_mesh[...]``."""
+    word_pos = sc.pos
+    word = sc.read_ident()
+    if word == "maximal_mesh":
+        sc.expect("[", "to start maximal_mesh")
+        key = sc.read_ident()
+        if key != "device_id":
+            sc.error("expected 'device_id=' in maximal_mesh[...]")
+        sc.expect("=", "after device_id")
+        device = sc.read_int("a device id")
+        sc.expect("]", "to end maximal_mesh")
+        return Mesh(maximal_device=device)
+    if word != "mesh":
+        sc.error("expected 'mesh[' or 'maximal_mesh['", word_pos)
+    sc.expect("[", "to start the mesh axes")
+    names: list[str] = []
+    sizes: list[int] = []
+    ids_inside = None
+    if not sc.eat("]"):
+        while True:
+            if sc.peek_ident() == "device_ids":  # mesh['x'=2, device_ids=(...)]
+                ids_inside = sc.pos
+                break
+            names.append(read_axis_name(sc))
+            sc.expect("=", "after a mesh axis name")
+            size_pos = sc.pos
+            sizes.append(sc.read_int("a mesh axis size"))
+            if sizes[-1] < 1:
+                sc.error(f"mesh axis '{names[-1]}' has size {sizes[-1]}; sizes must be >= 1",
+                         size_pos)
+            if not sc.eat(","):
+                break
+        if ids_inside is None:
+            sc.expect("]", "to end the mesh axes")
+    if len(set(names)) != len(names):
+        sc.error("Mesh has duplicate axis names", word_pos)
+    mesh = Mesh(tuple(names), tuple(sizes))
+    save = sc.pos
+    if ids_inside is not None or (sc.eat(",") and sc.peek_ident() == "device_ids"):
+        sc.read_ident()
+        sc.expect("=", "after device_ids")
+        sc.expect("(", "to start device_ids")
+        ids_pos = sc.pos
+        if sc.peek() == "[":
+            dims = _int_list(sc, "[", "]")
+            perm = list(range(len(dims)))
+            if sc.peek_ident() == "T":
+                sc.read_ident()
+                perm = _int_list(sc, "(", ")")
+            if prod(dims) != prod(sizes) or sorted(perm) != list(range(len(dims))):
+                sc.error(f"device_ids iota [{','.join(map(str, dims))}] does not fit the "
+                         f"mesh's {prod(sizes)} devices", ids_pos)
+            mesh = Mesh(tuple(names), tuple(sizes), iota=(tuple(dims), tuple(perm)))
+        else:
+            ids = [sc.read_int("a device id")]
+            while sc.eat(","):
+                ids.append(sc.read_int("a device id"))
+            if len(ids) != prod(sizes):
+                sc.error(f"the mesh has {prod(sizes)} devices, but device_ids lists "
+                         f"{len(ids)}", ids_pos)
+            if sorted(ids) != list(range(prod(sizes))):
+                sc.error(f"device_ids ({','.join(map(str, ids))}) must be a permutation of "
+                         f"0..{prod(sizes) - 1}", ids_pos)
+            mesh = Mesh(tuple(names), tuple(sizes), device_ids=tuple(ids))
+        sc.expect(")", "to end device_ids")
+        if ids_inside is not None:
+            sc.expect("]", "to end the mesh axes")
+    else:
+        sc.pos = save
+    return mesh
+
+
+def read_axis_name(sc: Scanner) -> str:
+    sc.skip()
+    m = _QUOTED.match(sc.text, sc.pos)
+    if not m:
+        sc.error(f"expected a quoted mesh axis name ('x'), found {sc.describe_next()}")
+    sc.pos = m.end()
+    return m.group(1)
+
+
+def read_axis_ref(sc: Scanner, mesh: Mesh) -> AxisRef:
+    sc.skip()
+    pos = sc.pos
+    name = read_axis_name(sc)
+    if name in mesh.axis_names:
+        index = mesh.axis_index(name)
+    elif name.isdigit():  # an axis given by its index
+        index = int(name)
+        if index >= len(mesh.axis_names):
+            sc.error(f"axis index {index} is out of bounds for mesh {mesh.to_text()}", pos)
+    else:
+        sc.error(f"'{name}' is not a valid axis name or index of mesh {mesh.to_text()}", pos)
+    if sc.eat(":"):
+        sc.expect("(", "to start a sub-axis pre-size")
+        pre = sc.read_int("a sub-axis pre-size")
+        sc.expect(")", "to end a sub-axis pre-size")
+        size = sc.read_int("a sub-axis size")
+        full = mesh.axis_sizes[index]
+        if pre < 1 or size <= 1 or full % (pre * size) or size >= full:
+            sc.error(f"sub-axis '{name}':({pre}){size} does not fit axis '{name}' of size "
+                     f"{full}", pos)
+        return AxisRef(index, pre, size)
+    return AxisRef(index)
+
+
+def read_axis_list(sc: Scanner, mesh: Mesh) -> tuple[tuple[AxisRef, ...], bool]:
+    """``{'a', 'b':(2)2, ?}``: the axes and whether the list is closed (no ``?``)."""
+    sc.expect("{", "to start a list of mesh axes")
+    axes: list[AxisRef] = []
+    closed = True
+    if sc.eat("}"):
+        return (), True
+    while True:
+        if sc.eat("?"):
+            closed = False
+        else:
+            axes.append(read_axis_ref(sc, mesh))
+        if sc.eat("}"):
+            return tuple(axes), closed
+        sc.expect(",", "or '}' in a list of mesh axes")
+
+
+def read_named_sharding(sc: Scanner, loc: int) -> NamedSharding:
+    """The body of ``{mesh[...], ...}`` after its ``{``, up to and including the ``}``."""
+    mesh = read_mesh(sc)
+    if mesh.maximal_device is not None:
+        metadata = ()
+        if sc.eat(","):
+            metadata = _read_metadata(sc)
+        sc.expect("}", "to end the sharding")
+        return NamedSharding(mesh, "maximal", metadata=metadata)
+    values: dict = {"kind": "dims"}
+    seen_dims = False
+    while sc.eat(","):
+        sc.skip()
+        if sc.peek() == "[":
+            sc.expect("[")
+            dims = []
+            if not sc.eat("]"):
+                while True:
+                    axes, closed = read_axis_list(sc, mesh)
+                    dims.append(DimSharding(axes, closed))
+                    if sc.eat("]"):
+                        break
+                    sc.expect(",", "or ']' in the dimension shardings")
+            values["dims"] = tuple(dims)
+            seen_dims = True
+            continue
+        word_pos = sc.pos
+        word = sc.read_ident()
+        if word in ("replicated", "unreduced", "manual") and sc.peek() != "=":
+            values["kind"] = word
+        elif word in ("replicated", "unreduced", "manual"):
+            sc.expect("=")
+            if word == "unreduced" and sc.peek_ident():
+                values["unreduced_kind"] = sc.read_ident()
+            values[word] = read_axis_list(sc, mesh)[0]
+        elif word == "metadata":
+            sc.expect("=")
+            values["metadata"] = _read_metadata(sc)
+        else:
+            sc.error("expected a dimension sharding list [...], replicated, unreduced, manual "
+                     "or metadata= in a named sharding", word_pos)
+    sc.expect("}", "to end the sharding")
+    if values["kind"] != "dims" and seen_dims:
+        sc.error(f"a {values['kind']} named sharding has no dimension shardings", loc)
+    named = NamedSharding(mesh, **values)
+    used: set[tuple] = set()
+    for a in named.all_axes():
+        key = (a.index, a.pre_size, a.size)
+        if key in used:
+            sc.error(f"axis {a.to_text(mesh)} is used twice in the sharding", loc)
+        used.add(key)
+    return named
+
+
+def _read_metadata(sc: Scanner) -> tuple:
+    """``{...}`` or ``{{...}, {...}}`` (a leading ``metadata=`` is read too)."""
+    from xlapy.hlo.module_data import OpMetadata
+
+    if sc.peek_ident() == "metadata":
+        sc.read_ident()
+        sc.expect("=", "after metadata")
+    sc.skip()
+    if not (sc.text.startswith("{", sc.pos) and sc.text[sc.pos + 1:].lstrip().startswith("{")):
+        return (OpMetadata.read(sc),)
+    sc.expect("{")
+    out = []
+    while True:
+        out.append(OpMetadata.read(sc))
+        if sc.eat("}"):
+            return tuple(out)
+        sc.expect(",", "or '}' in a list of metadata")
+
+
+def _int_list(sc: Scanner, open_: str, close: str) -> list[int]:
+    sc.expect(open_)
+    out: list[int] = []
+    if sc.eat(close):
+        return out
+    while True:
+        out.append(sc.read_int())
+        if sc.eat(close):
+            return out
+        sc.expect(",", f"or '{close}'")
+
+
+# -- replica groups over mesh axes ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class MeshAxesReplicaGroupList:
-    """Replica groups over mesh axes: each group holds the devices that differ only along
-    ``axes`` (XLA's MeshAxesReplicaGroupList, printed ``mesh[...] {'axis', ...}``).
-
-    >>> groups = read_mesh_replica_groups(Scanner("mesh['x'=2,'y'=2] {'y'}"))
-    >>> groups.flattened_replica_groups()
-    ((0, 1), (2, 3))
-    """
+    """``replica_groups=mesh['x'=2,'y'=2] {'x'}``: one group per combination of the other
+    axes, holding the devices along the listed axes (XLA's MeshAxesReplicaGroupList)."""
 
     mesh: Mesh
     axes: tuple[AxisRef, ...]
-
-    @property
-    def num_devices_per_group(self) -> int:
-        return prod(a.size(self.mesh) for a in self.axes)
-
-    @property
-    def num_replica_groups(self) -> int:
-        return self.mesh.device_count() // self.num_devices_per_group
-
-    def _reindexed(self) -> tuple[list[int], list[int]]:
-        """XLA's ComputeReindexedAxes: the mesh's devices reshaped so that every grouped
-        (sub-)axis is a dimension of its own, and those dimensions in ``axes`` order."""
-        sizes = self.mesh.axis_sizes
-        by_dim: dict[int, list[AxisRef]] = {}
-        for axis in self.axes:
-            by_dim.setdefault(axis.index, []).append(axis)
-        layout: dict[int, tuple[list[int], list[int]]] = {}
-        for dim, refs in by_dim.items():
-            full = sizes[dim]
-            if len(refs) == 1:
-                ref = refs[0]
-                if ref.sub is None:
-                    layout[dim] = ([full], [0])
-                else:
-                    pre, size = ref.sub
-                    layout[dim] = ([pre, size, full // (pre * size)], [1])
-                continue
-            order = sorted(range(len(refs)), key=lambda i: refs[i].sub[0])
-            reshape, sorted_agg, prefix = [], [], 1
-            for i in order:
-                pre, size = refs[i].sub
-                if pre != prefix:  # the devices between two sub-axes
-                    reshape.append(pre // prefix)
-                    prefix *= pre // prefix
-                sorted_agg.append(len(reshape))
-                reshape.append(size)
-                prefix *= size
-            if prefix != full:
-                reshape.append(full // prefix)
-            agg = [0] * len(refs)
-            for k, i in enumerate(order):
-                agg[i] = sorted_agg[k]
-            layout[dim] = (reshape, agg)
-        reindexed, offsets = [], []
-        for dim, size in enumerate(sizes):
-            offsets.append(len(reindexed))
-            reindexed += layout[dim][0] if dim in layout else [size]
-        grouped, consumed = [], {}
-        for axis in self.axes:
-            k = consumed.get(axis.index, 0)
-            consumed[axis.index] = k + 1
-            grouped.append(layout[axis.index][1][k] + offsets[axis.index])
-        return reindexed, grouped
-
-    def to_array(self) -> np.ndarray:
-        """The ``[num_replica_groups, num_devices_per_group]`` array of device ids."""
-        if self.mesh.is_maximal or not self.axes:
-            return self.mesh.devices().reshape(-1, 1)
-        reindexed, grouped = self._reindexed()
-        rest = [d for d in range(len(reindexed)) if d not in grouped]
-        arranged = self.mesh.devices().reshape(reindexed).transpose(rest + grouped)
-        return arranged.reshape(-1, self.num_devices_per_group)
-
-    def flattened_replica_groups(self) -> tuple[tuple[int, ...], ...]:
-        return tuple(tuple(int(v) for v in row) for row in self.to_array())
-
-    def replica_groups(self):
-        from xlapy.hlo.attrs.collective import ReplicaGroup
-
-        return tuple(ReplicaGroup(g) for g in self.flattened_replica_groups())
-
-    def expand(self):
-        """The same groups as an explicit list (XLA's ToCollectiveDeviceList)."""
-        from xlapy.hlo.attrs.collective import CollectiveDeviceList
-
-        return CollectiveDeviceList(self.flattened_replica_groups())
-
-    def is_empty(self) -> bool:
-        return False
 
     def to_text(self) -> str:
         return f"{self.mesh.to_text()} {{{','.join(a.to_text(self.mesh) for a in self.axes)}}}"
@@ -237,161 +448,62 @@ class MeshAxesReplicaGroupList:
     def __str__(self) -> str:
         return self.to_text()
 
+    @property
+    def num_devices_per_group(self) -> int:
+        return prod(a.length(self.mesh) for a in self.axes)
 
-# -- reading ---------------------------------------------------------------------------------
+    @property
+    def num_replica_groups(self) -> int:
+        return self.mesh.num_devices // self.num_devices_per_group
 
+    def flattened_replica_groups(self) -> tuple[tuple[int, ...], ...]:
+        named = NamedSharding(self.mesh, "dims", manual=self.axes)
+        refined = named.refined_axes()
+        sizes = [r.length(self.mesh) for r in refined]
+        grouped = []
+        # Group members vary along the axes in mesh order (XLA's ComputeReindexedAxes); the
+        # sub-axes of one mesh axis keep the order they are written in.
+        for index in range(len(self.mesh.axis_sizes)):
+            for a in self.axes:
+                if a.index == index:
+                    grouped += [i for i, r in enumerate(refined) if _covers(r, a, self.mesh)]
+        order = [i for i in range(len(refined)) if i not in grouped] + grouped
+        array = self.mesh.devices().reshape(sizes).transpose(order)
+        rows = array.reshape(-1, self.num_devices_per_group)
+        return tuple(tuple(int(v) for v in row) for row in rows)
 
-def _read_quoted(sc: Scanner, what: str) -> str:
-    m = sc.peek_re(_QUOTED)
-    if not m:
-        sc.error(f"expects string ({what} in quotes: 'x'), found {sc.describe_next()}")
-    sc.pos = m.end()
-    return m.group(1) if m.group(1) is not None else m.group(2)
+    def replica_groups(self):
+        from xlapy.hlo.attrs.collective import ReplicaGroup
 
+        return tuple(ReplicaGroup(g) for g in self.flattened_replica_groups())
 
-def _read_int_list(sc: Scanner, open_: str, close: str, what: str) -> list[int]:
-    if not sc.eat(open_):
-        sc.error(f"expected '{open_}' to start {what}, found {sc.describe_next()}")
-    out: list[int] = []
-    if sc.eat(close):
-        return out
-    while True:
-        out.append(sc.read_int(what))
-        if sc.eat(close):
-            return out
-        if not sc.eat(","):
-            sc.error(f"expected ',' or '{close}' in {what}, found {sc.describe_next()}")
+    def expand(self):
+        from xlapy.hlo.attrs.collective import CollectiveDeviceList
 
+        return CollectiveDeviceList(self.flattened_replica_groups())
 
-def read_mesh(sc: Scanner) -> Mesh:
-    """``mesh[...]`` (with an optional ``, device_ids=(...)``) or
-    ``maximal_mesh[device_id=N]`` (XLA's ParseMesh)."""
-    sc.skip()
-    start = sc.pos
-    kind = sc.read_ident()
-    if kind == "maximal_mesh":
-        if not sc.eat("["):
-            sc.error(f"expected '[' after maximal_mesh, found {sc.describe_next()}")
-        if sc.read_ident() != "device_id" or not sc.eat("="):
-            sc.error("expected device_id= attribute in maximal_mesh")
-        device = sc.read_int("a device id")
-        if not sc.eat("]"):
-            sc.error(f"expected ']' to end maximal_mesh, found {sc.describe_next()}")
-        return Mesh(maximal_device=device)
-    if kind != "mesh":
-        sc.error("Expected 'mesh' or 'maximal_mesh'", start)
-    if not sc.eat("["):
-        sc.error(f"expected '[' after mesh, found {sc.describe_next()}")
-    names, sizes = [], []
-    if sc.peek() != "]":
-        while True:
-            names.append(_read_quoted(sc, "an axis name"))
-            if not sc.eat("="):
-                sc.error(f"expects '=' after axis name, found {sc.describe_next()}")
-            sizes.append(sc.read_int("an axis size"))
-            if not sc.eat(","):
-                break
-    if not sc.eat("]"):
-        sc.error(f"expected ']' to end mesh axes, found {sc.describe_next()}")
-    if not names:
-        return Mesh()
-    device_ids = iota = None
-    m = re.compile(r"[ \t\n\r]*,[ \t\n\r]*device_ids[ \t\n\r]*=").match(sc.text, sc.pos)
-    if m:
-        sc.pos = m.end()
-        ids_pos = sc.pos
-        if not sc.eat("("):
-            sc.error(f"expected '(' for device_ids, found {sc.describe_next()}")
-        if sc.peek() == "[":
-            dims = _read_int_list(sc, "[", "]", "the device_ids iota dimensions")
-            perm = list(range(len(dims)))
-            if sc.peek_ident() == "T":
-                sc.read_ident()
-                perm = _read_int_list(sc, "(", ")", "the device_ids transpose")
-            if sorted(perm) != list(range(len(dims))):
-                sc.error(f"the transpose T({','.join(map(str, perm))}) must be a permutation "
-                         f"of 0..{len(dims) - 1}", ids_pos)
-            from xlapy.hlo.attrs.collective import canonicalize_iota
-
-            iota = canonicalize_iota(tuple(dims), tuple(perm))
-            if len(iota[0]) <= 1:
-                iota = None  # a plain iota: printed without device_ids
-        else:
-            device_ids = []
-            while sc.peek() != ")":
-                device_ids.append(sc.read_int("a device id"))
-                if not sc.eat(","):
-                    break
-            device_ids = tuple(device_ids)
-        if not sc.eat(")"):
-            sc.error(f"expected ')' to end device_ids, found {sc.describe_next()}")
-        if iota is not None and prod(iota[0]) != prod(sizes):
-            sc.error(f"Expected {prod(sizes)} device_ids based on mesh axes, but got "
-                     f"{prod(iota[0])}", ids_pos)
-    try:
-        return Mesh(tuple(names), tuple(sizes), device_ids, iota)
-    except InvalidArgumentError as e:
-        sc.error(str(e).removeprefix("mesh: "), start)
-
-
-def read_axis_refs(sc: Scanner, mesh: Mesh) -> tuple[AxisRef, ...]:
-    """``{'x', 'y':(2)2}``: axes of ``mesh`` by name (or, as XLA prints them without a mesh,
-    by index), each a whole axis or a sub-axis (XLA's ParseAxisRefList)."""
-    if not sc.eat("{"):
-        sc.error(f"expected '{{' to start a list of mesh axes, found {sc.describe_next()}")
-    out: list[AxisRef] = []
-    if sc.eat("}"):
-        return ()
-    while True:
-        sc.skip()
-        pos = sc.pos
-        name = _read_quoted(sc, "a mesh axis name")
-        if name in mesh.axis_names:
-            index = mesh.axis_names.index(name)
-        elif re.fullmatch(r"[0-9]+", name):
-            index = int(name)
-            if index >= len(mesh.axis_names):
-                sc.error(f"axis index {index} is out of bounds for mesh {mesh} which has "
-                         f"{len(mesh.axis_names)} axes", pos)
-        else:
-            sc.error(f"axis '{name}' is not a valid axis name or index in mesh {mesh}", pos)
-        sub = None
-        if sc.eat(":"):
-            if not sc.eat("("):
-                sc.error(f"expected '(' before pre_size in sub axis, found {sc.describe_next()}")
-            pre = sc.read_int("the pre-size of a sub-axis")
-            if not sc.eat(")"):
-                sc.error(f"expected ')' after pre_size in sub axis, found {sc.describe_next()}")
-            sub = (pre, sc.read_int("the size of a sub-axis"))
-        ref = AxisRef(index, sub)
-        problem = ref.problem(mesh)
-        if problem:
-            sc.error(problem, pos)
-        out.append(ref)
-        if sc.eat("}"):
-            return tuple(out)
-        if not sc.eat(","):
-            sc.error(f"expected ',' or '}}' in a list of mesh axes, found {sc.describe_next()}")
+    def is_empty(self) -> bool:
+        return False
 
 
 def read_mesh_replica_groups(sc: Scanner) -> MeshAxesReplicaGroupList:
-    """``mesh[...] {axes}``: XLA's ParseCollectiveDeviceListBase for the mesh-axes form;
-    a group must have more than one device."""
-    sc.skip()
     start = sc.pos
     mesh = read_mesh(sc)
-    axes = read_axis_refs(sc, mesh)
-    seen: set[tuple[int, int, int]] = set()
-    for a in axes:  # no two refs may cover the same devices of an axis
-        full = mesh.axis_sizes[a.index] if not mesh.is_maximal else 1
-        pre, size = a.sub if a.sub is not None else (1, full)
-        span = (a.index, pre, pre * size)
-        if any(i == a.index and lo < span[2] and span[1] < hi for i, lo, hi in seen):
-            sc.error("Axes cannot coexist or axes overlap.", start)
-        seen.add(span)
+    # XLA's words first (ParseCollectiveDeviceListBase), then which groups
+    single = "MeshAxesReplicaGroupList must have more than one device per group, but got"
+    if mesh.maximal_device is not None:
+        sc.error(f"{single} 1 (a maximal_mesh has no axes)", start)
+    axes, closed = read_axis_list(sc, mesh)
+    if not closed:
+        sc.error("mesh-axes replica groups name axes, not '?'", start)
+    if not axes:
+        sc.error(f"{single} 1 (no axes named)", start)
     groups = MeshAxesReplicaGroupList(mesh, axes)
-    per_group = groups.num_devices_per_group
-    if per_group <= 1:
-        sc.error(f"MeshAxesReplicaGroupList must have more than one device per group, but got "
-                 f"{per_group}", start)
+    if groups.num_devices_per_group <= 1:
+        sc.error(f"{single} {groups.num_devices_per_group} ({groups.to_text()})", start)
     return groups
+
+
+__all__ = ["AxisRef", "DimSharding", "Mesh", "MeshAxesReplicaGroupList", "NamedSharding",
+           "named_to_tiles", "read_axis_list", "read_mesh", "read_mesh_replica_groups",
+           "read_named_sharding"]
