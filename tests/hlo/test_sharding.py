@@ -38,9 +38,9 @@ def test_valid_shardings_print_back(sharding):
     "{{replicated}, {mesh['a'=2,'b'=4], replicated}, {maximal device=5}, "
     "{maximal_mesh[device_id=5]}}",
 ])
-def test_named_shardings_are_carried_through(sharding):
+def test_named_shardings_print_back(sharding):
     """Named (mesh) shardings are read whole, alone or in a tuple, and print back as written
-    (as jaxlib 0.10.2's XLA prints them); they are not interpreted."""
+    (as jaxlib 0.10.2's XLA prints them)."""
     m = parse_hlo_module(module(sharding))
     assert f"sharding={sharding}" in m.to_string()
     assert parse_sharding(sharding).kind == ("tuple" if sharding.startswith("{{") else "named")
