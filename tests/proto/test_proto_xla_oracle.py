@@ -44,9 +44,6 @@ ROWS = {row[0]: row[1] for row in OWN_LONG_ROWS + OWN_SHORT_ROWS + LONG_ROWS + A
 #: Rows whose proto round trip is not expected to work, and why.
 LEFT_OUT = {
     "TupleConstant": "XLA prints a large tuple constant as {...}, which no parser reads back",
-    "AllReduceWithMeshAxesReplicaGroupList": "mesh-axes replica groups in a proto (field 93, "
-        "MeshAxesReplicaGroupListProto) are not converted: xlapy reads them from text only and "
-        "writes their explicit groups",
     "OriginalValueRecoveryTable": "the origin recovery table (an HloModuleProto inside the "
                                   "module) is not converted: xlapy keeps it as text",
     "OriginalValueRecoveryTableWithNestedQuotes": "the origin recovery table is not converted",
