@@ -97,7 +97,8 @@ def test_parse_error_exit_code_and_caret(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "xlapy", "run", str(module)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2
-    assert "xlapy run: error: hlo:3:18: unknown opcode 'negat'" in proc.stderr
+    assert ("xlapy run: error: was parsing 3:18: error: expects opcode but sees: negat, error: "
+            "Unknown opcode: negat\n    ROOT x = f32[] negat(1)\n                   ^") in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

@@ -278,7 +278,8 @@ ENTRY convolution {
 }
 
 """),
-    # channel_id, constrain_layout, use_global_device_ids on every collective; has_dynamic_root=false printed
+    # channel_id, constrain_layout, use_global_device_ids on every collective; has_dynamic_root=false not printed (as jaxlib 0.10.2's XLA,
+    # which has no such key)
     ("CollectiveAttributes", r"""HloModule collective_attributes, entry_computation_layout={(f32[8,4]{1,0})->(f32[16,4]{1,0}, f32[8,4]{1,0}, f32[2,4]{1,0}, f32[8,4]{1,0}, f32[8,4]{1,0}, /*index=5*/f32[8,4]{1,0}, f32[8,4]{1,0})}, replica_count=2, num_partitions=2
 
 add {
@@ -294,7 +295,7 @@ ENTRY collectives {
   all-reduce-done = f32[8,4]{1,0} all-reduce-done(all-reduce-start)
   reduce-scatter = f32[2,4]{1,0} reduce-scatter(p), channel_id=3, replica_groups={{0,1,2,3}}, constrain_layout=true, use_global_device_ids=true, dimensions={0}, to_apply=add
   all-to-all = f32[8,4]{1,0} all-to-all(p), channel_id=4, replica_groups={{0,1},{2,3}}, constrain_layout=true, dimensions={0}
-  collective-broadcast = f32[8,4]{1,0} collective-broadcast(p), channel_id=5, replica_groups={{0,1},{2,3}}, has_dynamic_root=false
+  collective-broadcast = f32[8,4]{1,0} collective-broadcast(p), channel_id=5, replica_groups={{0,1},{2,3}}
   collective-permute = f32[8,4]{1,0} collective-permute(p), channel_id=6, source_target_pairs={{0,1},{1,0}}
   collective-permute-start = (f32[8,4]{1,0}, f32[8,4]{1,0}) collective-permute-start(p), channel_id=7, source_target_pairs={{0,1},{1,0}}
   collective-permute-done = f32[8,4]{1,0} collective-permute-done(collective-permute-start)

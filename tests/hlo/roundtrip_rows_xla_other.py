@@ -530,22 +530,6 @@ ENTRY AsyncDoneWithTransparentIntermediaries {
   ROOT async-done = f32[3,2] async-done(copy)
 }
   """, False),
-    ("AsyncOpSharedComputation", r"""
-HloModule AsyncOpSharedComputation
-
-%async_wrapped (async_param: f32[10]) -> f32[20] {
-  %async_param = f32[10]{0} parameter(0)
-  ROOT %call = f32[20]{0} custom-call(f32[10]{0} %async_param), custom_call_target="foo"
-}
-
-ENTRY %Entry (p0: f32[10]) -> f32[20] {
-  %p0 = f32[10]{0} parameter(0)
-  %async-start.0 = ((f32[10]{0}), f32[20]{0}, s32[]) async-start(f32[10]{0} %p0), calls=%async_wrapped
-  %async-done.0 = f32[20]{0} async-done(((f32[10]{0}), f32[20]{0}, s32[]) %async-start.0)
-  %async-start.1 = ((f32[10]{0}), f32[20]{0}, s32[]) async-start(f32[10]{0} %p0), calls=%async_wrapped
-  ROOT %async-done.1 = f32[20]{0} async-done(((f32[10]{0}), f32[20]{0}, s32[]) %async-start.1)
-}
-  """, True),
     ("PipelinedSendRecv", r"""
   HloModule test
   cond {

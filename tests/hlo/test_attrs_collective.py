@@ -11,7 +11,6 @@ from xlapy.hlo.attrs.collective import (
     SINGLE_DIMENSION,
     SLICE_SIZES,
     SOURCE_TARGET_PAIRS,
-    AlwaysPrintedBoolKind,
     ChannelHandle,
     ChannelType,
     CollectiveDeviceList,
@@ -66,7 +65,6 @@ def test_replica_groups_read_whitespace_and_print_compact():
 def test_replica_groups_kind_is_always_printed():
     # XLA prints replica_groups={} on every collective: the printer honours the flag.
     assert REPLICA_GROUPS.always_printed
-    assert AlwaysPrintedBoolKind.always_printed
 
 
 def test_explicit_list_accessors():
@@ -158,9 +156,12 @@ def test_iota_constructor_errors():
     ("[2,2]<=[]", "expected non-empty iota_reshape_dims"),
     ("{0,1}", r"expected '\{' to start a replica group"),
     ("{{0,1}", r"expected ',' or '\}' in replica groups"),
-    ("{{0,x}}", "expected an integer, found 'x'"),
+    ("{{0,x}}", "expects integer, found 'x'"),
     ("mesh['a'=2] {'b'}", "'b' is not a valid axis name or index of mesh mesh\\['a'=2\\]"),
     ("mesh['a'=2,'b'=2] {'a'=2}", r"expected ',' or '\}' in a list of mesh axes"),
+    ("maximal_mesh[device_id=1] {}", "MeshAxesReplicaGroupList must have more than one device "
+                                     r"per group, but got 1 \(a maximal_mesh has no axes\)"),
+    ("mesh['a'=2,'b'=2] {}", "must have more than one device per group, but got 1"),
     ("all", r"expected replica groups: \{\{0,1\},\{2,3\}\}, \{\} or the iota form"),
 ])
 def test_replica_groups_parse_errors(text, message):

@@ -122,10 +122,10 @@ def test_missing_keys(kind, text, message):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("offset_dims={1,", "expected an integer"),
+    ("offset_dims={1,", "expects integer"),
     ("offset_dims=1", "expected '{' to start a list of integers"),
     ("offset_dims={1 2}", "expected ',' or '}' in a list of integers"),
-    ("index_vector_dim=x", r"expected an integer \(index_vector_dim\)"),
+    ("index_vector_dim=x", r"expects integer \(index_vector_dim\)"),
 ])
 def test_malformed(text, message):
     with pytest.raises(ParseError, match=message) as e:

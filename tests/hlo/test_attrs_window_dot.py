@@ -211,7 +211,7 @@ def test_dot_dimension_numbers_values():
     # contracting keys are printed even when empty, batch keys only when present
     assert DotDimensionNumbers().to_text() == "lhs_contracting_dims={}, rhs_contracting_dims={}"
     assert DOT_DIMENSION_NUMBERS.always_printed
-    with pytest.raises(ParseError, match="an integer"):
+    with pytest.raises(ParseError, match="expects integer"):
         DOT_DIMENSION_NUMBERS.read_key("lhs_batch_dims", Scanner("{a}", "attr"), None)
     with pytest.raises(InvalidArgumentError, match="must be a list of integers"):
         DotDimensionNumbers(lhs_contracting_dimensions=[1.5])

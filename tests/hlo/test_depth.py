@@ -69,6 +69,18 @@ def test_max_recursion_depth_counts_every_shape_as_xla_does():
         parse_hlo_module(text, max_recursion_depth=10_000).entry.root.shape
 
 
+def test_max_recursion_depth_bounds_a_custom_call_literal():
+    """XLA's DeeplyNestedUntypedTupleLiteralExceedsRecursionLimit: the parser's option bounds
+    the tuples of a custom-call's literal= too."""
+    text = ('HloModule test\nENTRY entry {\n  %constant = f32[1]{0} constant({0})\n'
+            '  ROOT %custom-call = f32[1]{0} custom-call(f32[1]{0} %constant), '
+            'custom_call_target="foo", literal=' + "(" * 11 + "s32[] 0" + ")" * 11 + "\n}")
+    with pytest.raises(ParseError, match="maximum recursion depth exceeded"):
+        parse_hlo_module(text, verify=False, max_recursion_depth=10)
+    literal = parse_hlo_module(text, verify=False).entry.root.attrs["literal"]
+    assert str(literal.shape) == "(" * 11 + "s32[]" + ")" * 11
+
+
 @pytest.mark.parametrize("bad", [0, -1, True, 2.5, "500"])
 def test_max_recursion_depth_must_be_a_positive_integer(bad):
     with pytest.raises(InvalidArgumentError, match="max_recursion_depth must be a positive"):

@@ -32,9 +32,9 @@ def module(body: str) -> str:
 
 
 @pytest.mark.parametrize("text,message", [
-    (f"f32[{ARABIC_4},{FULLWIDTH_2}]", "expected a dimension size, '<=' bound or '?', found '٤'"),
-    (f"f32[2,{FULLWIDTH_2}]", "expected a dimension size, '<=' bound or '?', found '２'"),
-    (f"f32[2,{NBSP}3]", r"expected a dimension size, '<=' bound or '?', found '\xa0'"),
+    (f"f32[{ARABIC_4},{FULLWIDTH_2}]", "expects integer (a dimension size, '<=' bound or '?'), found '٤'"),
+    (f"f32[2,{FULLWIDTH_2}]", "expects integer (a dimension size, '<=' bound or '?'), found '２'"),
+    (f"f32[2,{NBSP}3]", r"expects integer (a dimension size, '<=' bound or '?'), found '\xa0'"),
     (f"f32[2]{IDEOGRAPHIC_SPACE}", r"extra content after shape: '\u3000'"),
     (f"f32[2]{{{ARABIC_4}}}", r"extra content after shape: '{'"),
     ("f32[2,3]\x0c", r"extra content after shape: '\x0c'"),  # \f is not XLA whitespace
@@ -46,20 +46,20 @@ def test_shape_text_is_ascii(text, message):
 
 
 def test_layout_digits_are_ascii():
-    with pytest.raises(ParseError, match="expected a dimension number, found '٤'"):
+    with pytest.raises(ParseError, match=r"expects integer \(a dimension number\), found '٤'"):
         parse_layout(f"{{1,{ARABIC_4}}}")
 
 
 @pytest.mark.parametrize("body,message", [
     (f"ROOT x = f32[{ARABIC_4}] parameter(0)",
-     "expected a dimension size, '<=' bound or '?', found '٤'"),
+     "expects integer (a dimension size, '<=' bound or '?'), found '٤'"),
     (f"ROOT x ={IDEOGRAPHIC_SPACE}f32[4] parameter(0)", r"found '\u3000'"),
-    ("ROOT x = f32[4] parameter(\u0660)", "expected an integer, found '٠'"),
+    ("ROOT x = f32[4] parameter(\u0660)", "expects integer, found '٠'"),
     ("ROOT x = f32[2] constant({\u0661, 2})", "expected a f32 value, found '١'"),
     ("ROOT x = f32[2] constant({1.\u0665, 2})",
      "expected ',' or '}' between literal elements, found '٥'"),
     ("x = f32[2,3] parameter(0)\nROOT t = f32[3,2] transpose(x), dimensions={\u0661,0}",
-     "expected an integer, found '١'"),
+     "expects integer, found '١'"),
     ("x = f32[2] parameter(0)\nz = f32[] constant(0)\n"
      + "ROOT t = f32[3] pad(x, z), padding=\u0661_0", "expects padding config"),
     (REDUCE_WINDOW + "window={size=\u0662 stride=2}, to_apply=add",

@@ -27,11 +27,11 @@ def parse_error(text):
 
 CASES = [
     # (replace this, with that, message regex, line)
-    ("negate(a)", "negat(a)", r"unknown opcode 'negat'", 7),
+    ("negate(a)", "negat(a)", r"expects opcode but sees: negat, error: Unknown opcode: negat", 7),
     ("add(x, y)", "add(x, z)", r"instruction does not exist: z", 6),
     ("add(x, y)", "add(x)", r"add: expects 2 operands, got 1", 6),
-    ("add(x, y)", "add(x, y), foo=1", r"unknown attribute 'foo' for add \(allowed: sharding, "
-                                      r"frontend_attributes, control-predecessors", 6),
+    ("add(x, y)", "add(x, y), foo=1", r'unexpected attribute "foo" for add\. Allowed attributes: '
+                                      r"sharding, frontend_attributes, control-predecessors", 6),
     ("a = f32[3] add(x, y)", "a = f32[4] add(x, y)",
      r"add: the given shape f32\[4\]\{0\} is not compatible with the inferred shape f32\[3\]\{0\}", 6),
     ("a = f32[3] add(x, y)", "a = s32[3] add(x, y)", r"not compatible with the inferred shape", 6),
@@ -42,18 +42,18 @@ CASES = [
      r"unknown attribute 'op_nam' in metadata \(allowed: op_type, op_name", 7),
     ("ROOT n = f32[3] negate(a)", "ROOT n = f32[3] negate(a), metadata={op_name=\"x\"}, metadata={}",
      r"duplicate attribute 'metadata' for negate", 7),
-    ("a = f32[3] add(x, y)", "x = f32[3] add(x, y)", r"instruction 'x' is defined twice", 6),
+    ("a = f32[3] add(x, y)", "x = f32[3] add(x, y)", r"instruction already exists: x \(in computation 'main'\)", 6),
     ("x = f32[3] parameter(0)", "inf = f32[3] parameter(0)",
-     r"expected an instruction name, found the keyword or type name 'inf'", 4),
+     r"expects name \(an instruction name\), found the keyword or type name 'inf'", 4),
     ("x = f32[3] parameter(0)", "s1 = f32[3] parameter(0)",
-     r"expected an instruction name, found the keyword or type name 's1'", 4),
-    ("HloModule m", "HloModule m, replica_count=x", r"expected an integer for replica_count", 1),
+     r"expects name \(an instruction name\), found the keyword or type name 's1'", 4),
+    ("HloModule m", "HloModule m, replica_count=x", r"expects integer for replica_count, found 'x'", 1),
     ("HloModule m", "HloModule m, bogus=1", r"unknown module attribute 'bogus'", 1),
     ("  ROOT n = f32[3] negate(a)\n}", "  ROOT n = f32[3] negate(a)\n", r"expected '\}' to end computation 'main', found end of input", 9),
     ("ROOT n = f32[3] negate(a)", "ROOT n = f32[3] negate(a)\n  ROOT m = f32[3] negate(a)",
-     r"computation 'main' has more than one ROOT \('n' and 'm'\)", 8),
-    ("y = f32[3] parameter(1)", "y = f32[3] parameter()", r"expected an integer, found '\)'", 5),
-    ("y = f32[3] parameter(1)", "y = f32[3] parameter(-1)", r"parameter: attribute 'parameter_number' must be >= 0, got -1", 5),
+     r"one computation should have only one ROOT \('n' and 'm' in computation 'main'\)", 8),
+    ("y = f32[3] parameter(1)", "y = f32[3] parameter()", r"expects integer, found '\)'", 5),
+    ("y = f32[3] parameter(1)", "y = f32[3] parameter(-1)", r"parameter number must be >= 0, got -1", 5),
 ]
 
 
@@ -83,7 +83,7 @@ def test_empty_and_headerless():
 
 def test_two_entries():
     text = "HloModule m\nENTRY a {\n ROOT p = f32[] parameter(0)\n}\nENTRY b {\n ROOT p = f32[] parameter(0)\n}\n"
-    assert "more than one ENTRY computation ('a' and 'b')" in str(parse_error(text))
+    assert "expects only one ENTRY (found 'a' and 'b')" in str(parse_error(text))
 
 
 def test_non_string_input():
@@ -115,3 +115,19 @@ def test_fuzz_only_parse_errors_escape(data):
         parse_hlo_module(text)
     except ParseError:
         pass
+
+
+def test_single_instruction_text():
+    """XLA's ParseSingleInstruction: one instruction is a module whose entry holds it, its
+    operands parameters in text order (unnamed ones _0, _1...). The expected text is what
+    jaxlib 0.10.2's XLA prints for the same input."""
+    m = parse_hlo_module("f32[2,4]{1,0} multiply(f32[2,4]{1,0} %a, f32[2,4]{1,0})")
+    assert m.to_string() == (
+        "HloModule _, is_scheduled=true, entry_computation_layout={(f32[2,4]{1,0}, "
+        "f32[2,4]{1,0})->f32[2,4]{1,0}}\n\n"
+        "ENTRY %_ (a: f32[2,4], _1: f32[2,4]) -> f32[2,4] {\n"
+        "  %a = f32[2,4]{1,0} parameter(0)\n"
+        "  %_1 = f32[2,4]{1,0} parameter(1)\n"
+        "  ROOT %_ = f32[2,4]{1,0} multiply(%a, %_1)\n}\n\n")
+    m = parse_hlo_module("%r = f32[4] add(f32[4] x, f32[4] y)")
+    assert [i.name for i in m.entry.instructions] == ["x", "y", "r"]

@@ -4,9 +4,11 @@ raises xlapy.errors.ParseError (never another exception) at the pinned line and 
 xlapy's pinned message saying what was expected. Where xlapy keeps XLA's wording, ``xla``
 is XLA's substring and must appear too; otherwise XLA's substring is in a comment.
 
+The cases are read as XLA's tests read them, with ParseAndReturnUnverifiedModule
+(``parse_hlo_module(text, verify=False)``), and the messages framed as XLA frames them
+(``was parsing LINE:COLUMN: error: ...``). tools/xla_parser_tests.py runs XLA's own file.
+
 Left out (xlapy deliberately differs):
-- ShardingDeviceCountExceedsTileAssignment, ShardingIotaSizeMismatchesTileAssignment: xlapy
-  carries sharding={...} through as text and does not interpret it.
 - AsyncUpdate_AsyncStart_ShapeMismatch_Allowed, AsyncStartWith*Operands, ... (XLA accepts them
   unverified): not error tests; see roundtrip_rows_xla_other.py for those xlapy accepts.
 """
@@ -28,8 +30,8 @@ class Case(NamedTuple):
     text: str
     line: int
     column: int
-    message: str  # regex, matched against the first line after "hlo:LINE:COLUMN: "
-    xla: str | None = None  # XLA's expected substring, when xlapy keeps its wording
+    message: str  # regex, matched after "was parsing LINE:COLUMN: error: " (XLA's framing)
+    xla: str | None = None  # XLA's expected substring: it must appear in the message
 
 
 MALFORMED = [
@@ -43,7 +45,7 @@ ENTRY %blabla (x: f32[], y: f32[]) -> f32[] {
 }
 
 """,
-         4, 13, r"expected an opcode, found '\{'"),
+         4, 13, r"expects opcode, found '\{'"),
     Case("InvalidDebugLogMode", r"""HloModule module, entry_computation_layout={()->s32[1,3]{1,0}},
 debug_attributes={
   {"constant"}:({log_mode=invalid_mode})
@@ -71,7 +73,7 @@ ENTRY %blabla (x: f32[]) -> pred[] {
 }
 
 """,
-         4, 13, r"expected an opcode, found '\{'"),
+         4, 13, r"expects opcode, found '\{'"),
     # old syntax, as WrongOpcode
     Case("OperandNotFound", r"""HloModule operand_not_found:
 ENTRY %blabla (x: f32[]) -> pred[] {
@@ -79,7 +81,7 @@ ENTRY %blabla (x: f32[]) -> pred[] {
   %eq = pred[]{} compare(f32[]{} %x, f32[]{} %y), direction=EQ
 }
 """,
-         3, 13, r"expected an opcode, found '\{'"),
+         3, 13, r"expects opcode, found '\{'"),
     Case("CompactGteNonTuple", r"""HloModule test
 ENTRY test {
   p0 = f32[10] parameter(0)
@@ -92,13 +94,12 @@ ENTRY test {
   ROOT root = f32[10] add(f32[10] %p0#2, f32[10] %p0#2)
 }""",
          4, 39, r"GTE index 2 out of bounds for shape: \(f32\[10\]\{0\}, f16\[10\]\{0\}\)", xla='GTE index 2 out of bounds'),
-    # XLA: 'expects integer'
     Case("CompactGteInvalidIndex", r"""HloModule test
 ENTRY test {
   p0 = (f32[10], f16[10]) parameter(0)
   ROOT root = f32[10] add(f32[10] %p0#a, f32[10] %p0#a)
 }""",
-         4, 39, r"expected a tuple index after '#', found 'a'"),
+         4, 39, r"expects integer \(a tuple index after '#'\), found 'a'", xla='expects integer'),
     Case("CompactGteNegativeIndex", r"""HloModule test
 ENTRY test {
   p0 = (f32[10], f16[10]) parameter(0)
@@ -228,7 +229,6 @@ ENTRY e {
       window={size=1}, dim_labels=9?????????_io->bf
 }""",
          6, 35, r"expects \[0-0bf\?\] in lhs dimension numbers", xla='dimension numbers'),
-    # XLA: "unexpected '}' token"
     Case("LiteralDimensionsError", r"""HloModule some_2x3_module
 
 ENTRY %some_2x3 () -> f32[2,3] {
@@ -236,7 +236,7 @@ ENTRY %some_2x3 () -> f32[2,3] {
 }
 
 """,
-         4, 43, r"expected '\{' to start a f32\[2,3\] literal, found '\}'"),
+         4, 43, r"unexpected '\}' token \(expected '\{' to start a f32\[2,3\] literal, found '\}'\)", xla="unexpected '}' token"),
     Case("LiteralDimensionsMismatch_1", r"""HloModule some_2_module
 
 ENTRY %some_2 () -> f32[2] {
@@ -353,7 +353,6 @@ ENTRY %NanPayload () -> f8e4m3b11fnuz[1] {
 
 """,
          4, 50, r"tries to set NaN payload 0x1 to a literal in shape f8e4m3b11fnuz\[1\] at linear index 0, but f8e4m3b11fnuz does ", xla='tries to set NaN payload 0x1'),
-    # XLA: 'unexpected attribute "calls"'
     Case("UnexpectedAttribute", r"""HloModule unexpected_attr_module
 
 ENTRY %TwoSendRecvBothWayRecvFist.v3 () -> f32[] {
@@ -366,8 +365,7 @@ ENTRY %TwoSendRecvBothWayRecvFist.v3 () -> f32[] {
 }
 
 """,
-         8, 89, r"unknown attribute 'calls' for send \(allowed: channel_id, is_host_transfer, sharding, frontend_attributes, cont"),
-    # XLA: "'done' is not defined"
+         8, 89, r'unexpected attribute "calls" for send\. Allowed attributes: channel_id, is_host_transfer, sharding, frontend_attributes, control-predecessors, statistics, origi', xla='unexpected attribute "calls"'),
     Case("PredecessorUndefined", r"""HloModule pre_not_found_module
 
 ENTRY %TwoSendRecvBothWayRecvFist.v3 () -> f32[] {
@@ -380,7 +378,7 @@ ENTRY %TwoSendRecvBothWayRecvFist.v3 () -> f32[] {
 }
 
 """,
-         8, 112, r"instruction does not exist: done"),
+         8, 112, r"instruction 'done' is not defined \(in computation 'TwoSendRecvBothWayRecvFist\.v3'\)", xla="'done' is not defined"),
     Case("PaddingConfigIsNotWindowPad", r"""HloModule window_pad_module
 
 ENTRY %Convolve1D1Window_0.v3 (input: f32[1,2,1], filter: f32[1,1,1]) -> f32[1,2,1] {
@@ -404,8 +402,7 @@ ENTRY c1 {
 /* unterminated
   ROOT const1 = f32[1]{0} constant({12345})
 }""",
-         3, 1, r"expected an instruction name, found an unterminated /\* comment"),
-    # XLA: 'expects only one ENTRY'
+         3, 1, r"expects name \(an instruction name\), found an unterminated /\* comment", xla='/* unterminated\n^'),
     Case("MultipleEntries", r"""HloModule multiple_entries:
 ENTRY c1 {
   const1 = f32[1]{0} constant({12345})
@@ -413,8 +410,7 @@ ENTRY c1 {
 ENTRY c2 {
   const2 = f32[1]{0} constant({67890})
 }""",
-         7, 2, r"more than one ENTRY computation \('c1' and 'c2'\)"),
-    # XLA: "Expects '}' at the end of ShapeIndex"
+         5, 1, r"expects only one ENTRY \(found 'c1' and 'c2'\)", xla='expects only one ENTRY'),
     Case("AliasingWrongIndex", r"""
 HloModule Module, input_output_alias={ {0 : (0, {0}), {1}: (0, {1}) }
 
@@ -425,8 +421,7 @@ ENTRY entry {
   ROOT %out = (f32[], f32[]) tuple(%p0, %p1)
 }
   """,
-         2, 43, r"expected ',' or '\}' in a list of integers, found ':'"),
-    # XLA: 'expects integer'
+         2, 43, r"Expects '\}' at the end of ShapeIndex, found ':'", xla="Expects '}' at the end of ShapeIndex"),
     Case("AliasingShapeIndexNotNumerical", r"""
 HloModule Module, input_output_alias={ {0, a}: (0, {0}), {1}: (0, {1}) }
 
@@ -437,8 +432,7 @@ ENTRY entry {
   ROOT %out = (f32[], f32[]) tuple(%p0, %p1)
 }
   """,
-         2, 44, r"expected an integer, found 'a'"),
-    # XLA: "Expects '{' at the start of ShapeIndex"
+         2, 44, r"expects integer \(a tuple index of the ShapeIndex\), found 'a'", xla='expects integer'),
     Case("AliasingWrongFormatNoColon", r"""
 HloModule Module, input_output_alias={ {0, 0}: (0, {0}), (0, {1}) }
 
@@ -449,8 +443,7 @@ ENTRY entry {
   ROOT %out = (f32[], f32[]) tuple(%p0, %p1)
 }
   """,
-         2, 58, r"expected '\{' to start a list of integers, found '\('"),
-    # XLA: "Expects '}' at the end of aliasing description"
+         2, 58, r"Expects '\{' at the start of ShapeIndex, found '\('", xla="Expects '{' at the start of ShapeIndex"),
     Case("AliasingWrongFormatTwoColons", r"""
 HloModule Module, input_output_alias={ {0}: (0, {0}): {0, 1}, {1}: (0, {1}) }
 
@@ -461,8 +454,7 @@ ENTRY entry {
   ROOT %out = (f32[], f32[]) tuple(%p0, %p1)
 }
   """,
-         2, 53, r"expected '\}' or ',' in input_output_alias, found ':'"),
-    # XLA: 'expects integer'
+         2, 53, r"Expects '\}' at the end of aliasing description \(or ',' before the next alias\), found ':'", xla="Expects '}' at the end of aliasing description"),
     Case("AliasingWrongFormatAlphaParam", r"""
 HloModule Module, input_output_alias={ {0, a}: (zero, {0}), {1}: (0, {1}) }
 
@@ -473,8 +465,7 @@ ENTRY entry {
   ROOT %out = (f32[], f32[]) tuple(%p0, %p1)
 }
   """,
-         2, 44, r"expected an integer, found 'a'"),
-    # XLA: 'expects integer'
+         2, 44, r"expects integer \(a tuple index of the ShapeIndex\), found 'a'", xla='expects integer'),
     Case("BufferDonorShapeIndexNotNumerical", r"""
 HloModule Module, buffer_donor={ (0, {0, a}), (0, {1}) }
 
@@ -485,8 +476,7 @@ ENTRY entry {
   ROOT %out = (f32[], f32[]) tuple(%p0, %p1)
 }
   """,
-         2, 42, r"expected an integer, found 'a'"),
-    # XLA: 'expects integer'
+         2, 42, r"expects integer \(a tuple index of the ShapeIndex\), found 'a'", xla='expects integer'),
     Case("BufferDonorWrongFormatAlphaParam", r"""
 HloModule Module, buffer_donor={ (zero, {0}), (0, {1}) }
 
@@ -497,14 +487,13 @@ ENTRY entry {
   ROOT %out = (f32[], f32[]) tuple(%p0, %p1)
 }
   """,
-         2, 35, r"expected a parameter number, found 'zero'"),
-    # XLA: 'one computation should have only one ROOT'
+         2, 35, r"expects integer \(a parameter number\), found 'zero'", xla='expects integer'),
     Case("MultipleRoots", r"""HloModule multiple_roots:
 ENTRY consts {
   ROOT const1 = f32[1]{0} constant({12345})
   ROOT const2 = f32[1]{0} constant({12345})
 }""",
-         4, 3, r"computation 'consts' has more than one ROOT \('const1' and 'const2'\)"),
+         4, 3, r"one computation should have only one ROOT \('const1' and 'const2' in computation 'consts'\)", xla='one computation should have only one ROOT'),
     Case("ComputationExists", r"""HloModule comp_exists
 comp {
   const1 = f32[1]{0} constant({12345})
@@ -512,8 +501,7 @@ comp {
 comp {
   const2 = f32[1]{0} constant({67890})
 }""",
-         5, 1, r"computation 'comp' is defined twice"),
-    # XLA: 'was parsing 8:39: error: instruction does not exist: aparam'
+         5, 1, r"computation already exists: comp", xla='was parsing 2:1: error: computation previously defined here\ncomp {\n^'),
     Case("CrossComputationLookup", r"""HloModule cross_computation_lookup:
 tcalla (a: (s32[], s32[])) -> (s32[], s32[]) {
   ROOT aparam = (s32[], s32[]) parameter(0)
@@ -529,17 +517,14 @@ ENTRY entry {
   call0 = (s32[], s32[]) call(param), to_apply=tcalla
   ROOT call1 = s32[] call(param), to_apply=tcallb
 }""",
-         8, 39, r"instruction does not exist: aparam"),
-    # XLA: 'DynamicReshape requires at least one operand.'
+         8, 39, r"instruction does not exist: aparam", xla='was parsing 8:39: error: instruction does not exist: aparam'),
     Case("ParseDynamicReshapeMissingOperands", r"""
 HloModule test_module
 ENTRY %test_entry () -> f32[10,20] {
   ROOT %dynamic-reshape = f32[10,20]{1,0} dynamic-reshape()
 }
 """,
-         4, 8, r"dynamic-reshape: expects at least 1 operands, got 0"),
-    # xlapy's message is the reshape shape rule's (ShapeInference's)
-    # XLA: 'expects the same number of elements in result shape f32[31] and operand shape f32[4,8]'
+         4, 8, r"dynamic-reshape: DynamicReshape requires at least one operand\.", xla='DynamicReshape requires at least one operand.'),
     Case("ParseReshapeElementCountMismatch", r"""
 HloModule test_module
 ENTRY %test_entry {
@@ -547,9 +532,7 @@ ENTRY %test_entry {
   ROOT %result = f32[31] reshape(%a)
 }
 """,
-         5, 8, r"reshape: Reshape operation has mismatched element counts: from=32 \(f32\[4,8\]\{1,0\}\) to=31 \(f32\[31\]\{0\}\)\."),
-    # xlapy's message is the reshape shape rule's
-    # XLA: 'expects the same number of elements in result shape f32[4,<=7] and operand shape f32[4,<=8]'
+         5, 8, r"reshape: Reshape operation has mismatched element counts: from=32 \(f32\[4,8\]\{1,0\}\) to=31 \(f32\[31\]\{0\}\)\.", xla='expects the same number of elements in result shape f32[31] and operand shape f32[4,8]'),
     Case("ParseDynamicReshapeElementCountMismatch", r"""
 HloModule test_module
 ENTRY %test_entry {
@@ -558,7 +541,7 @@ ENTRY %test_entry {
   ROOT %result = f32[4,<=7] dynamic-reshape(%a, %size, %size)
 }
 """,
-         6, 8, r"dynamic-reshape: Reshape operation has mismatched element counts: from=32 \(f32\[4,<=8\]\{1,0\}\) to=28 \(f32\[4,<=7\]\{"),
+         6, 8, r"dynamic-reshape: Reshape operation has mismatched element counts: from=32 \(f32\[4,<=8\]\{1,0\}\) to=28 \(f32\[4,<=7\]\{", xla='expects the same number of elements in result shape f32[4,<=7] and operand shape f32[4,<=8]'),
     Case("ParseDynamicReshapeDimSizeOperandCountMismatch", r"""
 HloModule test_module
 ENTRY %test_entry {
@@ -594,7 +577,6 @@ ENTRY %CustomCallIncompatibleOperandConstraints (p0: f32[42,2,3], p1: f32[123,4]
 
 """,
          6, 8, r"custom-call: Operand layout constraint shape f32\[555,5\]\{1,0\} for operand 1 is not compatible with operand shap", xla='operand 1 is not compatible with operand shape'),
-    # XLA: 'Unknown API version'
     Case("CustomCallWithNonexistentVersion", r"""HloModule custom_call
 
 ENTRY %CustomCall () -> f32[1,2,3] {
@@ -603,7 +585,7 @@ ENTRY %CustomCall () -> f32[1,2,3] {
 }
 
 """,
-         5, 115, r"expected custom call api version \(API_VERSION_UNSPECIFIED, API_VERSION_ORIGINAL, API_VERSION_STATUS_RETURNING,"),
+         5, 115, r"expects custom-call API version but sees: API_VERSION_THAT_DOESNT_EXIST, error: Unknown API version: API_VERSION_THAT_DOESNT_EXIST \(expected one of API_VERSION", xla='Unknown API version'),
     Case("CustomCallWithUnspecifiedVersion", r"""HloModule custom_call
 
 ENTRY %CustomCall () -> f32[1,2,3] {
@@ -631,7 +613,6 @@ ENTRY %entrycomp (p: f32[2,2]) -> f32[2,2] {
   }
   """,
          4, 5, r"Duplicate parameter number 0", xla='Duplicate parameter number 0'),
-    # XLA: 'The first operand must be a scalar'
     Case("CheckIndexedConditionalDimension", r"""
   HloModule Module
 
@@ -652,8 +633,7 @@ ENTRY %entrycomp (p: f32[2,2]) -> f32[2,2] {
       branch_computations={branch0, branch1}
   }
   """,
-         17, 10, r"conditional: The first operand of conditional must be a scalar\. Got s32\[2\]\{0\}"),
-    # XLA: 'The first operand must be a scalar of PRED or S32' / 'unexpected attribute "branch_computations"'
+         17, 54, r"The first operand must be a scalar \(a conditional's branch index\), got s32\[2\]\{0\}", xla='The first operand must be a scalar'),
     Case("CheckIndexedConditionalElementType", r"""
   HloModule Module
 
@@ -674,8 +654,7 @@ ENTRY %entrycomp (p: f32[2,2]) -> f32[2,2] {
       branch_computations={branch0, branch1}
   }
   """,
-         17, 10, r"conditional: The first operand of indexed conditional must be a scalar of S32\. Got type F32\."),
-    # XLA: 'unexpected attribute "branch_computations"'
+         17, 54, r"The first operand must be a scalar of PRED or S32 \(a conditional's branch index\), got f32\[\]", xla='The first operand must be a scalar of PRED or S32'),
     Case("CheckPredicatedConditionalRequiresTrueAndFalseComputation", r"""
   HloModule Module
 
@@ -696,7 +675,7 @@ ENTRY %entrycomp (p: f32[2,2]) -> f32[2,2] {
       branch_computations={branch0, branch1}
   }
   """,
-         17, 10, r"conditional: a conditional with a pred branch index takes true_computation and false_computation \(not branch_c"),
+         17, 55, r'unexpected attribute "branch_computations" for conditional\. Allowed attributes: true_computation, false_computation, sharding, frontend_attributes, control-pre', xla='unexpected attribute "branch_computations"'),
     Case("TupleTypo", r"""HloModule TupleTypoTest
 ENTRY TupleTypo {
   pow = s32[] constant(42)
@@ -711,14 +690,12 @@ ENTRY test {
 }
 """,
          4, 22, r"broadcast: missing required attribute 'dimensions'", xla='dimensions'),
-    # sparse layouts are not supported by xlapy
-    # XLA: 'expected a DimLevelType abbreviation'
     Case("InvalidDimLevelType", r"""HloModule test
 
 ENTRY test {
   ROOT root = f32[10,10]{1,0:D(X,C)} parameter(0)
 }""",
-         4, 30, r"sparse layouts \(D\(\.\.\.\) dimension level types\) are not supported by xlapy"),
+         4, 32, r"expected a DimLevelType abbreviation \(D, C, or S\), found 'X'", xla='expected a DimLevelType abbreviation'),
     Case("RejectDensePhysicalShape", r"""HloModule test
 
 ENTRY test {
@@ -740,7 +717,7 @@ ENTRY AsyncStart_WrongOperand_SubShape {
   ROOT async-done = f32[3,2] async-done(async-update), calls=async_computation
 }
   """,
-         11, 3, r"AsyncStart and AsyncUpdate expect the shape to be in the form of \(\(operand0_shape, operand1_shape, \.\.\.\), outpu", xla='AsyncStart and AsyncUpdate expect the shape to be in the form of ((operand0_shape, operand1_shape, ...), output_shape, ...)'),
+         11, 3, r"AsyncStart expects the op shape to be in the form of \(\(async-operands\), async-outputs, state\)\. AsyncStart and AsyncUpdate expect the shape to be in the for", xla='AsyncStart and AsyncUpdate expect the shape to be in the form of ((operand0_shape, operand1_shape, ...), output_shape, ...)'),
     Case("AsyncUpdate_WrongOperand_SubShape", r"""
 HloModule Module
 
@@ -756,7 +733,7 @@ ENTRY AsyncUpdate_WrongOperand_SubShape {
   ROOT async-done = f32[3,2] async-done(async-update), calls=async_computation
 }
   """,
-         12, 3, r"AsyncStart and AsyncUpdate expect the shape to be in the form of \(\(operand0_shape, operand1_shape, \.\.\.\), outpu", xla='AsyncStart and AsyncUpdate expect the shape to be in the form of ((operand0_shape, operand1_shape, ...), output_shape, ...)'),
+         12, 3, r"AsyncUpdate expects the op shape to be the same as the operand shape\. AsyncStart and AsyncUpdate expect the shape to be in the form of \(\(operand0_shape, oper", xla='AsyncStart and AsyncUpdate expect the shape to be in the form of ((operand0_shape, operand1_shape, ...), output_shape, ...)'),
     Case("AsyncStart_Missing_Output_Type", r"""
 HloModule Module
 
@@ -771,7 +748,7 @@ ENTRY AsyncStart_Missing_Output_Type {
   ROOT async-done = f32[3,2] async-done(async-start), calls=async_computation
 }
   """,
-         11, 3, r"AsyncStart and AsyncUpdate expect the shape to be in the form of \(\(operand0_shape, operand1_shape, \.\.\.\), outpu", xla='AsyncStart and AsyncUpdate expect the shape to be in the form of ((operand0_shape, operand1_shape, ...), output_shape, ...)'),
+         11, 3, r"AsyncStart expects the op shape to be in the form of \(\(async-operands\), async-outputs, state\)\. AsyncStart and AsyncUpdate expect the shape to be in the for", xla='AsyncStart and AsyncUpdate expect the shape to be in the form of ((operand0_shape, operand1_shape, ...), output_shape, ...)'),
     Case("AsyncUpdate_Missing_Output_Type", r"""
 HloModule Module
 
@@ -787,7 +764,7 @@ ENTRY AsyncUpdate_Missing_Output_Type {
   ROOT async-done = f32[3,2] async-done(async-update), calls=async_computation
 }
   """,
-         12, 3, r"AsyncStart and AsyncUpdate expect the shape to be in the form of \(\(operand0_shape, operand1_shape, \.\.\.\), outpu", xla='AsyncStart and AsyncUpdate expect the shape to be in the form of ((operand0_shape, operand1_shape, ...), output_shape, ...)'),
+         12, 3, r"AsyncUpdate expects the op shape to be the same as the operand shape\. AsyncStart and AsyncUpdate expect the shape to be in the form of \(\(operand0_shape, oper", xla='AsyncStart and AsyncUpdate expect the shape to be in the form of ((operand0_shape, operand1_shape, ...), output_shape, ...)'),
     Case("AsyncUpdateZeroOperandsRejected", r"""
 HloModule Module
 
@@ -802,7 +779,7 @@ ENTRY AsyncUpdateZeroOperandsRejected {
   ROOT async-update = ((f32[2,3]), f32[3,2], s32[]) async-update()
 }
   """,
-         12, 53, r"No operand found for AsyncUpdate and AsyncDone", xla='No operand found for AsyncUpdate and AsyncDone'),
+         12, 53, r"AsyncUpdate and AsyncDone expect a single async op as their operand: No operand found for AsyncUpdate and AsyncDone", xla='No operand found for AsyncUpdate and AsyncDone'),
     Case("AsyncDoneZeroOperandsRejected", r"""
 HloModule Module
 
@@ -817,7 +794,7 @@ ENTRY AsyncDoneZeroOperandsRejected {
   ROOT async-done = f32[3,2] async-done()
 }
   """,
-         12, 30, r"No operand found for AsyncUpdate and AsyncDone", xla='No operand found for AsyncUpdate and AsyncDone'),
+         12, 30, r"AsyncUpdate and AsyncDone expect a single async op as their operand: No operand found for AsyncUpdate and AsyncDone", xla='No operand found for AsyncUpdate and AsyncDone'),
     Case("AsyncDoneAsOperandToAsyncUpdateRejected", r"""
 HloModule Module
 
@@ -833,7 +810,7 @@ ENTRY AsyncDoneAsOperandToAsyncUpdateRejected {
   ROOT async-update = ((f32[2,3]), f32[3,2], s32[]) async-update(async-done)
 }
   """,
-         13, 53, r"AsyncUpdate and AsyncDone cannot have AsyncDone as operand\.", xla='AsyncUpdate and AsyncDone cannot have AsyncDone as operand.'),
+         13, 53, r"AsyncUpdate and AsyncDone expect a single async op as their operand: AsyncUpdate and AsyncDone cannot have AsyncDone as operand\.", xla='AsyncUpdate and AsyncDone cannot have AsyncDone as operand.'),
     Case("AsyncDoneAsOperandToAsyncDoneRejected", r"""
 HloModule Module
 
@@ -849,7 +826,7 @@ ENTRY AsyncDoneAsOperandToAsyncDoneRejected {
   ROOT async-done.1 = f32[3,2] async-done(async-done.0)
 }
   """,
-         13, 32, r"AsyncUpdate and AsyncDone cannot have AsyncDone as operand\.", xla='AsyncUpdate and AsyncDone cannot have AsyncDone as operand.'),
+         13, 32, r"AsyncUpdate and AsyncDone expect a single async op as their operand: AsyncUpdate and AsyncDone cannot have AsyncDone as operand\.", xla='AsyncUpdate and AsyncDone cannot have AsyncDone as operand.'),
     Case("AsyncUpdateWithSyntaxSugarWrongOp", r"""
 HloModule AsyncUpdateWithSyntaxSugarWrongOp
 
@@ -963,7 +940,6 @@ ENTRY %Entry (p0: f32[10]) -> f32[20] {
   }
   """,
          6, 78, r"invalid attribute name: foo \(expected mode or tolerance\)", xla='invalid attribute name'),
-    # XLA: 'error: unexpected attribute "result_accuracy"'
     Case("TranscendentalAccuracyInvalidOp", r"""
 HloModule bitcast_to_smaller
 
@@ -972,8 +948,7 @@ ENTRY main {
   ROOT out = s8[10,4] bitcast-convert(p), result_accuracy={tolerance={rtol=0.5, atol=1.0, ulps=2}}
 }
 """,
-         6, 42, r"unknown attribute 'result_accuracy' for bitcast-convert \(allowed: sharding, frontend_attributes, control-prede"),
-    # XLA: 'Unknown opcode: copy-update'
+         6, 42, r'unexpected attribute "result_accuracy" for bitcast-convert\. Allowed attributes: sharding, frontend_attributes, control-predecessors, statistics, origin, metada', xla='error: unexpected attribute "result_accuracy"'),
     Case("DesugarParsingTest_CopyUpdate_Invalid", r"""
 HloModule test
 ENTRY main {
@@ -983,8 +958,7 @@ ENTRY main {
   ROOT done = f32[128] copy-done(update)
 }
   """,
-         6, 40, r"unknown opcode 'copy-update' \(copy has its own async opcodes and no '-update' async-wrapped form\)"),
-    # XLA: 'Unknown opcode: send-start'
+         6, 40, r"expects opcode but sees: copy-update, error: Unknown opcode: copy-update \(copy has its own async opcodes and no '-update' async-wrapped form\)", xla='Unknown opcode: copy-update'),
     Case("DesugarParsingTest_SendStart_Invalid", r"""
 HloModule test
 ENTRY main {
@@ -994,8 +968,7 @@ ENTRY main {
   ROOT done = token[] send-done(start)
 }
   """,
-         6, 38, r"unknown opcode 'send-start' \(send has its own async opcodes and no '-start' async-wrapped form\)"),
-    # XLA: 'Unknown opcode: send-update'
+         6, 38, r"expects opcode but sees: send-start, error: Unknown opcode: send-start \(send has its own async opcodes and no '-start' async-wrapped form\)", xla='Unknown opcode: send-start'),
     Case("DesugarParsingTest_SendUpdate_Invalid", r"""
 HloModule test
 ENTRY main {
@@ -1006,8 +979,7 @@ ENTRY main {
   ROOT done = token[] send-done(update), channel_id=1
 }
   """,
-         7, 39, r"unknown opcode 'send-update' \(send has its own async opcodes and no '-update' async-wrapped form\)"),
-    # XLA: 'Unknown opcode: recv-start'
+         7, 39, r"expects opcode but sees: send-update, error: Unknown opcode: send-update \(send has its own async opcodes and no '-update' async-wrapped form\)", xla='Unknown opcode: send-update'),
     Case("DesugarParsingTest_RecvStart_Invalid", r"""
 HloModule test
 ENTRY main {
@@ -1016,8 +988,7 @@ ENTRY main {
   ROOT done = (f32[128], token[]) recv-done(start), channel_id=1
 }
   """,
-         5, 38, r"unknown opcode 'recv-start' \(recv has its own async opcodes and no '-start' async-wrapped form\)"),
-    # XLA: 'Unknown opcode: recv-update'
+         5, 38, r"expects opcode but sees: recv-start, error: Unknown opcode: recv-start \(recv has its own async opcodes and no '-start' async-wrapped form\)", xla='Unknown opcode: recv-start'),
     Case("DesugarParsingTest_RecvUpdate_Invalid", r"""
 HloModule test
 ENTRY main {
@@ -1027,7 +998,7 @@ ENTRY main {
   ROOT done = (f32[128], token[]) recv-done(update), channel_id=1
 }
   """,
-         6, 39, r"unknown opcode 'recv-update' \(recv has its own async opcodes and no '-update' async-wrapped form\)"),
+         6, 39, r"expects opcode but sees: recv-update, error: Unknown opcode: recv-update \(recv has its own async opcodes and no '-update' async-wrapped form\)", xla='Unknown opcode: recv-update'),
     # InvalidDimLabels, first case
     Case("InvalidDimLabels_NotUnique", r"""HloModule invalid_dim_labels_module
 
@@ -1064,22 +1035,13 @@ ENTRY %Convolve1D1Window_0.v3 (input: f32[1,2,1], filter: f32[1,1,1]) -> f32[1,2
     Case("Empty", r"""""",
          1, 1, r"expected a computation \(e\.g\. 'ENTRY main \{ \.\.\. \}'\), found end of input"),
     Case("Garbage", r"""HloModule thi$ str1ng makes# N0 sen$e @all!*&^%$""",
-         1, 14, r"expected a computation name, found '\$'"),
-    # XLA parses it as a lone instruction; xlapy parses modules: wrapped in ENTRY
-    # XLA: 'parameter number must be >= 0'
-    Case("NegativeParameterNumber", r"""ENTRY e {
-  ROOT par0 = f32[3,5] parameter(-1)
-}
-""",
-         2, 8, r"parameter: attribute 'parameter_number' must be >= 0, got -1"),
-    # wrapped in ENTRY, as NegativeParameterNumber
-    Case("WrongNumberOfParameterLeafBuffersInReplication", r"""ENTRY e {
-  ROOT par0 = (f32[3,5], f32[]) parameter(0), parameter_replication={true,false,true}
-}
-""",
-         2, 8, r"parameter: parameter has 2 leaf buffers, but parameter_replication has 3 elements\.", xla='parameter has 2 leaf buffers, but parameter_replication has 3 elements'),
-    # adapted: XLA's all-reduce-start had an async-style shape, which xlapy's rule rejects first
-    # XLA: 'Unknown opcode: all-reduce-update'
+         1, 14, r"expects name \(a computation name\), found '\$'"),
+    # a lone instruction, as XLA's (ParseSingleInstruction)
+    Case("NegativeParameterNumber", r"""par0 = f32[3,5] parameter(-1)""",
+         1, 1, r"parameter number must be >= 0, got -1", xla='parameter number must be >= 0'),
+    Case("WrongNumberOfParameterLeafBuffersInReplication",
+         r"""par0 = (f32[3,5], f32[]) parameter(0), parameter_replication={true,false,true}""",
+         1, 1, r"parameter: parameter has 2 leaf buffers, but parameter_replication has 3 elements\.", xla='parameter has 2 leaf buffers, but parameter_replication has 3 elements'),
     Case("DesugarParsingTest_AllReduceUpdate_Invalid", r"""HloModule test
 
 add {
@@ -1090,40 +1052,132 @@ add {
 
 ENTRY main {
   p0 = f32[128] parameter(0)
-  start = f32[128] all-reduce-start(p0), to_apply=add
+  start = ((f32[128]), f32[128], u32[]) all-reduce-start(p0), to_apply=add
   update = ((f32[128]), f32[128], u32[]) all-reduce-update(start)
   ROOT done = f32[128] all-reduce-done(update)
 }
 """,
-         12, 42, r"unknown opcode 'all-reduce-update' \(all-reduce has its own async opcodes and no '-update' async-wrapped form\)"),
-    # adapted as the all-reduce case
-    # XLA: 'Unknown opcode: all-gather-update'
+         12, 42, r"expects opcode but sees: all-reduce-update, error: Unknown opcode: all-reduce-update \(all-reduce has its own async opcodes and no '-update' async-wrapped form", xla='expects opcode but sees: all-reduce-update, error: Unknown opcode: all-reduce-update'),
     Case("DesugarParsingTest_AllGatherUpdate_Invalid", r"""HloModule test
 ENTRY main {
   p0 = f32[128] parameter(0)
-  start = (f32[128], f32[256]) all-gather-start(p0), replica_groups={{0,1}}, dimensions={0}
+  start = ((f32[128]), f32[256], u32[]) all-gather-start(p0), dimensions={0}
   update = ((f32[128]), f32[256], u32[]) all-gather-update(start)
   ROOT done = f32[256] all-gather-done(update)
 }
 """,
-         5, 42, r"unknown opcode 'all-gather-update' \(all-gather has its own async opcodes and no '-update' async-wrapped form\)"),
-    # adapted as the all-reduce case
-    # XLA: 'Unknown opcode: collective-permute-update'
+         5, 42, r"expects opcode but sees: all-gather-update, error: Unknown opcode: all-gather-update \(all-gather has its own async opcodes and no '-update' async-wrapped form", xla='Unknown opcode: all-gather-update'),
     Case("DesugarParsingTest_CollectivePermuteUpdate_Invalid", r"""HloModule test
 ENTRY main {
   p0 = f32[128] parameter(0)
-  start = (f32[128], f32[128]) collective-permute-start(p0), source_target_pairs={{0,1}}
+  start = ((f32[128]), f32[128], u32[]) collective-permute-start(p0), source_target_pairs={{0,1}}
   update = ((f32[128]), f32[128], u32[]) collective-permute-update(start)
   ROOT done = f32[128] collective-permute-done(update)
 }
 """,
-         5, 42, r"unknown opcode 'collective-permute-update' \(collective-permute has its own async opcodes and no '-update' asyn"),
+         5, 42, r"expects opcode but sees: collective-permute-update, error: Unknown opcode: collective-permute-update \(collective-permute has its own async opcodes and no '-upd", xla='Unknown opcode: collective-permute-update'),
+    # single-instruction texts (XLA's ParseSingleInstruction) and async shapes
+    Case("SingleOpNoShapeProducesError", r"""multiply(f32[2,4]{1,0} %broadcast, f32[2,4]{1,0} %x)""",
+         1, 9, r"expects '=' in instruction \(after the name 'multiply'\), found '\('", xla="expects '=' in instruction"),
+    Case("SingleOpNoOperandShapesProducesError", r"""%multiply = f32[2,4]{1,0} multiply(%broadcast, %x)""",
+         1, 36, r"Operand had no shape in HLO text; cannot create parameter for single-instruction module \(operand 'broadcast'\)\.", xla='Operand had no shape in HLO text'),
+    Case("SingleOpWithNested_DoesNotExist", r"""reduce = f32[] reduce(f32[10], f32[]), dimensions={0}, to_apply=
+{
+  result = f32[] add(f32[] x, f32[] y)
+}""",
+         3, 28, r"instruction does not exist: x", xla='does not exist: x'),
+    Case("SingleOpWithNested_NoLhs", r"""reduce = f32[] reduce(f32[10], f32[]), dimensions={0}, to_apply=
+{
+  f32[] add(f32[] x, f32[] y)
+}""",
+         3, 3, r"expects name \(an instruction name\), found the keyword or type name 'f32'", xla='expects name'),
+    Case("SingleOpWithNested_NoOperandName", r"""reduce = f32[] reduce(f32[10], f32[]), dimensions={0}, to_apply=
+{
+  result = f32[] add(f32[], f32[])
+}""",
+         3, 27, r"expects name \(an operand name after the operand shape f32\[\]\), found ','", xla='expects name'),
+    Case("MultipleOpsProducesError", r"""
+  param = f32[2,5,1,3] parameter(0)
+  transpose = f32[1,5,2,3] transpose(param), dimensions={2,1,0,3}
+""",
+         3, 3, r'Expected eof after parsing single instruction\. Did you mean to write an HLO module and forget the "HloModule" header\?', xla='Expected eof'),
+    Case("AsyncStartMissingOperandWrapper", r"""HloModule m
+async_computation {
+  p = f32[2,3] parameter(0)
+  ROOT custom-call = f32[3,2] custom-call(p), custom_call_target="foo"
+}
+ENTRY e {
+  p0 = f32[2,3] parameter(0)
+  async-start = (f32[2,3], f32[3,2], s32[]) async-start(p0), calls=async_computation
+  ROOT async-done = f32[3,2] async-done(async-start), calls=async_computation
+}
+""",
+         8, 3, r"AsyncStart expects the op shape to be in the form of \(\(async-operands\), async-outputs, state\)\. AsyncStart and AsyncUpdate expect the shape to be in the for", xla='AsyncStart expects the op shape to be in the form of ((async-operands), async-outputs, state).'),
+    Case("AsyncUpdateMissingOperandWrapper", r"""HloModule m
+async_computation {
+  p = f32[2,3] parameter(0)
+  ROOT custom-call = f32[3,2] custom-call(p), custom_call_target="foo"
+}
+ENTRY e {
+  p0 = f32[2,3] parameter(0)
+  async-start = ((f32[2,3]), f32[3,2], s32[]) async-start(p0), calls=async_computation
+  async-update = (f32[2,3], f32[3,2], s32[]) async-update(async-start), calls=async_computation
+  ROOT async-done = f32[3,2] async-done(async-update), calls=async_computation
+}
+""",
+         9, 3, r"AsyncUpdate expects the op shape to be the same as the operand shape\. AsyncStart and AsyncUpdate expect the shape to be in the form of \(\(operand0_shape, oper", xla='AsyncUpdate expects the op shape to be the same as the operand shape.'),
+    Case("AsyncOpTupleWrongType", r"""HloModule m
+async_computation {
+  p = f32[2,3] parameter(0)
+  ROOT custom-call = f32[3,2] custom-call(p), custom_call_target="foo"
+}
+ENTRY e {
+  p0 = f32[2,3] parameter(0)
+  async-start = ((f32[2,3])) async-start(p0), calls=async_computation
+  ROOT async-done = f32[3,2] async-done(async-start), calls=async_computation
+}
+""",
+         8, 3, r"AsyncStart expects the op shape to be in the form of \(\(async-operands\), async-outputs, state\)\. AsyncStart and AsyncUpdate expect the shape to be in the for", xla='AsyncStart expects the op shape to be in the form of ((async-operands), async-outputs, state).'),
+    Case("AsyncDoneNoAsyncStart", r"""HloModule m
+ENTRY e {
+  p0 = f32[2,3] parameter(0)
+  p1 = u32[] parameter(1)
+  tuple = ((f32[2,3]), f32[2,3], u32[]) tuple(p0, p0, p1)
+  ROOT async-done = f32[2,3] custom-call-done(tuple)
+}
+""",
+         6, 8, r"AsyncUpdate and AsyncDone expect a single async op as their operand\. \(%tuple, a tuple, does not carry an async op's value\.\)", xla='AsyncUpdate and AsyncDone expect a single async op as their operand.'),
+    Case("AsyncUpdateAndAsyncDoneNoAsyncStart", r"""HloModule m
+ENTRY e {
+  p0 = f32[2,3] parameter(0)
+  p1 = u32[] parameter(1)
+  tuple = ((f32[2,3]), f32[2,3], u32[]) tuple(p0, p0, p1)
+  async-update = ((f32[2,3]), f32[2,3], u32[]) custom-call-update(tuple)
+  ROOT async-done = f32[2,3] custom-call-done(tuple)
+}
+""",
+         6, 3, r"AsyncUpdate and AsyncDone expect a single async op as their operand\. \(%tuple, a tuple, does not carry an async op's value\.\)", xla='AsyncUpdate and AsyncDone expect a single async op as their operand.'),
+    Case("AsyncOpSharedComputation", r"""HloModule m
+%async_wrapped (async_param: f32[10]) -> f32[20] {
+  %async_param = f32[10]{0} parameter(0)
+  ROOT %call = f32[20]{0} custom-call(f32[10]{0} %async_param), custom_call_target="foo"
+}
+ENTRY %e (p0: f32[10]) -> f32[20] {
+  %p0 = f32[10]{0} parameter(0)
+  %async-start.0 = ((f32[10]{0}), f32[20]{0}, s32[]) async-start(f32[10]{0} %p0), calls=%async_wrapped
+  %async-done.0 = f32[20]{0} async-done(((f32[10]{0}), f32[20]{0}, s32[]) %async-start.0)
+  %async-start.1 = ((f32[10]{0}), f32[20]{0}, s32[]) async-start(f32[10]{0} %p0), calls=%async_wrapped
+  ROOT %async-done.1 = f32[20]{0} async-done(((f32[10]{0}), f32[20]{0}, s32[]) %async-start.1)
+}
+""",
+         10, 3, r"Computation async_wrapped is called by more than one async op \(%async-start\.0 and %async-start\.1\)\.", xla='Computation async_wrapped is called by more than one async op'),
 ]
 
 
 def _parse_error(text: str) -> ParseError:
+    """As XLA's tests: ParseAndReturnUnverifiedModule (shape checks left to the verifier)."""
     try:
-        parse_hlo_module(text)
+        parse_hlo_module(text, verify=False)
     except ParseError as e:
         return e
     pytest.fail("parsed without error")
@@ -1133,8 +1187,9 @@ def _parse_error(text: str) -> ParseError:
 def test_malformed_text_raises_parse_error(case):
     err = _parse_error(case.text)
     first = str(err).splitlines()[0]
-    assert first.startswith(f"hlo:{case.line}:{case.column}: "), first
-    assert re.match(case.message, first.split(": ", 1)[1]), first
+    assert first.startswith(f"was parsing {case.line}:{case.column}: error: "), first
+    assert re.match(case.message, first.split(": error: ", 1)[1]), first
+    assert (err.line, err.column) == (case.line, case.column)
     assert str(err).splitlines()[-1].strip() == "^"  # the caret excerpt
     if case.xla is not None:
         assert case.xla in str(err)

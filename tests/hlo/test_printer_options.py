@@ -9,6 +9,7 @@ import pytest
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, module_to_string
+from xlapy.hlo.verifier import VerifierError, verify_module
 
 TEXT = """HloModule options, entry_computation_layout={(f32[2]{0}, f32[2]{0})->(f32[2]{0}, f32[11]{0}, f32[10]{0}, f32[2]{0}, f32[2]{0}, /*index=5*/f32[2]{0}, f32[2]{0})}
 
@@ -183,15 +184,22 @@ def test_omitted_result_shapes_are_inferred():
 
 
 @pytest.mark.parametrize("given,message", [
-    ("a = f32[3,2] add(x, y)", (r"hlo:6:3: add: the given shape f32\[3,2\]\{1,0\} is not compatible "
+    ("a = f32[3,2] add(x, y)", (r"was parsing 6:3: error: add: the given shape f32\[3,2\]\{1,0\} is not compatible "
                                r"with the inferred shape f32\[2,3\]\{1,0\}")),
-    ("a = s32[2,3] add(x, y)", r"hlo:6:3: add: the given shape s32\[2,3\]\{1,0\} is not compatible"),
-    ("a = (f32[2,3]) add(x, y)", (r"hlo:6:3: add: the given shape \(f32\[2,3\]\{1,0\}\) is not "
+    ("a = s32[2,3] add(x, y)", r"was parsing 6:3: error: add: the given shape s32\[2,3\]\{1,0\} is not compatible"),
+    ("a = (f32[2,3]) add(x, y)", (r"was parsing 6:3: error: add: the given shape \(f32\[2,3\]\{1,0\}\) is not "
                                  r"compatible")),
 ])
 def test_given_incompatible_shape_is_rejected(given, message):
     with pytest.raises(ParseError, match=message):
         parse_hlo_module(INFERRED.replace("a = add(x, y)", given))
+    # XLA's unverified parser keeps the given shape (where no later shape is inferred from
+    # it: compare's would fail to infer, in XLA too); its verifier reports it
+    text = INFERRED.replace("a = add(x, y)", given).replace("compare(a, y)", "compare(x, y)")
+    module = parse_hlo_module(text, verify=False)
+    with pytest.raises(VerifierError, match="add: shape .* is not compatible with the shape its "
+                                             "operands give"):
+        verify_module(module)
 
 
 def test_given_shape_keeps_its_layout():

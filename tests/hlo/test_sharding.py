@@ -30,16 +30,36 @@ def test_valid_shardings_print_back(sharding):
     assert f"sharding={sharding}" in m.to_string()
 
 
+@pytest.mark.parametrize("sharding", [  # XLA's ParseNamedSharding* texts
+    "{mesh['a'=2,'b'=4,'c'=3,'d'=8], [{'a'}, {'c', 'b'}]}",
+    "{mesh['a'=2,'b'=4,'c'=3,'d'=8], [{'b':(2)2}, {'d':(4)2, 'c', ?}]}",
+    "{mesh['a'=2,'b'=4], replicated, metadata={{op_name=\"foo\"}}}",
+    "{maximal_mesh[device_id=5]}",
+    "{{replicated}, {mesh['a'=2,'b'=4], replicated}, {maximal device=5}, "
+    "{maximal_mesh[device_id=5]}}",
+])
+def test_named_shardings_print_back(sharding):
+    """Named (mesh) shardings are read whole, alone or in a tuple, and print back as written
+    (as jaxlib 0.10.2's XLA prints them)."""
+    m = parse_hlo_module(module(sharding))
+    assert f"sharding={sharding}" in m.to_string()
+    assert parse_sharding(sharding).kind == ("tuple" if sharding.startswith("{{") else "named")
+
+
 @pytest.mark.parametrize("sharding,message", [
-    # the device count must match the tile assignment (HloSharding::FromProto)
+    # the device count must match the tile assignment (newer XLA's parser's words first)
     ("{devices=[2,2]0,1,2,3,4,5,6,7,8,9}",
-     "the tile assignment [2,2] holds 4 devices, but the device list has 10"),
-    ("{devices=[2,2]<=[16]}", ("the tile assignment [2,2] holds 4 devices, but the iota <=[16] "
-                              "has 16")),
-    ("{devices=[2,2]0,1,2}", ("the tile assignment [2,2] holds 4 devices, but the device list "
-                             "has 3")),
-    ("{devices=[2,2]<=[2,3]T(1,0)}", ("the tile assignment [2,2] holds 4 devices, but the iota "
-                                     "<=[2,3] has 6")),
+     "sharding device count 10 does not match the tile assignment size 4 (the tile assignment "
+     "[2,2] holds 4 devices, but the device list has 10)"),
+    ("{devices=[2,2]<=[16]}", ("iota tile assignment size 16 does not match the tile assignment "
+                              "dimensions product 4 (the tile assignment [2,2] holds 4 devices, "
+                              "but the iota <=[16] has 16)")),
+    ("{devices=[2,2]0,1,2}", ("sharding device count 3 does not match the tile assignment size "
+                             "4 (the tile assignment [2,2] holds 4 devices, but the device list "
+                             "has 3)")),
+    ("{devices=[2,2]<=[2,3]T(1,0)}", ("iota tile assignment size 6 does not match the tile "
+                                     "assignment dimensions product 4 (the tile assignment "
+                                     "[2,2] holds 4 devices, but the iota <=[2,3] has 6)")),
     ("{devices=[2,-2]<=[4]}", "the sharding devices shape [2,-2] has a dimension below 1"),
     # ParseSingleSharding's own checks
     ("{maximal}", "maximal shardings should have exactly one device assigned"),

@@ -357,6 +357,8 @@ def test_conditional_hlo_text(index, value, attrs):
 
 def test_conditional_hlo_form_must_match_index():
     text = CONDITIONAL_HLO.replace("{index}", "pred[]").replace("{value}", "true")
-    with pytest.raises(ParseError, match="a conditional with a pred branch index takes "
-                                         "true_computation and false_computation"):
+    # As jaxlib's XLA: a pred index allows true/false_computation only
+    with pytest.raises(ParseError, match='unexpected attribute "branch_computations" for '
+                                         "conditional. Allowed attributes: true_computation, "
+                                         "false_computation"):
         parse_hlo_module(text.replace("{attrs}", "branch_computations={%Negate, %Identity}"))

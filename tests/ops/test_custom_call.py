@@ -73,12 +73,12 @@ def test_kind_values():
                                                    r"\(<operand_index>, <operand_shape_index>\)"),
     (OUTPUT_TO_OPERAND_ALIASING, "{{0}: (1 {})}", "expected <output_shape_index>"),
     (OUTPUT_TO_OPERAND_ALIASING, "{0: (1, {})}", "expected '{' at the start of a shape index"),
-    (OUTPUT_TO_OPERAND_ALIASING, "{{0}: (x, {})}", "expected an operand number"),
+    (OUTPUT_TO_OPERAND_ALIASING, "{{0}: (x, {})}", r"expects integer \(an operand number\)"),
     (OUTPUT_TO_OPERAND_ALIASING, "{{0}: (1, {})", "expected '}' at the end of an "
                                                   "output_to_operand_aliasing list"),
     (SHAPE_LIST, "{f32[2], }", "expected primitive type"),
     (SHAPE_LIST, "f32[2]", "expected '{' to start a list of shapes"),
-    (PADDING_TYPE, "PADDING_BOGUS", "expected padding type"),
+    (PADDING_TYPE, "PADDING_BOGUS", "expects padding type but sees: PADDING_BOGUS"),
     (SHAPED_LITERAL, "f32[2] {1}", r"expects 2 elements, but sees 1 \(literal shape f32\[2\]\)"),
 ])
 def test_kind_malformed(kind, text, message):
@@ -242,7 +242,8 @@ def test_custom_call_hlo_text(shape, attrs):
 
 @pytest.mark.parametrize("attrs, message", [
     ('custom_call_target="foo", api_version=API_VERSION_THAT_DOESNT_EXIST',
-     "expected custom call api version"),
+     "expects custom-call API version but sees: API_VERSION_THAT_DOESNT_EXIST, "
+     "error: Unknown API version: API_VERSION_THAT_DOESNT_EXIST"),
     ('custom_call_target="foo", api_version=API_VERSION_UNSPECIFIED',
      "Invalid API version: API_VERSION_UNSPECIFIED"),
     ('custom_call_target="baz", operand_layout_constraints={f32[2,2]{1,0}}',

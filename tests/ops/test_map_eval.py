@@ -44,6 +44,16 @@ def test_page_three_operands():
     assert_same(run(THREE, x, y, z), x * y + z)
 
 
+def test_dimensions_are_optional_in_text():
+    """As in jaxlib's XLA: map without dimensions= maps every dimension (and prints them)."""
+    text = THREE.replace("dimensions={0,1}, ", "")
+    module = parse_hlo_module(text)
+    assert module.entry.root.attrs["dimensions"] == (0, 1)
+    assert "map(%x, %y, %z), dimensions={0,1}, to_apply=%f" in module.to_string()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert_same(run(text, x, x, x), x * x + x)
+
+
 def test_builder_map():
     b = XlaBuilder("sq")
     p = ops.Parameter(b, 0, Shape.array(PrimitiveType.S32, ()), "p")

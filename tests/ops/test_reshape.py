@@ -162,7 +162,7 @@ def test_hlo_dynamic_reshape_rule():
         infer("dynamic-reshape", "f32[4,<=8]", "s32[]", "s32[]", result="f32[4,<=7]")
     with pytest.raises(ShapeError, match=r"DynamicReshape's dim size has to be scalar S32, got \(s64\[\]\)"):
         infer("dynamic-reshape", "f32[4]", "s64[]", result="f32[<=4]")
-    with pytest.raises(ShapeError, match="dynamic-reshape: expects at least 1 operands, got 0"):
+    with pytest.raises(ShapeError, match="dynamic-reshape: DynamicReshape requires at least one operand"):
         infer("dynamic-reshape", result="f32[10,20]")
 
 

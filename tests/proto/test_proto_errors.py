@@ -59,7 +59,8 @@ def test_truncated_proto_is_not_a_module():
 
 def test_text_that_is_nothing():
     with pytest.raises(NotAnHloModuleError,
-                       match=r"^in: not an HLO module \(text that is neither HLO text \(hlo:1:"):
+                       match=r"^in: not an HLO module \(text that is neither HLO text \(was parsing 1:8: "
+                             r"error: expects '=' in instruction"):
         load_hlo("Memory Space: default (color=0)\nTotal bytes: 268\n", "in")
     with pytest.raises(NotAnHloModuleError, match="the file is empty"):
         load_hlo("   \n", "in")

@@ -977,7 +977,9 @@ MALFORMED = [
     ("{1, 2}", "f32[3]", r"1:6: expects 3 elements, but sees 2 \(literal shape f32\[3\]\)"),
     ("{1, 2, 3, 4}", "f32[3]", r"1:11: expects 3 elements, but sees 4 \(literal shape f32\[3\]\)"),
     ("{ {1, 2} }", "f32[2,2]", r"expects 2 elements, but sees 1 \(literal shape f32\[2,2\]\)"),
-    ("1", "f32[2]", "1:1: expects nested array in rank 1, but sees 0"),
+    ("1", "f32[0]", r"1:1: tries to set value 1 to a literal in shape f32\[0\] at linear index 0, "
+     r"but the index is out of range \(expects nested array in rank 1, but sees 0\)"),
+    ("(1, 2)", "c64[2]", r"1:1: expects nested array in rank 1, but sees 0"),
     ("{1}", "f32[]", "1:1: expects nested array in rank 0, but sees larger"),
     ("{...}", "f32[]", "expects nested array in rank 0, but sees larger"),
     ("{ {...} }", "f32[2,2]", "expects `...` at nest level 1, but sees it at nest level 2"),
@@ -1056,6 +1058,14 @@ MALFORMED_WITH_SHAPE = [
 def test_malformed_literals_with_shape(text, message):
     with pytest.raises(ParseError, match=message):
         parse_literal_with_shape(text)
+
+
+def test_lone_scalar_fills_linear_index_zero():
+    """XLA's ParseDenseLiteral: a scalar where an array literal goes sets the element at linear
+    index 0, the others are zero (``f32[3] constant(15)`` is {15, 0, 0} in jaxlib's XLA)."""
+    assert parse_literal("15", parse_shape("f32[3]")).array.tolist() == [15, 0, 0]
+    assert parse_literal("7", parse_shape("s32[2,2]")).array.tolist() == [[7, 0], [0, 0]]
+    assert parse_literal("true", parse_shape("pred[2]")).array.tolist() == [True, False]
 
 
 def test_parse_error_carries_position_and_caret():

@@ -31,13 +31,15 @@ def split_async_sugar(text: str) -> tuple[str, str] | None:
         if text.endswith(suffix):
             wrapped = text[: -len(suffix)]
             if wrapped in NO_ASYNC_SUGAR:
-                raise ValueError(f"unknown opcode '{text}' ({wrapped} has its own async "
-                                 f"opcodes and no '{suffix}' async-wrapped form)")
+                raise ValueError(f"expects opcode but sees: {text}, error: Unknown opcode: "
+                                 f"{text} ({wrapped} has its own async opcodes and no "
+                                 f"'{suffix}' async-wrapped form)")
             if wrapped in ASYNC_OPCODES:
-                raise ValueError(f"unknown opcode '{text}' (an async op cannot be async-wrapped)")
+                raise ValueError(f"expects opcode but sees: {text}, error: Unknown opcode: "
+                                 f"{text} (an async op cannot be async-wrapped)")
             if wrapped not in OPCODE_NAMES:
-                raise ValueError(f"expected an async-wrapped opcode, found '{text}': "
-                                 f"unknown opcode '{wrapped}'")
+                raise ValueError(f"expects async wrapped opcode but sees: {text}, error: "
+                                 f"Unknown opcode: {wrapped}")
             return async_opcode, wrapped
     return None
 

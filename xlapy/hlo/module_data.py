@@ -183,9 +183,17 @@ def shape_index_text(index: tuple[int, ...]) -> str:
 
 
 def read_shape_index(sc: Scanner) -> tuple[int, ...]:
-    from xlapy.hlo.attrs import read_int_list
-
-    return read_int_list(sc)
+    """``{1, 0}`` (XLA's ParseShapeIndex and its messages)."""
+    if not sc.eat("{"):
+        sc.error(f"Expects '{{' at the start of ShapeIndex, found {sc.describe_next()}")
+    out = []
+    while sc.peek() != "}":
+        out.append(sc.read_int("a tuple index of the ShapeIndex"))
+        if not sc.eat(","):
+            break
+    if not sc.eat("}"):
+        sc.error(f"Expects '}}' at the end of ShapeIndex, found {sc.describe_next()}")
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -209,14 +217,20 @@ def aliases_to_text(aliases: tuple[Alias, ...]) -> str:
 
 def read_aliases(sc: Scanner) -> tuple[Alias, ...]:
     """``{ {0}: (0, {}, may-alias), {1}: (1, {}) }`` (the kind is optional: may-alias)."""
-    sc.expect("{", "to start input_output_alias")
+    if not sc.eat("{"):
+        sc.error(f"Expects '{{' at the start of aliasing description, found "
+                 f"{sc.describe_next()}")
     out = []
+    fmt = ("Expected format: <output_shape_index>: (<input_param>, <input_param_shape_index>) "
+           "OR <output_shape_index>: <input_param>")
     while not sc.eat("}"):
         output_index = read_shape_index(sc)
-        sc.expect(":", "after the output index in input_output_alias")
-        sc.expect("(", "to start an alias")
+        for token in (":", "("):
+            if not sc.eat(token):
+                sc.error(f"{fmt}; expected '{token}', found {sc.describe_next()}")
         param = sc.read_int("a parameter number")
-        sc.expect(",", "after the parameter number")
+        if not sc.eat(","):
+            sc.error(f"{fmt}; expected ',', found {sc.describe_next()}")
         param_index = read_shape_index(sc)
         kind = "may-alias"
         if sc.eat(","):
@@ -226,10 +240,13 @@ def read_aliases(sc: Scanner) -> tuple[Alias, ...]:
                 sc.error("expected may-alias or must-alias", pos)
             sc.pos = word.end()
             kind = word.group(0)
-        sc.expect(")", "to end an alias")
+        if not sc.eat(")"):
+            sc.error(f"{fmt}; expected ')', found {sc.describe_next()}")
         out.append(Alias(output_index, param, param_index, kind))
         if not sc.eat(","):
-            sc.expect("}", "or ',' in input_output_alias")
+            if not sc.eat("}"):
+                sc.error("Expects '}' at the end of aliasing description (or ',' before the "
+                         f"next alias), found {sc.describe_next()}")
             break
     return tuple(out)
 
@@ -248,16 +265,24 @@ def buffer_donors_to_text(donors: tuple[BufferDonor, ...]) -> str:
 
 
 def read_buffer_donors(sc: Scanner) -> tuple[BufferDonor, ...]:
-    sc.expect("{", "to start buffer_donor")
+    if not sc.eat("{"):
+        sc.error(f"Expects '{{' at the start of buffer donor description, found "
+                 f"{sc.describe_next()}")
     out = []
+    fmt = "Expected format: (<input_param>, <input_param_shape_index>)"
     while not sc.eat("}"):
-        sc.expect("(", "to start a buffer donor")
+        if not sc.eat("("):
+            sc.error(f"{fmt}; expected '(', found {sc.describe_next()}")
         param = sc.read_int("a parameter number")
-        sc.expect(",", "after the parameter number")
-        out.append(BufferDonor(param, read_shape_index(sc)))
-        sc.expect(")", "to end a buffer donor")
         if not sc.eat(","):
-            sc.expect("}", "or ',' in buffer_donor")
+            sc.error(f"{fmt}; expected ',', found {sc.describe_next()}")
+        out.append(BufferDonor(param, read_shape_index(sc)))
+        if not sc.eat(")"):
+            sc.error(f"{fmt}; expected ')', found {sc.describe_next()}")
+        if not sc.eat(","):
+            if not sc.eat("}"):
+                sc.error("Expects '}' at the end of buffer donor description (or ',' before "
+                         f"the next donor), found {sc.describe_next()}")
             break
     return tuple(out)
 
@@ -283,19 +308,24 @@ class ComputationLayout:
 
     @staticmethod
     def read(sc: Scanner, max_depth: int = MAX_RECURSION_DEPTH,
-             intern: dict | None = None) -> "ComputationLayout":
-        """``max_depth``/``intern``: as read_shape's (the HLO parser passes its own)."""
+             intern: dict | None = None, *,
+             fill_missing_layouts: bool = True) -> "ComputationLayout":
+        """``max_depth``/``intern``/``fill_missing_layouts``: as read_shape's (the HLO
+        parser passes its own; without filling, an array written without a layout keeps
+        none: XLA's auto layout)."""
         sc.expect("{", "to start entry_computation_layout")
         sc.expect("(", "to start the parameter layouts")
         params = []
         if not sc.eat(")"):
             while True:
-                params.append(read_shape(sc, max_depth=max_depth, intern=intern))
+                params.append(read_shape(sc, max_depth=max_depth, intern=intern,
+                                         fill_missing_layouts=fill_missing_layouts))
                 if sc.eat(")"):
                     break
                 sc.expect(",", "or ')' in the parameter layouts")
         sc.expect("->", "after the parameter layouts")
-        result = read_shape(sc, max_depth=max_depth, intern=intern)
+        result = read_shape(sc, max_depth=max_depth, intern=intern,
+                            fill_missing_layouts=fill_missing_layouts)
         sc.expect("}", "to end entry_computation_layout")
         return ComputationLayout(tuple(params), result)
 

@@ -58,13 +58,25 @@ GENERIC_KEYS = ("sharding", "frontend_attributes", "control-predecessors", "stat
                 "result_accuracy", "origin", "metadata", "backend_config")
 
 
-def parse_hlo_module(text: str, *, fill_missing_layouts: bool = True,
+def parse_hlo_module(text: str, *, verify: bool = True, fill_missing_layouts: bool = True,
+                     keep_module_auto_layouts: bool = False,
                      max_recursion_depth: int = MAX_RECURSION_DEPTH) -> Module:
     """Parse HLO text (as XLA dumps it, or jax's ``as_text()``) into a Module.
 
-    ``max_recursion_depth`` is XLA's HloParserOptions option of that name (default 500):
-    how deeply shapes, nested operands and inline computations may nest; deeper text is a
-    ParseError, as in XLA.
+    The text is a module (with or without the ``HloModule`` header) or, as XLA's parser
+    allows, a single instruction (``f32[4] add(f32[4] x, f32[4] y)``): its operands become the
+    parameters of the entry computation.
+
+    ``verify``: every instruction's shape is checked against what its operands give as it is
+    read, the error pointing into the text. ``verify=False`` reads what XLA's
+    ParseAndReturnUnverifiedModule reads: a given result shape is kept even where the op's
+    shape rule infers another or rejects the operands (XLA leaves those checks to its
+    verifier: run ``verify_module``); only the checks XLA's parser makes itself stay.
+    ``fill_missing_layouts``, ``keep_module_auto_layouts`` and ``max_recursion_depth`` are
+    XLA's HloParserOptions of those names: arrays without a layout get the default one;
+    an ``entry_computation_layout`` written without layouts stays without them (auto
+    layouts) when the latter is set; shapes, nested operands and inline computations nest at
+    most ``max_recursion_depth`` deep (default 500).
 
     >>> m = parse_hlo_module("HloModule m\\nENTRY e { ROOT c = f32[] constant(1) }")
     """
@@ -74,7 +86,10 @@ def parse_hlo_module(text: str, *, fill_missing_layouts: bool = True,
             or max_recursion_depth < 1:
         raise InvalidArgumentError(f"parse_hlo_module: max_recursion_depth must be a positive "
                                    f"integer, got {max_recursion_depth!r}")
-    return _Parser(text, fill_missing_layouts, max_recursion_depth).module()
+    parser = _Parser(text, fill_missing_layouts, max_recursion_depth)
+    parser.verify = bool(verify)
+    parser.keep_auto_layouts = bool(keep_module_auto_layouts)
+    return parser.module()
 
 
 class _Parser:
@@ -91,11 +106,18 @@ class _Parser:
         self.result_shape = None  # for literal kinds: the declared shape of a constant
         self.names = NameUniquer()  # every instruction name of the text, for ".anon" names
         self.wrapped_computations: list[Computation] = []  # made for async sugar
+        self.verify = True  # check given shapes against the shape rules (see parse_hlo_module)
+        self.keep_auto_layouts = False
+        self.scopes = 0  # computations being read (nested inline ones count)
+        self.single: Computation | None = None  # the entry of a single-instruction text
+        self.computation_pos: dict[str, int] = {}  # where each computation name is defined
+        self.scope_pos: dict[str, int] = {}  # where each instruction name of the scope is
+        self._positions: dict[int, int] = {}  # id(instruction) -> where its text starts
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def error(self, message: str, pos: int | None = None):
-        self.sc.error(message, pos)
+    def error(self, message: str, pos: int | None = None, notes=()):
+        self.sc.error(message, pos, notes)
 
     def _shape(self):
         return read_shape(self.sc, fill_missing_layouts=self.fill, max_depth=self.max_depth,
@@ -113,12 +135,12 @@ class _Parser:
         sc = self.sc
         m = sc.peek_re(_NAME)
         if not m:
-            self.error(f"expected {what}, found {sc.describe_next()}")
+            self.error(f"expects name ({what}), found {sc.describe_next()}")
         name = m.group(1)
         # Without a '%' sigil, keywords and type names are not names (XLA's lexer).
         reserved = name in _KEYWORDS or (dtypes.is_type_name(name) and name != "tuple")
         if not m.group(0).startswith("%") and reserved:
-            self.error(f"expected {what}, found the keyword or type name '{name}'")
+            self.error(f"expects name ({what}), found the keyword or type name '{name}'")
         sc.pos = m.end()
         return name
 
@@ -141,6 +163,8 @@ class _Parser:
     def module(self) -> Module:
         sc = self.sc
         try:
+            if self._is_single_instruction():
+                return self._single_instruction()
             header_name = None
             config: dict[str, Any] = {}
             raw_header: dict[str, str] = {}
@@ -166,15 +190,19 @@ class _Parser:
             entry = None
             last = None
             while not sc.at_end():
+                sc.skip()
+                entry_pos = sc.pos
                 comp, is_entry = self.computation()
                 last = comp
                 if is_entry:
                     if entry is not None:
-                        self.error(f"more than one ENTRY computation ('{entry.name}' and '{comp.name}')")
+                        self.error(f"expects only one ENTRY (found '{entry.name}' and "
+                                   f"'{comp.name}')", entry_pos)
                     entry = comp
             if last is None:
                 self.error("expected a computation (e.g. 'ENTRY main { ... }'), found end of input")
             module.entry = entry or last
+            self._check_async_callers(module)
             self._uniquify_names(module)
             if header_name is None:
                 module.name = f"module_{module.entry.name}"
@@ -190,6 +218,109 @@ class _Parser:
             raise ParseError("maximum recursion depth exceeded (nesting too deep)", sc.text, sc.pos,
                              sc.what) from None
 
+    def _is_single_instruction(self) -> bool:
+        """As XLA's parser decides: a text is a module when it starts with ``HloModule`` or
+        ``ENTRY`` or a name and ``{``; anything else is one instruction. (xlapy also reads a
+        computation with a signature, ``name (p: f32[]) -> f32[] {``, and the stack-frame
+        tables of a header-less dump, as a module.)"""
+        sc = self.sc
+        word = sc.peek_ident()
+        if word in ("HloModule", "ENTRY", "FileNames", "FunctionNames", "FileLocations",
+                    "StackFrames") or sc.at_end():
+            return False
+        m = re.compile(r"%?[A-Za-z_][A-Za-z0-9_.\-]*").match(sc.text, sc.pos)
+        if m is None:
+            return True
+        after = Scanner(sc.text, sc.what)
+        after.pos = m.end()
+        nxt = after.peek()
+        if nxt == "{":
+            return False
+        if nxt == "(" and not dtypes.is_type_name(m.group(0)):
+            depth = 0  # a computation signature: (params) -> shape {
+            for i in range(after.pos, len(sc.text)):
+                depth += {"(": 1, ")": -1}.get(sc.text[i], 0)
+                if depth == 0:
+                    after.pos = i + 1
+                    return after.peek(2) != "->"
+        return True
+
+    def _single_instruction(self) -> Module:
+        """One instruction, as XLA's ParseSingleInstruction reads it: the entry computation
+        (named as the module, ``_``) holds it as root, and every operand it names without
+        defining (``%x``) or only shapes (``f32[4]``) becomes a parameter, numbered in text
+        order and named after the operand (``_0``, ``_1``... when unnamed). The module is
+        scheduled (XLA gives it the instruction order as schedule)."""
+        sc = self.sc
+        module = Module("_")
+        self.module_ = module
+        comp = Computation("_")
+        self.single = comp
+        self.scope = {}
+        self.scopes = 1
+        sc.skip()
+        start = sc.pos
+        m = _SHAPE_START.match(sc.text, sc.pos)
+        if m and (m.group(0) == "(" or dtypes.is_type_name(m.group(1))):
+            instr = self.instruction_rhs(comp, "_", start, allow_attributes=True)
+        else:
+            instr, _ = self.instruction(comp)
+        if not sc.at_end():
+            self.error("Expected eof after parsing single instruction. Did you mean to write an "
+                       "HLO module and forget the \"HloModule\" header?")
+        comp.root = instr
+        self.scopes = 0
+        module.add_computation(comp, entry=True, uniquify=False)
+        module.entry = comp
+        module.config["is_scheduled"] = True
+        self._check_async_callers(module)
+        self._uniquify_names(module)
+        return module
+
+    def _missing_operand(self, comp: Computation, name: str, shape, pos: int) -> Instruction:
+        """XLA's create_missing_instruction_ hook of a single-instruction text: an operand
+        that names no instruction becomes the next parameter."""
+        from xlapy.opdefs import make_instruction
+
+        if shape is None:
+            self.error("Operand had no shape in HLO text; cannot create parameter for "
+                       f"single-instruction module (operand '{name}').", pos)
+        number = sum(1 for i in comp.instructions if i.opcode == "parameter")
+        name = name or f"_{number}"
+        param = make_instruction("parameter", [], {"parameter_number": number}, shape=shape,
+                                 name=name)
+        comp.add_instruction(param, uniquify=False)
+        self.names.get_unique_name(name)
+        self.scope[name] = param
+        return param
+
+    def _check_async_callers(self, module: Module) -> None:
+        """Each async-update / async-done gets the value of an async op (through tuples,
+        copies and loops: XLA's FindAsyncProducer), and no two async-starts of one
+        computation call the same async computation. XLA at jaxlib 0.10.2's commit allows
+        one async-start per async computation in the whole module (its Run checks it after
+        parsing); newer XLA allows any number, and an async chain crossing a loop needs one
+        in the loop body and one before the loop, which xlapy keeps readable."""
+        seen: dict[tuple[int, int], Instruction] = {}
+        for comp in module.computations:
+            for instr in comp.instructions:
+                if instr.opcode in ("async-update", "async-done") and instr.operands and \
+                        chain_start_of_value(instr.operands[0]) is None:
+                    op = instr.operands[0]
+                    raise ParseError(
+                        f"AsyncUpdate and AsyncDone expect a single async op as their operand. "
+                        f"(%{op.name}, a {op.opcode}, does not carry an async op's value.)",
+                        self.sc.text, self._positions.get(id(instr), 0), "hlo")
+                called = instr.attrs.get("calls") if instr.opcode == "async-start" else None
+                if called is None:
+                    continue
+                key = (id(called), id(comp))
+                if key in seen:
+                    raise ParseError(f"Computation {called.name} is called by more than one "
+                                     f"async op (%{seen[key].name} and %{instr.name}).",
+                                     self.sc.text, self._positions.get(id(instr), 0), "hlo")
+                seen[key] = instr
+
     def _read_key(self) -> str:
         m = self.sc.peek_re(_ATTR_KEY)
         if not m:
@@ -204,7 +335,11 @@ class _Parser:
         elif key in ("replica_count", "num_partitions"):
             config[key] = sc.read_int(f"an integer for {key}")
         elif key == "entry_computation_layout":
-            config[key] = ComputationLayout.read(sc, self.max_depth, self.shapes)
+            # XLA: arrays without a layout get the default one unless the options keep
+            # them as auto layouts (or fill none).
+            config[key] = ComputationLayout.read(
+                sc, self.max_depth, self.shapes,
+                fill_missing_layouts=self.fill and not self.keep_auto_layouts)
         elif key == "input_output_alias":
             config[key] = read_aliases(sc)
         elif key == "buffer_donor":
@@ -260,7 +395,10 @@ class _Parser:
         name_pos = sc.pos
         name = self.read_name("a computation name")
         if name in self.computations:
-            self.error(f"computation '{name}' is defined twice", name_pos)
+            self.error(f"computation already exists: {name}", name_pos,
+                       notes=[("computation previously defined here",
+                               self.computation_pos[name])])
+        self.computation_pos[name] = name_pos
         signature = None
         if sc.peek() == "(":
             signature = self._skip_signature()
@@ -285,6 +423,8 @@ class _Parser:
         sc.expect("{", f"to start computation '{name}'")
         comp = Computation(name)
         self.scope = {}
+        self.scope_pos = {}
+        self.scopes += 1
         root = None
         last = None
         while not sc.eat("}"):
@@ -296,22 +436,23 @@ class _Parser:
             last = instr
             if is_root:
                 if root is not None:
-                    self.error(f"computation '{name}' has more than one ROOT ('{root.name}' and "
-                               f"'{instr.name}')", instr_pos)
+                    self.error(f"one computation should have only one ROOT ('{root.name}' and "
+                               f"'{instr.name}' in computation '{name}')", instr_pos)
                 root = instr
         if last is None:
             self.error(f"computation '{name}' has no instructions", name_pos)
         comp.root = root or last
+        self.scopes -= 1
         return comp
 
     def _inline_computation(self) -> Computation:
         """``to_apply={ ... }``: a computation written where it is used, named ``_`` (made
         unique with the others at the end), as XLA's ParseHloComputation does."""
-        saved = self.scope
+        saved = self.scope, self.scope_pos
         self._nest()
         comp = self._instruction_list("_", self.sc.pos)
         self.depth -= 1
-        self.scope = saved
+        self.scope, self.scope_pos = saved
         self.module_.add_computation(comp, uniquify=False)
         return comp
 
@@ -345,11 +486,16 @@ class _Parser:
         sc.skip()
         start = sc.pos
         name = self.read_name("an instruction name")
-        if name in self.scope:
-            self.error(f"instruction '{name}' is defined twice in computation '{comp.name}'", start)
-        sc.expect("=", f"after instruction name '{name}'")
+        if name in self.scope and name in self.scope_pos:
+            self.error(f"instruction already exists: {name} (in computation '{comp.name}')",
+                       start, notes=[("instruction previously defined here",
+                                      self.scope_pos[name])])
+        if not sc.eat("="):
+            self.error(f"expects '=' in instruction (after the name '{name}'), found "
+                       f"{sc.describe_next()}")
         instr = self.instruction_rhs(comp, name, start, allow_attributes=True)
         self.scope[name] = instr
+        self.scope_pos[name] = start
         return instr, is_root
 
     def instruction_rhs(self, comp: Computation, name: str, start: int,
@@ -364,7 +510,7 @@ class _Parser:
         op_pos = sc.pos
         m = sc.peek_re(_OPCODE)
         if not m:
-            self.error(f"expected an opcode, found {sc.describe_next()}")
+            self.error(f"expects opcode, found {sc.describe_next()}")
         opcode = m.group(0)
         wrapped = None  # the wrapped opcode of async sugar: custom-call-start(...)
         if opcode not in OPCODE_NAMES:
@@ -373,7 +519,8 @@ class _Parser:
             except ValueError as e:
                 self.error(str(e), op_pos)
             if sugar is None:
-                self.error(f"unknown opcode '{opcode}'", op_pos)
+                self.error(f"expects opcode but sees: {opcode}, error: Unknown opcode: {opcode}",
+                           op_pos)
             opcode, wrapped = sugar
         sc.pos = m.end()
         from xlapy.opdefs import get_opdef
@@ -381,8 +528,8 @@ class _Parser:
         opdef = get_opdef(opcode)
         wrapped_def = get_opdef(wrapped) if wrapped is not None else None
         if wrapped_def is not None and any(s.in_parens for s in wrapped_def.attrs):
-            self.error(f"unknown opcode '{m.group(0)}' ({wrapped} has no async-wrapped form)",
-                       op_pos)
+            self.error(f"expects opcode but sees: {m.group(0)}, error: Unknown opcode: "
+                       f"{m.group(0)} ({wrapped} has no async-wrapped form)", op_pos)
         in_parens = [s for s in opdef.attrs if s.in_parens]
         values: dict[str, Any] = {}
         operands: list[Instruction] = []
@@ -410,7 +557,10 @@ class _Parser:
             tables = [(opdef, own)]
             if opcode == "async-start":
                 tables.insert(0, (wrapped_def, None))
-        parts, data = self._attributes(comp, m.group(0), tables, allow_attributes)
+        excluded = frozenset()
+        if opcode == "conditional" and operands:
+            excluded = self._conditional_keys(operands[0].shape)
+        parts, data = self._attributes(comp, m.group(0), tables, allow_attributes, excluded)
         values.update(self._assemble(opdef, parts[-1], start))
         if opcode in ASYNC_OPCODES:
             self._check_async(opcode, wrapped, shape, operands, values, start, op_pos)
@@ -421,11 +571,32 @@ class _Parser:
         if (opcode == "broadcast" and "dimensions" not in values and len(operands) == 1
                 and operands[0].shape.is_scalar()):
             values["dimensions"] = ()  # optional for a scalar operand, as in XLA's parser
+        if opcode == "map" and "dimensions" not in values:
+            # Optional in XLA's parser: its map instruction always maps every dimension
+            # (and prints dimensions={0,...,rank-1}).
+            rank = (shape if shape is not None else operands[0].shape if operands else None)
+            if rank is not None and rank.is_array():
+                values["dimensions"] = tuple(range(len(rank.dimensions)))
         return self._add(comp, opcode, operands, values, shape, name, data, start)
 
-    def _attributes(self, comp: Computation, label: str, tables, allow_attributes: bool):
+    def _conditional_keys(self, index) -> frozenset[str]:
+        """XLA's parser checks a conditional's branch index before its attributes, and
+        allows the attributes its type calls for: returns the keys it does not allow."""
+        if not (index.is_array() and index.is_scalar()):
+            self.error(f"The first operand must be a scalar (a conditional's branch index), "
+                       f"got {index}")
+        if index.element_type == dtypes.PrimitiveType.PRED:
+            return frozenset({"branch_computations"})
+        if index.element_type != dtypes.PrimitiveType.S32:
+            self.error(f"The first operand must be a scalar of PRED or S32 (a conditional's "
+                       f"branch index), got {index}")
+        return frozenset({"true_computation", "false_computation"})
+
+    def _attributes(self, comp: Computation, label: str, tables, allow_attributes: bool,
+                    excluded: frozenset[str] = frozenset()):
         """Read ``, key=value`` attributes. ``tables``: (opdef, allowed spec names or None)
-        in priority order; returns the parts read per table and the generic data."""
+        in priority order; returns the parts read per table and the generic data.
+        ``excluded``: keys the op does not allow here."""
         sc = self.sc
         data: dict[str, Any] = {}
         parts: list[dict[str, dict]] = [{} for _ in tables]
@@ -438,12 +609,13 @@ class _Parser:
             key_pos = sc.pos
             key = self._read_key()
             if key in seen:
-                self.error(f"duplicate attribute '{key}' for {label}", key_pos)
+                self.error(f"attribute {key} already exists (duplicate attribute '{key}' for "
+                           f"{label})", key_pos)
             seen.add(key)
             sc.expect("=", f"after attribute '{key}'")
             for i, (table, allowed) in enumerate(tables):
                 spec = table.attr_by_key.get(key)
-                if (spec is not None and not spec.in_parens
+                if (spec is not None and not spec.in_parens and key not in excluded
                         and (allowed is None or spec.name in allowed)):
                     parts[i].setdefault(spec.name, {})[key] = spec.kind.read_key(key, sc, self)
                     break
@@ -453,9 +625,9 @@ class _Parser:
                     continue
                 keys = [k for table, allowed in tables for s in table.attrs
                         if not s.in_parens and (allowed is None or s.name in allowed)
-                        for k in s.keys]
-                self.error(f"unknown attribute '{key}' for {label} (allowed: "
-                           f"{', '.join(dict.fromkeys(keys + generic))})", key_pos)
+                        for k in s.keys if k not in excluded]
+                self.error(f"unexpected attribute \"{key}\" for {label}. Allowed attributes: "
+                           f"{', '.join(dict.fromkeys(keys + generic))}", key_pos)
         return parts, data
 
     def _assemble(self, opdef, parts: dict[str, dict], start: int) -> dict[str, Any]:
@@ -476,13 +648,17 @@ class _Parser:
         control = data.pop("control-predecessors", ())
         if opcode == "parameter":
             number = values.get("parameter_number")
+            if isinstance(number, int) and number < 0:
+                self.error(f"parameter number must be >= 0, got {number}", start)
             if any(p.opcode == "parameter" and p.parameter_number == number
                    for p in comp.instructions):
                 self.error(f"Duplicate parameter number {number}", start)
         try:
-            instr = make_instruction(opcode, operands, values, shape=shape, name=name or opcode, **data)
+            instr = make_instruction(opcode, operands, values, shape=shape, name=name or opcode,
+                                     check_shape=self.verify, **data)
         except XlaError as e:
             self.error(str(e), start)
+        self._positions[id(instr)] = start
         # Nested (anonymous) instructions are named "<opcode>.anon", unique among the
         # names seen so far in the text (XLA's parser-wide NameUniquer).
         if name:
@@ -507,21 +683,28 @@ class _Parser:
             self.error(f"Async op {opcode} must have an explicit shape (the sugared form "
                        f"{sugared_opcode(opcode, wrapped)} builds its computation from it).",
                        op_pos)
+        # The messages carry the words of XLA at jaxlib 0.10.2's commit (first) and of
+        # newer XLA, whose parser reads async chains through tuples, copies and loops.
         if shape is not None and opcode != "async-done" and not (
                 shape.is_tuple() and len(shape.tuple_shapes) >= 2
                 and shape.tuple_shapes[0].is_tuple()):
-            self.error("AsyncStart and AsyncUpdate expect the shape to be in the form of "
-                       "((operand0_shape, operand1_shape, ...), output_shape, ...), found "
+            older = ("AsyncStart expects the op shape to be in the form of ((async-operands), "
+                     "async-outputs, state)." if opcode == "async-start" else
+                     "AsyncUpdate expects the op shape to be the same as the operand shape.")
+            self.error(f"{older} AsyncStart and AsyncUpdate expect the shape to be in the form "
+                       "of ((operand0_shape, operand1_shape, ...), output_shape, ...), found "
                        f"{shape}.", start)
         if opcode == "async-start":
             return
+        single = "AsyncUpdate and AsyncDone expect a single async op as their operand"
         if not operands:
-            self.error("No operand found for AsyncUpdate and AsyncDone", op_pos)
+            self.error(f"{single}: No operand found for AsyncUpdate and AsyncDone", op_pos)
         if operands[0].opcode == "async-done":
-            self.error("AsyncUpdate and AsyncDone cannot have AsyncDone as operand.", op_pos)
+            self.error(f"{single}: AsyncUpdate and AsyncDone cannot have AsyncDone as operand.",
+                       op_pos)
         chain_start = chain_start_of_value(operands[0])
         if chain_start is None:
-            return
+            return  # maybe through a loop not read yet: _check_async_callers looks again
         comp = chain_start.attrs.get("calls")
         if wrapped is not None and comp is not None and comp.root.opcode != wrapped:
             self.error(f"Expect async wrapped opcode to be {comp.root.opcode}, but got {wrapped}",
@@ -567,7 +750,8 @@ class _Parser:
             return
         try:
             new = make_instruction(root.opcode, operands, dict(root.attrs.items()), shape=result,
-                                   name=root.name, metadata=root.metadata,
+                                   name=root.name, check_shape=self.verify,
+                                   metadata=root.metadata,
                                    frontend_attributes=root.frontend_attributes,
                                    sharding=root.sharding, backend_config=root.backend_config,
                                    extras=root.extras)
@@ -603,7 +787,7 @@ class _Parser:
                 comp.add_instruction(param, uniquify=False)
                 params.append(param)
             root = make_instruction(wrapped, params, values, shape=result,
-                                    name="async_op")
+                                    name="async_op", check_shape=self.verify)
         except XlaError as e:
             self.error(f"{sugared_opcode('async-start', wrapped)}: {e}", start)
         comp.add_instruction(root, uniquify=False)
@@ -648,7 +832,8 @@ class _Parser:
                     pos = sc.pos
                     pred_name = self.read_name("an instruction name")
                     if pred_name not in self.scope:
-                        self.error(f"instruction does not exist: {pred_name}", pos)
+                        self.error(f"instruction '{pred_name}' is not defined (in computation "
+                                   f"'{comp.name}')", pos)
                     preds.append(self.scope[pred_name])
                     if sc.eat("}"):
                         break
@@ -683,6 +868,11 @@ class _Parser:
         sc.skip()
         after_shape = sc.pos
         m = _NAME.match(sc.text, sc.pos)
+        if shape is not None and sc.peek() in (",", ")"):  # a shape and no name
+            if self.single is not None and self.scopes == 1:
+                return self._missing_operand(comp, "", shape, after_shape)
+            self.error(f"expects name (an operand name after the operand shape {shape}), found "
+                       f"{sc.describe_next()}")
         if m:
             # a named operand is followed by ',' ')' or '#'; otherwise it is a nested op
             end = m.end()
@@ -691,6 +881,9 @@ class _Parser:
                 name = m.group(1)
                 sc.pos = end
                 instr = self.scope.get(name)
+                if instr is None and self.single is not None and self.scopes == 1:
+                    instr = self._missing_operand(comp, name, shape, after_shape)
+                    shape = None  # the parameter has the declared shape
                 if instr is None:
                     self.error(f"instruction does not exist: {name}", after_shape)
                 while sc.eat("#"):

@@ -20,13 +20,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import AttrSpec, ComputationKind, ShapeKind, StringKind
+from xlapy.hlo.attrs import AttrSpec, BoolKind, ComputationKind, ShapeKind, StringKind
 from xlapy.hlo.attrs.enums import COLLECTIVE_OP_GROUP_MODE
 from xlapy.hlo.attrs.collective import (
     SINGLE_DIMENSION,
     SLICE_SIZES,
     SOURCE_TARGET_PAIRS,
-    AlwaysPrintedBoolKind,
     CollectiveDeviceList,
     CollectiveOpGroupMode,
     channel_id_spec,
@@ -490,7 +489,9 @@ def _ragged_all_to_all(call: OpCall) -> Shape:
 
 @op("collective-broadcast", traits=[COLLECTIVE], min_operands=1, attrs=[
     channel_id_spec(), replica_groups_spec(),
-    AttrSpec("has_dynamic_root", AlwaysPrintedBoolKind(), default=False,
+    # Printed only when true: XLA at jaxlib 0.10.2's commit has no such key (newer XLA
+    # prints has_dynamic_root=false too), so text with the default stays readable by it.
+    AttrSpec("has_dynamic_root", BoolKind(), default=False,
              doc="the last operand (s32[N-1]) names the root of each group at run time"),
 ])
 def _collective_broadcast(call: OpCall) -> Shape:
@@ -688,7 +689,7 @@ def _recv(call: OpCall) -> Shape:
     result = require_result(
         call, "recv takes the received shape from its result (data, u32[], token[])")
     if not result.is_tuple() or not result.tuple_shapes:
-        call.fail(f"recv must have a non-empty tuple shape, got {result}")
+        call.fail(f"recv must have a non-empty tuple shape, got {result}", parser_check=True)
     return Shape.tuple([result.tuple_shapes[0], Shape.array(P.U32, ()), Shape.token()])
 
 
@@ -710,7 +711,7 @@ def _infeed(call: OpCall) -> Shape:
     expect_token(call, 0)
     result = require_result(call, "infeed takes the data shape from its result (data, token[])")
     if not result.is_tuple() or not result.tuple_shapes:
-        call.fail(f"infeed must have a non-empty tuple shape, got {result}")
+        call.fail(f"infeed must have a non-empty tuple shape, got {result}", parser_check=True)
     data = result.tuple_shapes[0]
     if data.is_tuple() and any(s.is_tuple() for s in data.tuple_shapes):
         call.fail(f"nested tuple shapes are not supported by infeed, got {data}")

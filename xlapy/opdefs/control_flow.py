@@ -213,26 +213,28 @@ def _conditional(call: OpCall) -> Shape:
     """conditional(branch_index, operands...): the branch picked by the index applied to
     its operand. A pred index uses true/false_computation, an s32 index
     branch_computations (as XLA's printer and parser choose by the index's type)."""
+    # The checks up to the branches are XLA's parser's too (with its words in the parser).
     if not call.operands:
-        call.fail("conditional requires at least one operand")
+        call.fail("conditional requires at least one operand", parser_check=True)
     index = call.operands[0]
     if not (index.is_array() and index.is_scalar()):
-        call.fail(f"The first operand of conditional must be a scalar. Got {index}")
+        call.fail(f"The first operand of conditional must be a scalar. Got {index}",
+                  parser_check=True)
     true_c, false_c = call.true_computation, call.false_computation
     listed = call.branch_computations
     if index.element_type == P.PRED:
         if true_c is None or false_c is None or listed is not None:
             call.fail("a conditional with a pred branch index takes true_computation and "
-                      "false_computation (not branch_computations)")
+                      "false_computation (not branch_computations)", parser_check=True)
         branches = [true_c, false_c]
     elif index.element_type == P.S32:
         if listed is None or true_c is not None or false_c is not None:
             call.fail("a conditional with an s32 branch index takes branch_computations "
-                      "(not true_computation/false_computation)")
+                      "(not true_computation/false_computation)", parser_check=True)
         branches = list(listed)
     else:
         call.fail(f"The first operand of indexed conditional must be a scalar of S32. Got "
-                  f"type {tname(index.element_type)}.")
+                  f"type {tname(index.element_type)}.", parser_check=True)
     return infer_conditional_shape(call, index, [b.program_shape() for b in branches],
                                    call.operands[1:])
 

@@ -45,7 +45,7 @@ def _parameter(call: OpCall) -> Shape:
     replication = call.parameter_replication
     if replication is not None and len(replication) != len(shape.leaves()):
         call.fail(f"parameter has {len(shape.leaves())} leaf buffers, but "
-                  f"parameter_replication has {len(replication)} elements.")
+                  f"parameter_replication has {len(replication)} elements.", parser_check=True)
     return shape
 
 
@@ -136,21 +136,22 @@ def _custom_call(call: OpCall) -> Shape:
     declared one. backend_config (the opaque string) is a generic instruction field."""
     result = require_result(call, "a custom-call's shape is its declared shape")
     if call.api_version == CustomCallApiVersion.API_VERSION_UNSPECIFIED:
-        call.fail("Invalid API version: API_VERSION_UNSPECIFIED")
+        call.fail("Invalid API version: API_VERSION_UNSPECIFIED", parser_check=True)
     constraints = call.operand_layout_constraints
     if constraints is not None:
         if not result.has_layout():
-            call.fail("Layout must be set on layout-constrained custom call")
+            call.fail("Layout must be set on layout-constrained custom call",
+                      parser_check=True)
         if len(constraints) != len(call.operands):
             call.fail(f"Expected {len(call.operands)} operand layout constraints, "
-                      f"{len(constraints)} given")
+                      f"{len(constraints)} given", parser_check=True)
         for i, (constraint, operand) in enumerate(zip(constraints, call.operands)):
             if not constraint.has_layout():
                 call.fail(f"Operand layout constraint shape {constraint} for operand {i} does "
-                          f"not have a layout")
+                          f"not have a layout", parser_check=True)
             if not constraint.compatible(operand) or constraint.is_tuple() != operand.is_tuple():
                 call.fail(f"Operand layout constraint shape {constraint} for operand {i} is "
-                          f"not compatible with operand shape {operand}")
+                          f"not compatible with operand shape {operand}", parser_check=True)
     check_output_operand_aliasing(call, call.output_to_operand_aliasing, call.operands, result)
     return result
 

@@ -23,6 +23,12 @@ class ShapeError(InvalidArgumentError):
     opcode, states the violated constraint and shows the shapes in HLO syntax."""
 
 
+class ParserCheckError(ShapeError):
+    """A check XLA's parser itself makes (operand counts, a conditional's branch index, an
+    infeed's tuple shape...), not only its verifier: raised even where the parser leaves
+    shape checks to the verifier (``parse_hlo_module(text, verify=False)``)."""
+
+
 # Traits (sets of opcodes, tinygrad-style, are derived from these).
 ELEMENTWISE = "elementwise"
 UNARY = "unary"
@@ -46,8 +52,10 @@ class OpCall:
     # (convert's element type, reshape's and broadcast's dimensions, iota, infeed, ...).
     result: Shape | None = None
 
-    def fail(self, message: str) -> NoReturn:
-        raise ShapeError(f"{self.opcode}: {message}")
+    def fail(self, message: str, *, parser_check: bool = False) -> NoReturn:
+        """Reject the op. ``parser_check``: XLA's parser makes this check too (see
+        ParserCheckError), not only its verifier."""
+        raise (ParserCheckError if parser_check else ShapeError)(f"{self.opcode}: {message}")
 
     def __getattr__(self, name: str):
         # call.dimensions is call.attrs["dimensions"]
@@ -105,13 +113,15 @@ class OpDef:
         return Attrs(values)
 
     def check_arity(self, count: int) -> None:
+        # XLA's parser reads a fixed-arity op's operands with ParseOperands(..., size).
         if self.arity is not None and count != self.arity:
-            raise ShapeError(
+            raise ParserCheckError(
                 f"{self.opcode}: expects {self.arity} operand{'s' if self.arity != 1 else ''}, "
                 f"got {count}"
             )
         if count < self.min_operands:
-            raise ShapeError(f"{self.opcode}: expects at least {self.min_operands} operands, got {count}")
+            raise ParserCheckError(f"{self.opcode}: expects at least {self.min_operands} "
+                                   f"operands, got {count}")
 
     def infer_shape(self, operands: Sequence[Shape], attrs: Attrs, result: Shape | None = None) -> Shape:
         """Run the shape rule. ``result`` is the declared shape, if any (see OpCall.result)."""
@@ -175,15 +185,27 @@ def make_instruction(
     *,
     shape: Shape | None = None,
     name: str | None = None,
+    check_shape: bool = True,
     **data,
 ) -> Instruction:
     """Check attributes, run the shape rule, and build the instruction.
 
     A given ``shape`` must be compatible with the inferred one (the parser passes the text's
     shape, which may carry a layout); otherwise the inferred shape is used.
+    ``check_shape=False`` (XLA's unverified parser): a given shape is kept even when the
+    shape rule infers another or rejects the operands, except for the checks XLA's parser
+    makes itself (ParserCheckError); verify_module reports the rest.
     """
     opdef = get_opdef(opcode)
     checked = opdef.check_attrs(attrs or {})
+    if not check_shape and shape is not None:
+        try:
+            opdef.infer_shape([o.shape for o in operands], checked, shape)
+        except ParserCheckError:
+            raise
+        except ShapeError:
+            pass
+        return Instruction(opcode, shape, operands, checked, name, **data)
     inferred = opdef.infer_shape([o.shape for o in operands], checked, shape)
     if shape is None:
         shape = inferred

@@ -157,8 +157,11 @@ def _reshape(call: OpCall) -> Shape:
     if result.is_unbounded_dynamic():
         call.fail("Reshaping with unbounded result shape is not supported.")
     if not x.is_unbounded_dynamic() and _static_extent(x) != _static_extent(result):
+        # a check of XLA's parser too (with the words after the shapes)
         call.fail(f"Reshape operation has mismatched element counts: from={_static_extent(x)} "
-                  f"({x}) to={_static_extent(result)} ({result}).")
+                  f"({x}) to={_static_extent(result)} ({result}). (expects the same number of "
+                  f"elements in result shape {result.to_string(False)} and operand shape "
+                  f"{x.to_string(False)})", parser_check=True)
     inferred = call.inferred_dimension
     if inferred != -1 and not 0 <= inferred < result.rank:
         call.fail(f"inferred_dimension={inferred} is out of bounds for the result {result}.")
@@ -271,19 +274,26 @@ def infer_reshape_shape(call: OpCall, operand: Shape, dimensions: Sequence[int],
     return Shape.array(operand.element_type, dims, dynamic_dimensions=result_dyn)
 
 
-@op("dynamic-reshape", min_operands=1)
+@op("dynamic-reshape")
 def _dynamic_reshape(call: OpCall) -> Shape:
     """Reshape to the declared result, whose dimension sizes (bounds, for dynamic ones) come
     with one S32 scalar operand per result dimension giving the runtime size."""
+    if not call.operands:
+        call.fail("DynamicReshape requires at least one operand.", parser_check=True)
     x, *sizes = call.operands
     result = require_result(call, "dynamic-reshape takes its dimensions from the result shape")
     expect_array(call, x, "operand of dynamic-reshape")
     expect_array(call, result, "result of dynamic-reshape")
     if x.element_type != result.element_type:
         call.fail(f"operand and result element types differ: {x} vs {result}.")
+    if x.is_array() and result.is_array() and _static_extent(x) != _static_extent(result):
+        call.fail(f"Reshape operation has mismatched element counts: from={_static_extent(x)} "
+                  f"({x}) to={_static_extent(result)} ({result}). (expects the same number of "
+                  f"elements in result shape {result.to_string(False)} and operand shape "
+                  f"{x.to_string(False)})", parser_check=True)
     if len(sizes) != result.rank:
         call.fail(f"expects one dim size operand per result dimension; got {len(sizes)} for "
-                  f"{result.rank} result dimensions")
+                  f"{result.rank} result dimensions", parser_check=True)
     return infer_dynamic_reshape_shape(call, x, sizes, result.dimensions,
                                        result.dynamic_dimensions)
 

@@ -109,7 +109,9 @@ def _float32_text_value(x: float) -> float:
 
 def _replica_groups_to_proto(value, ip) -> None:
     """As jaxlib 0.10.2's XLA writes them: explicit groups in collective_device_list, an iota
-    list in field 92 (older XLA put it inside collective_device_list; both are read)."""
+    list in field 92 (older XLA put it inside collective_device_list; both are read).
+    Mesh-axes groups are written as their explicit groups (xlapy does not declare XLA's
+    MeshAxesReplicaGroupListProto)."""
     if isinstance(value, IotaReplicaGroupList):
         iota = ip.iota_collective_device_list
         iota.num_replica_groups = value.num_replica_groups
@@ -119,7 +121,7 @@ def _replica_groups_to_proto(value, ip) -> None:
     else:
         dl = ip.collective_device_list
         dl.SetInParent()
-        for group in value.groups:
+        for group in value.expand().groups:
             dl.replica_groups.add().replica_ids.extend(group)
 
 

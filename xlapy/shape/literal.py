@@ -717,12 +717,25 @@ def _read_dense(sc: Scanner, shape: Shape) -> Literal:
     if rank == 0 and nxt == "{":
         sc.error("expects nested array in rank 0, but sees larger")
     if rank and nxt in ("", "}", ")", ","):
-        sc.error(f"expected '{{' to start a {shape.to_string(False)} literal, "
-                 f"found {sc.describe_next()}")
+        sc.error(("unexpected '}' token" if nxt == "}" else "unexpected token type in a literal")
+                 + f" (expected '{{' to start a {shape.to_string(False)} literal, found "
+                 f"{sc.describe_next()})")
     if rank == 0 or nxt != "{":
-        values.append(_read_element(sc, shape.element_type))
-        if rank:
+        if rank and dtypes.is_complex(shape.element_type):
             sc.error(f"expects nested array in rank {rank}, but sees 0", pos)
+        v = _read_element(sc, shape.element_type)
+        values.append(v)
+        if rank:
+            # XLA's ParseDenseLiteral drops its rank check here: a lone scalar is the element
+            # at linear index 0 of the array literal, every other element is zero
+            # (f32[3] constant(15) is {15, 0, 0}).
+            count = shape.element_count()
+            if count == 0:
+                sc.error(f"tries to set value {sc.text[v.pos:sc.pos]} to a literal in shape "
+                         f"{shape.to_string(False)} at linear index 0, but the index is out of "
+                         f"range (expects nested array in rank {rank}, but sees 0)", v.pos)
+            zero = _Value(v.kind, {"bool": False, "int": 0}.get(v.kind, 0.0), v.pos)
+            values.extend([zero] * (count - 1))
     elif m := re.compile(r"\{[ \t\n\r]*\.\.\.[ \t\n\r]*\}").match(sc.text, pos):
         sc.pos = m.end()
         return Literal.zeros(shape, elided=True)

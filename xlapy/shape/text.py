@@ -67,8 +67,9 @@ class Scanner:
 
     def read_int(self, what: str = "an integer") -> int:
         m = self.peek_re(_INT)
-        if not m:
-            self.error(f"expected {what}, found {self.describe_next()}")
+        if not m:  # XLA's words ("expects integer"), then what the integer is for
+            detail = what[len("an integer"):] if what.startswith("an integer") else f" ({what})"
+            self.error(f"expects integer{detail}, found {self.describe_next()}")
         self.pos = m.end()
         return int(m.group(0))
 
@@ -83,8 +84,8 @@ class Scanner:
         m = self.peek_re(_IDENT)
         return m.group(0) if m else None
 
-    def error(self, message: str, pos: int | None = None):
-        raise ParseError(message, self.text, self.pos if pos is None else pos, self.what)
+    def error(self, message: str, pos: int | None = None, notes=()):
+        raise ParseError(message, self.text, self.pos if pos is None else pos, self.what, notes)
 
 
 def parse_shape(text: str, *, fill_missing_layouts: bool = True) -> Shape:
@@ -269,7 +270,8 @@ def read_layout(sc: Scanner) -> Layout:
             m2m.append(sc.read_int("a dimension number"))
     if sc.eat(":"):
         if sc.peek_ident() == "D":
-            sc.error("sparse layouts (D(...) dimension level types) are not supported by xlapy")
+            sc.read_ident()
+            _skip_dim_level_types(sc)
         if sc.peek_ident() == "T":
             sc.read_ident()
             tiles = []
@@ -320,6 +322,29 @@ def read_layout(sc: Scanner) -> Layout:
         )
     sc.expect("}")
     return Layout(tuple(m2m), **fields)
+
+
+def _skip_dim_level_types(sc: Scanner) -> None:
+    """``D(D,C+,S~)``: dimension level types (dense, compressed, singleton, loose compressed,
+    each maybe followed by '+' and '~'). XLA at jaxlib 0.10.2's commit reads and drops them
+    (its layouts no longer hold them; they are never printed), and so does xlapy."""
+    if not sc.eat("("):
+        sc.error(f"expected '(' after 'D' (dimension level types), found {sc.describe_next()}")
+    if sc.eat(")"):
+        return
+    while True:
+        m = sc.peek_re(re.compile(r"[A-Za-z_][A-Za-z0-9_]*"))
+        if not m or m.group(0) not in ("D", "C", "S", "H"):
+            sc.error(f"expected a DimLevelType abbreviation (D, C, or S), found "
+                     f"{sc.describe_next()}")
+        sc.pos = m.end()
+        sc.eat("+")
+        sc.eat("~")
+        if sc.eat(")"):
+            return
+        if not sc.eat(","):
+            sc.error(f"expected ',' or ')' in the dimension level types, found "
+                     f"{sc.describe_next()}")
 
 
 def _read_tile(sc: Scanner) -> Tile:

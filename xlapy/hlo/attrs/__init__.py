@@ -300,9 +300,10 @@ class EnumKind(AttrKind):
     """One of a fixed set of words; values are members of a Python Enum whose ``text``
     attribute (or name) is XLA's spelling."""
 
-    def __init__(self, enum_cls, name: str | None = None):
+    def __init__(self, enum_cls, name: str | None = None, unknown: str | None = None):
         self.enum_cls = enum_cls
         self.name = name or enum_cls.__name__
+        self.unknown = unknown  # XLA's error for an unknown word ("Unknown API version")
         self.by_text = {self.to_text(m): m for m in enum_cls}
 
     def check(self, value, where):
@@ -325,9 +326,12 @@ class EnumKind(AttrKind):
         sc.skip()
         pos = sc.pos
         word = sc.read_ident()
-        if word is None or word not in self.by_text:
-            allowed = ", ".join(self.by_text)
-            sc.error(f"expected {self.name} ({allowed}), found {repr(word) if word else sc.describe_next()}", pos)
+        if word is None:
+            sc.error(f"expects {self.name}, found {sc.describe_next()}", pos)
+        if word not in self.by_text:  # XLA's words, then the words it knows
+            error = f", error: {self.unknown}: {word}" if self.unknown else ""
+            sc.error(f"expects {self.name} but sees: {word}{error} (expected one of "
+                     f"{', '.join(self.by_text)})", pos)
         return self.by_text[word]
 
 

@@ -62,7 +62,9 @@ class ShapedLiteralKind(AttrKind):
         return value.to_string(print_shape=True, print_layout=True, oneline=True)
 
     def read(self, sc, ctx):
-        return read_literal_with_shape(sc)
+        # the parser's max_recursion_depth (HloParserOptions) bounds the tuple nesting too
+        depth = getattr(ctx, "max_depth", None)
+        return read_literal_with_shape(sc) if depth is None else read_literal_with_shape(sc, depth)
 
 
 CONSTANT_LITERAL = ConstantLiteralKind()

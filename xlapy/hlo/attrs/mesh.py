@@ -489,15 +489,18 @@ class MeshAxesReplicaGroupList:
 def read_mesh_replica_groups(sc: Scanner) -> MeshAxesReplicaGroupList:
     start = sc.pos
     mesh = read_mesh(sc)
+    # XLA's words first (ParseCollectiveDeviceListBase), then which groups
+    single = "MeshAxesReplicaGroupList must have more than one device per group, but got"
     if mesh.maximal_device is not None:
-        sc.error("mesh-axes replica groups need a mesh with axes, not a maximal_mesh", start)
+        sc.error(f"{single} 1 (a maximal_mesh has no axes)", start)
     axes, closed = read_axis_list(sc, mesh)
-    if not closed or not axes:
-        sc.error("mesh-axes replica groups name at least one axis and no '?'", start)
+    if not closed:
+        sc.error("mesh-axes replica groups name axes, not '?'", start)
+    if not axes:
+        sc.error(f"{single} 1 (no axes named)", start)
     groups = MeshAxesReplicaGroupList(mesh, axes)
     if groups.num_devices_per_group <= 1:
-        sc.error(f"MeshAxesReplicaGroupList: {groups.to_text()} has only one device per "
-                 f"replica group.", start)
+        sc.error(f"{single} {groups.num_devices_per_group} ({groups.to_text()})", start)
     return groups
 
 

@@ -767,17 +767,21 @@ def _build(sc, loc, seen, devices, tile_dims, iota_dims, perm, subgroup_types, m
             sc.error(f"iota_transpose_perm T({','.join(map(str, perm))}) is not a "
                      f"permutation of 0..{len(iota_dims) - 1}", loc)
         count, listed = prod(iota_dims), f"the iota <=[{','.join(map(str, iota_dims))}]"
+        xla = (f"iota tile assignment size {count} does not match the tile assignment "
+               f"dimensions product {prod(tile_dims)}")
     else:
         if len(devices) <= 1:
             sc.error("non-maximal shardings must have more than one device assigned", loc)
         count, listed = len(devices), "the device list"
+        xla = (f"sharding device count {count} does not match the tile assignment size "
+               f"{prod(tile_dims)}")
     dims = ",".join(map(str, tile_dims))
     if any(d < 1 for d in tile_dims):
         sc.error(f"the sharding devices shape [{dims}] has a dimension below 1", loc)
     if prod(tile_dims) != count:
-        # HloSharding::FromProto's check (XLA's compiler gets the module as a proto)
-        sc.error(f"the tile assignment [{dims}] holds {prod(tile_dims)} devices, but {listed} "
-                 f"has {count}", loc)
+        # XLA's parser's words (newer XLA checks it while parsing), then xlapy's
+        sc.error(f"{xla} (the tile assignment [{dims}] holds {prod(tile_dims)} devices, but "
+                 f"{listed} has {count})", loc)
     if iota_dims:
         tile = TileAssignment.make_iota(tile_dims, iota_dims, perm)
     else:
