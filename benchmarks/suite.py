@@ -291,10 +291,157 @@ SORT = Case(
 )
 
 
+# -- issue 14 part D: batched GEMMs, a CNN training step, a transformer block ------------------
+
+def _bf16():
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16
+
+
+def _batched_inputs(dtype):
+    def make(rng, p):
+        b, n = p["batch"], p["n"]
+        return [_normal(rng, b, n, n).astype(dtype()), _normal(rng, b, n, n).astype(dtype())]
+    return make
+
+
+def batched_matmul_np(p, a, b):
+    return np.matmul(a.astype(F32), b.astype(F32)).astype(a.dtype)
+
+
+BATCHED_MATMUL = Case(
+    "batched_matmul", "batched f32 matrix product (jnp.matmul over a batch of 64)",
+    sizes={"full": {"batch": 64, "n": 256}, "quick": {"batch": 64, "n": 128},
+           "tiny": {"batch": 4, "n": 16}},
+    inputs=_batched_inputs(lambda: F32),
+    numpy=batched_matmul_np,
+    describe=lambda p: f"{p['batch']} x {p['n']}^3 f32",
+)
+
+BATCHED_MATMUL_BF16 = Case(
+    "batched_matmul_bf16", "batched bf16 matrix product (bf16 result, f32 sums)",
+    sizes=BATCHED_MATMUL.sizes,
+    inputs=_batched_inputs(_bf16),
+    numpy=batched_matmul_np,
+    describe=lambda p: f"{p['batch']} x {p['n']}^3 bf16",
+    rtol=2e-2,
+)
+
+
+def _same_pad(x, kh, kw):
+    n, h, w, c = x.shape
+    top, left = (kh - 1) // 2, (kw - 1) // 2
+    xp = np.zeros((n, h + kh - 1, w + kw - 1, c), x.dtype)
+    xp[:, top:top + h, left:left + w, :] = x
+    return xp
+
+
+def cnn_train_np(p, x, k, w, y):
+    """loss = mean((dense(maxpool2x2(relu(conv3x3(x, k)))) - y)^2) and its gradients wrt k
+    and w (the pool's gradient goes to the first maximum of each window, as XLA's
+    select-and-scatter with ``ge`` picks it)."""
+    pre = conv2d_np(p, x, k)
+    h = np.maximum(pre, F32(0))
+    n, hh, ww, o = h.shape
+    hw = h.reshape(n, hh // 2, 2, ww // 2, 2, o)
+    pooled = hw.max(axis=(2, 4))
+    flat = pooled.reshape(n, -1)
+    d = flat @ w - y
+    loss = np.mean(d * d, dtype=F32)
+    dout = d * F32(2.0 / d.size)
+    gw = flat.T @ dout
+    dpooled = (dout @ w.T).reshape(pooled.shape)
+    windows = hw.transpose(0, 1, 3, 5, 2, 4).reshape(n, hh // 2, ww // 2, o, 4)
+    arg = windows.argmax(-1)
+    dwin = np.zeros_like(windows)
+    np.put_along_axis(dwin, arg[..., None], dpooled[..., None], -1)
+    dh = dwin.reshape(n, hh // 2, ww // 2, o, 2, 2).transpose(0, 1, 4, 2, 5, 3)
+    dpre = dh.reshape(n, hh, ww, o) * (pre > 0)
+    kh, kw, c, _ = k.shape
+    xp = _same_pad(x, kh, kw)
+    gk = np.empty_like(k)
+    for i in range(kh):
+        for j in range(kw):
+            gk[i, j] = xp[:, i:i + hh, j:j + ww, :].reshape(-1, c).T @ dpre.reshape(-1, o)
+    return (np.float32(loss), gk, gw)
+
+
+def _cnn_inputs(rng, p):
+    n, hw, c, o, cls = p["n"], p["hw"], p["c"], p["o"], p["classes"]
+    feat = (hw // 2) * (hw // 2) * o
+    return [_normal(rng, n, hw, hw, c), _normal(rng, 3, 3, c, o, scale=(9 * c) ** -0.5),
+            _normal(rng, feat, cls, scale=feat ** -0.5), _normal(rng, n, cls)]
+
+
+CNN_TRAIN = Case(
+    "cnn_train", "CNN training step: conv3x3 SAME + relu + 2x2 max-pool + dense, squared "
+    "error; loss and gradients of the kernel and the dense weights",
+    sizes={"full": {"n": 32, "hw": 32, "c": 16, "o": 32, "classes": 10},
+           "quick": {"n": 16, "hw": 32, "c": 8, "o": 16, "classes": 10},
+           "tiny": {"n": 2, "hw": 8, "c": 2, "o": 4, "classes": 3}},
+    inputs=_cnn_inputs,
+    numpy=cnn_train_np,
+    describe=lambda p: f"{p['n']}x{p['hw']}x{p['hw']}x{p['c']}, 3x3x{p['o']}",
+)
+
+
+def _gelu(x):
+    return F32(0.5) * x * (F32(1) + np.tanh(F32(np.sqrt(2 / np.pi)) *
+                                            (x + F32(0.044715) * x * x * x)))
+
+
+def transformer_fwd_np(p, x, wq, wk, wv, wo, w1, w2, gamma, beta):
+    """One pre-norm-free transformer block: multi-head self-attention and a gelu MLP, each
+    with a residual, layer norm after the attention."""
+    b, s, dm = x.shape
+    heads = p["heads"]
+    dh = dm // heads
+
+    def split(t):
+        return t.reshape(b, s, heads, dh).transpose(0, 2, 1, 3)
+
+    q, k, v = split(x @ wq), split(x @ wk), split(x @ wv)
+    scores = (q @ k.transpose(0, 1, 3, 2)) * F32(dh ** -0.5)
+    scores = scores - scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores)
+    att = (e / e.sum(axis=-1, keepdims=True)) @ v
+    h = x + att.transpose(0, 2, 1, 3).reshape(b, s, dm) @ wo
+    h = layernorm_np(p, h, gamma, beta)
+    return h + _gelu(h @ w1) @ w2
+
+
+def _transformer_inputs(rng, p):
+    b, s, dm, f = p["batch"], p["seq"], p["dim"], p["ffn"]
+    return [_normal(rng, b, s, dm)] + [_normal(rng, dm, dm, scale=dm ** -0.5)
+                                        for _ in range(4)] + \
+        [_normal(rng, dm, f, scale=dm ** -0.5), _normal(rng, f, dm, scale=f ** -0.5),
+         _uniform(rng, 0.5, 1.5, dm), _normal(rng, dm, scale=0.1)]
+
+
+TRANSFORMER_FWD = Case(
+    "transformer_fwd", "transformer block forward: 4-head self-attention + layer norm + gelu "
+    "MLP, residuals",
+    sizes={"full": {"batch": 8, "seq": 128, "dim": 256, "heads": 4, "ffn": 1024},
+           "quick": {"batch": 4, "seq": 64, "dim": 128, "heads": 4, "ffn": 512},
+           "tiny": {"batch": 2, "seq": 8, "dim": 16, "heads": 2, "ffn": 32}},
+    inputs=_transformer_inputs,
+    numpy=transformer_fwd_np,
+    describe=lambda p: f"{p['batch']}x{p['seq']}x{p['dim']}, ffn {p['ffn']}",
+)
+
+#: Cases whose time is mostly GEMMs: ``xlapy bench`` runs them again with OPENBLAS_CORETYPE
+#: unset when the environment pins OpenBLAS below the host's best kernel.
+GEMM_CASES = ("matmul", "matmul_big", "mlp_train", "conv2d", "batched_matmul",
+              "batched_matmul_bf16", "cnn_train", "transformer_fwd")
+
+
 #: The execution cases, in the order of the table.
 CASES: dict[str, Case] = {c.name: c for c in (
     ELEMENTWISE, SOFTMAX, LAYERNORM, MATMUL, MATMUL_BIG, MLP_TRAIN, CONV2D, REDUCE_SUM,
-    WHILE_SCALAR, WHILE_VECTOR, SORT)}
+    WHILE_SCALAR, WHILE_VECTOR, SORT,
+    # issue 14 part D
+    BATCHED_MATMUL, BATCHED_MATMUL_BF16, CNN_TRAIN, TRANSFORMER_FWD)}
 
 #: The compile-time case: the mlp_train module compiled cold (every xlapy cache bypassed;
 #: XLA: jax.jit(f).lower(..).compile() with jax's caches cleared) and from xlapy's cache.
