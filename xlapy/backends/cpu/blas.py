@@ -37,21 +37,36 @@ _local_threads = None  # ctypes function or False when the library does not have
 
 def blas_function_pointer(name: str) -> int:
     """The address of BLAS routine ``name`` (``sgemm``, ``dgemm``, ``cgemm``, ``zgemm``,
-    ``saxpy``, ...) in SciPy's BLAS: Fortran calling convention, every argument by pointer."""
-    with _lock:
-        if name not in _pointers:
-            from scipy.linalg import cython_blas
+    ``saxpy``, ``strsm``, ...) in SciPy's BLAS: Fortran calling convention, every argument
+    by pointer."""
+    return _capsule_pointer("cython_blas", name)
 
-            capsule = cython_blas.__pyx_capi__.get(name)
+
+def lapack_function_pointer(name: str) -> int:
+    """The address of LAPACK routine ``name`` (``spotrf``, ``dpotrf``, ...) in SciPy's LAPACK
+    (``scipy.linalg.cython_lapack``): Fortran calling convention, as blas_function_pointer."""
+    return _capsule_pointer("cython_lapack", name)
+
+
+def _capsule_pointer(module: str, name: str) -> int:
+    key = f"{module}.{name}"
+    with _lock:
+        if key not in _pointers:
+            import importlib
+
+            table = importlib.import_module(f"scipy.linalg.{module}").__pyx_capi__
+            capsule = table.get(name)
             if capsule is None:
-                raise KeyError(f"blas_function_pointer: SciPy's BLAS has no routine {name!r}")
+                kind = "BLAS" if module == "cython_blas" else "LAPACK"
+                raise KeyError(f"{kind} function pointer: SciPy's {kind} has no routine "
+                               f"{name!r}")
             api = ctypes.pythonapi
             api.PyCapsule_GetName.restype = ctypes.c_char_p
             api.PyCapsule_GetName.argtypes = [ctypes.py_object]
             api.PyCapsule_GetPointer.restype = ctypes.c_void_p
             api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-            _pointers[name] = int(api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule)))
-        return _pointers[name]
+            _pointers[key] = int(api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule)))
+        return _pointers[key]
 
 
 def _gemm_fn(prefix: str):
@@ -180,5 +195,5 @@ def set_local_threads(count: int) -> int | None:
     return int(_local_threads(int(count)))
 
 
-__all__ = ["INT_MAX", "blas_function_pointer", "gemm", "gemm_rowmajor", "has_gemm",
+__all__ = ["INT_MAX", "blas_function_pointer", "gemm", "lapack_function_pointer", "gemm_rowmajor", "has_gemm",
            "library_info", "matrix_form", "set_local_threads"]

@@ -49,7 +49,7 @@ import threading
 
 import numpy as np
 
-from xlapy.backends.cpu import blas, threads
+from xlapy.backends.cpu import blas, linalg, threads
 from xlapy.backends.cpu.blas import blas_function_pointer
 from xlapy.hlo.attrs.enums import ComparisonDirection as Dir
 from xlapy.hlo.attrs.enums import ComparisonType, FftType
@@ -1114,7 +1114,9 @@ def _run_fft(instr, operands, out):
 
 
 _SUPPORTS = {"dot": _supports_dot, "convolution": _supports_convolution, "sort": _supports_sort,
-             "fft": _supports_fft}
-_RUN = {"dot": _run_dot, "convolution": _run_convolution, "sort": _run_sort, "fft": _run_fft}
+             "fft": _supports_fft, "cholesky": linalg.supports_cholesky,
+             "triangular-solve": linalg.supports_triangular_solve}
+_RUN = {"dot": _run_dot, "convolution": _run_convolution, "sort": _run_sort, "fft": _run_fft,
+        "cholesky": linalg.run_cholesky, "triangular-solve": linalg.run_triangular_solve}
 
 __all__ = ["CORES", "batched_gemm", "blas_function_pointer", "run", "supports"]
