@@ -91,7 +91,9 @@ def test_cholesky_not_positive_definite_per_matrix():
 
 
 def _ts_text(t, a_shape, b_shape, left, lower, unit, transpose):
-    f = lambda v: "true" if v else "false"  # noqa: E731
+    def f(v):
+        return "true" if v else "false"
+
     return (f"HloModule m\nENTRY e {{\n  a = {t}{_dims(a_shape)} parameter(0)\n"
             f"  b = {t}{_dims(b_shape)} parameter(1)\n"
             f"  ROOT x = {t}{_dims(b_shape)} triangular-solve(a, b), left_side={f(left)}, "

@@ -195,5 +195,5 @@ def set_local_threads(count: int) -> int | None:
     return int(_local_threads(int(count)))
 
 
-__all__ = ["INT_MAX", "blas_function_pointer", "gemm", "lapack_function_pointer", "gemm_rowmajor", "has_gemm",
-           "library_info", "matrix_form", "set_local_threads"]
+__all__ = ["INT_MAX", "blas_function_pointer", "gemm", "gemm_rowmajor", "has_gemm",
+           "lapack_function_pointer", "library_info", "matrix_form", "set_local_threads"]

@@ -11,11 +11,16 @@ tuple-shaped result) the result is written there and ``out`` is returned.
 
 - dot: operands are viewed as [batch, M, K] x [batch, K, N] without copies wherever the
   dimension numbers allow (transposed views go to BLAS as transpose flags with their
-  leading dimensions), one xGEMM per batch: large GEMMs use BLAS's threads, medium batches
-  run one single-threaded GEMM per core, many tiny matrices go to numpy.matmul's loop.
-  Compute type: f32 for results of f32 and narrower floats (operands such as bf16 converted
-  to f32, the sum rounded once to the result type), f64 when the result or an operand is
-  64-bit, c64/c128 for complex results. Integer and pred dots stay on the interpreter.
+  leading dimensions). BLAS runs single-threaded inside the backend's worker pool
+  (``threads``): a batch of GEMMs is one GEMM per item, a large GEMM is cut into panels of
+  rows or columns, the items handed out in turn; many tiny matrices go to numpy.matmul's
+  loop. Compute type: f32 for results of f32 and narrower floats (operands such as bf16
+  converted to f32, the sum rounded once to the result type), f64 when the result or an
+  operand is 64-bit, c64/c128 for complex results. Integer and pred dots of integer
+  operands: NumPy's integer matmul in an unsigned type of the result's width (at least 32
+  bits: two's-complement sums give the interpreter's bits; pred = any product true), rows
+  over the pool.
+- cholesky, triangular-solve: LAPACK xPOTRF / BLAS xTRSM (``linalg``).
 - convolution: the input goes channels-last, dilated and padded ([N, spatial..., C], the
   padded buffer kept in a pool for the next call), the kernel to [spatial..., I, O]
   (reversed dimensions flipped). Unit strides: per-tap GEMMs accumulate into a small
@@ -200,7 +205,10 @@ def batched_gemm(a3: np.ndarray, b3: np.ndarray, c3: np.ndarray) -> None:
         b3 = np.ascontiguousarray(b3)
         fb = _form(b3)
     big = max(m, n, k, fa[1], fb[1]) > blas.INT_MAX
-    if big or (bsz > 4 and m * n * k < 32768) or not blas.has_gemm(c3.dtype):
+    if not blas.has_gemm(c3.dtype) and not big:  # integers: NumPy's loops, over the pool
+        _matmul_pool(a3, b3, c3)
+        return
+    if big or (bsz > 4 and m * n * k < 32768):
         with np.errstate(all="ignore"):
             np.matmul(a3, b3, out=c3)
         return
@@ -234,6 +242,26 @@ def batched_gemm(a3: np.ndarray, b3: np.ndarray, c3: np.ndarray) -> None:
     parallel(items, run_panels, CORES)
 
 
+def _matmul_pool(a3, b3, c3) -> None:
+    """c3 = a3 @ b3 with NumPy's matmul (integer types; it releases the GIL), in pieces of
+    rows over the worker pool when large."""
+    bsz, m, k = a3.shape
+    n = b3.shape[2]
+    rows = bsz * m
+    pieces = min(rows, 4 * CORES) if bsz * m * n * k >= PARALLEL_GEMM else 1
+    bounds = [rows * i // pieces for i in range(pieces + 1)]
+
+    def run(next_item, local):
+        while (i := next_item()) is not None:
+            for b in range(bounds[i] // m, -(-bounds[i + 1] // m)):
+                lo, hi = max(bounds[i] - b * m, 0), min(bounds[i + 1] - b * m, m)
+                if lo < hi:
+                    with np.errstate(all="ignore"):
+                        np.matmul(a3[b, lo:hi], b3[b], out=c3[b, lo:hi])
+
+    parallel(range(pieces), run, CORES)
+
+
 PARALLEL_GEMM = 1 << 21  # m*n*k from which a GEMM (or a batch of them) uses the pool
 PANEL_MIN = 64  # rows or columns of the narrowest panel a GEMM is cut into
 
@@ -259,14 +287,44 @@ def _gemm_panels(bsz: int, m: int, n: int, k: int) -> list:
 def _supports_dot(instr) -> bool:
     result = _result_dtype(instr)
     if _float_kind(result) is None:
-        return False
+        return _int_dot_types(instr) is not None
     return all(_float_kind(dtypes.to_dtype(o.shape.element_type)) is not None
                for o in instr.operands)
+
+
+def _int_dot_types(instr):
+    """(result, accumulation type) of an integer or pred dot of NumPy integer/bool operands
+    (None otherwise): sums wrap in two's complement, so an unsigned type of the result's
+    width (at least 32 bits) gives the interpreter's bits; pred counts the true products."""
+    result = _result_dtype(instr)
+    if result.kind not in "biu" or any(
+            np.dtype(dtypes.to_dtype(o.shape.element_type)).kind not in "biu"
+            for o in instr.operands):
+        return None
+    return result, np.dtype(np.uint64 if result.itemsize == 8 else np.uint32)
 
 
 def _run_dot(instr, operands, out):
     lhs, rhs = operands
     result = _result_dtype(instr)
+    int_types = _int_dot_types(instr) if _float_kind(result) is None else None
+    if int_types is not None:
+        from xlapy.interpreter.kernels.dot_conv import convert
+
+        acc = int_types[1]
+        operands = [convert(x, result).astype(acc) for x in operands]
+        value = _run_dot_in(instr, operands, acc, acc, None)
+        if result == np.bool_:
+            value = value != 0
+        else:
+            value = value.astype(result)
+        return _finish(value, result, out)
+    compute = _compute_dtype(result, lhs.dtype, rhs.dtype)
+    return _run_dot_in(instr, operands, result, compute, out)
+
+
+def _run_dot_in(instr, operands, result, compute, out):
+    lhs, rhs = operands
     d = instr.attrs["dot_dimension_numbers"]
     lb, rb = list(d.lhs_batch_dimensions), list(d.rhs_batch_dimensions)
     lc, rc = list(d.lhs_contracting_dimensions), list(d.rhs_contracting_dimensions)
@@ -286,7 +344,6 @@ def _run_dot(instr, operands, out):
     m_dims, n_dims = [lhs.shape[i] for i in lf], [rhs.shape[i] for i in rf]
     bsz, m, n = _prod(batch), _prod(m_dims), _prod(n_dims)
     k = _prod(lhs.shape[i] for i in lc)
-    compute = _compute_dtype(result, lhs.dtype, rhs.dtype)
     a3 = _as3(_to_compute(lhs, compute), lb + lf + lc, (bsz, m, k))
     b3 = _as3(_to_compute(rhs, compute), rb + rc + rf, (bsz, k, n))
     shape = tuple(batch + m_dims + n_dims)

@@ -132,13 +132,12 @@ def run_cholesky(instr, operands, out):
 
 def _cholesky_one(instr, matrix):
     """The interpreter's cholesky of one matrix (instr's attributes, a rank-2 operand)."""
+    from types import SimpleNamespace
+
     from xlapy.interpreter.kernels.linalg import cholesky_kernel
 
-    class _One:  # the attributes the kernel reads
-        name = instr.name
-        attrs = {"lower": instr.attrs["lower"]}
-
-    return np.asarray(cholesky_kernel(None, _One, [matrix]))
+    one = SimpleNamespace(name=instr.name, attrs={"lower": instr.attrs["lower"]})
+    return np.asarray(cholesky_kernel(None, one, [matrix]))
 
 
 def run_triangular_solve(instr, operands, out):
