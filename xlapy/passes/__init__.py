@@ -19,6 +19,7 @@ from xlapy.passes.fusion import InstructionFusion
 from xlapy.passes.inline_calls import CallInliner, inline_call
 from xlapy.passes.layout_assignment import LayoutAssignment
 from xlapy.passes.pass_manager import HloPass, PassError, PassPipeline
+from xlapy.passes.row_fusion import RowFusion
 from xlapy.passes.simplify import TABLE, AlgebraicSimplifier, Rewrite
 
 #: Pass name -> class: DEFAULT_PASSES first, in their order, then the optional passes.
@@ -30,6 +31,7 @@ PASSES: dict[str, type[HloPass]] = {
     "dce": DeadCodeElimination,
     "fusion": InstructionFusion,
     "layout-assignment": LayoutAssignment,
+    "row-fusion": RowFusion,
 }
 
 #: What ``xlapy opt`` runs without ``--passes``.
