@@ -103,7 +103,14 @@ def _functions() -> dict:
             return h + jax.nn.gelu(h @ w1, approximate=True) @ w2
         return transformer_fwd
 
+    def rng_bits_for(rows, cols):
+        def rng_bits(key):
+            return lax.rng_bit_generator(key, (rows, cols), dtype=jnp.uint32,
+                                         algorithm=lax.RandomAlgorithm.RNG_PHILOX)
+        return rng_bits
+
     return {
+        "rng_bits": lambda p: rng_bits_for(p["rows"], p["cols"]),
         "batched_matmul": lambda p: batched_matmul,
         "batched_matmul_bf16": lambda p: batched_matmul,
         "cnn_train": lambda p: cnn_train,

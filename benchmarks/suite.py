@@ -430,6 +430,44 @@ TRANSFORMER_FWD = Case(
     describe=lambda p: f"{p['batch']}x{p['seq']}x{p['dim']}, ffn {p['ffn']}",
 )
 
+
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def rng_bits_np(p, key):
+    """XLA's Philox4x32 bit generator with a 2-word state (jax's uint32[4] key read as two
+    u64 words: the key, the counter's low half; the high half is the key word): stream
+    word 4v + k is word k of counter v; the new state advances the low half."""
+    n = p["rows"] * p["cols"]
+    k64 = key.view(np.uint64)
+    key_word, lo = int(k64[0]), int(k64[1])
+    k0, k1 = key_word & 0xFFFFFFFF, key_word >> 32
+    vectors = -(-n // 4)
+    with np.errstate(over="ignore"):
+        c_lo = np.uint64(lo) + np.arange(vectors, dtype=np.uint64)
+        c_hi = np.uint64(key_word) + (c_lo < np.uint64(lo)).astype(np.uint64)
+        x = [c_lo & _M32, c_lo >> np.uint64(32), c_hi & _M32, c_hi >> np.uint64(32)]
+        for _ in range(10):
+            p0 = x[0] * np.uint64(0xD2511F53)
+            p1 = x[2] * np.uint64(0xCD9E8D57)
+            x = [(p1 >> np.uint64(32)) ^ x[1] ^ np.uint64(k0), p1 & _M32,
+                 (p0 >> np.uint64(32)) ^ x[3] ^ np.uint64(k1), p0 & _M32]
+            k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+    bits = np.stack(x, axis=1).reshape(-1)[:n].astype(np.uint32).reshape(p["rows"], p["cols"])
+    new = np.array([key_word, (lo + vectors) & 0xFFFFFFFFFFFFFFFF], np.uint64).view(np.uint32)
+    return (new, bits)
+
+
+RNG_BITS = Case(
+    "rng_bits", "random bits: lax.rng_bit_generator, Philox, u32",
+    sizes={"full": {"rows": 4096, "cols": 4096}, "quick": {"rows": 2048, "cols": 2048},
+           "tiny": {"rows": 16, "cols": 16}},
+    inputs=lambda rng, p: [rng.integers(0, 1 << 32, 4, dtype=np.uint64).astype(np.uint32)],
+    numpy=rng_bits_np,
+    describe=lambda p: f"{p['rows']}x{p['cols']} u32",
+    rtol=0.0,
+)
+
 #: Cases whose time is mostly GEMMs: ``xlapy bench`` runs them again with OPENBLAS_CORETYPE
 #: unset when the environment pins OpenBLAS below the host's best kernel.
 GEMM_CASES = ("matmul", "matmul_big", "mlp_train", "conv2d", "batched_matmul",
@@ -441,7 +479,7 @@ CASES: dict[str, Case] = {c.name: c for c in (
     ELEMENTWISE, SOFTMAX, LAYERNORM, MATMUL, MATMUL_BIG, MLP_TRAIN, CONV2D, REDUCE_SUM,
     WHILE_SCALAR, WHILE_VECTOR, SORT,
     # issue 14 part D
-    BATCHED_MATMUL, BATCHED_MATMUL_BF16, CNN_TRAIN, TRANSFORMER_FWD)}
+    BATCHED_MATMUL, BATCHED_MATMUL_BF16, CNN_TRAIN, TRANSFORMER_FWD, RNG_BITS)}
 
 #: The compile-time case: the mlp_train module compiled cold (every xlapy cache bypassed;
 #: XLA: jax.jit(f).lower(..).compile() with jax's caches cleared) and from xlapy's cache.

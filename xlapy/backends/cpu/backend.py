@@ -41,6 +41,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import indexing
+from xlapy.backends.cpu import rng_kernel as _rng_kernel
 from xlapy.backends.cpu.buffers import POOL, run_parallel
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.kernel_abi import KernelSpec
@@ -542,6 +543,8 @@ class Planner:
         elif op in ("reduce", "reduce-window") and _reduction is not None and \
                 _reduction.supports(instr):
             return self._reduce_kernel(instr, instr, _unique(instr.operands), [])
+        if op == "rng-bit-generator" and _rng_kernel.supports(instr):
+            return self._rng_kernel(instr)
         if _library is not None and _library.supports(instr):
             return LibraryStep(instr)
         return InterpretStep(instr)
@@ -594,6 +597,13 @@ class Planner:
         spec.n_inputs = len(inputs)
         read = operands if operands is not None else inputs
         step = KernelStep(instr, read, bound, spec, tuple_result)
+        self.kernels.append(step)
+        return step
+
+    def _rng_kernel(self, instr):
+        name = f"k{len(self.kernels)}"
+        spec = _rng_kernel.emit(self.irmod, name, instr)
+        step = KernelStep(instr, list(instr.operands), [], spec, tuple_result=True)
         self.kernels.append(step)
         return step
 
