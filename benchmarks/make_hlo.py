@@ -114,11 +114,41 @@ def _functions() -> dict:
     def sort_kv(k, v):
         return lax.sort((k, v), dimension=1, num_keys=1, is_stable=True)
 
+    # issue 14 part D
+    def batched_matmul(a, b):
+        return jnp.matmul(a, b)
+
+    def transformer_fwd_for(heads):
+        def transformer_fwd(x, wq, wk, wv, wo, w1, w2, gamma, beta):
+            b, s, dm = x.shape
+            dh = dm // heads
+
+            def split(t):
+                return t.reshape(b, s, heads, dh).transpose(0, 2, 1, 3)
+
+            q, k, v = split(x @ wq), split(x @ wk), split(x @ wv)
+            scores = (q @ k.transpose(0, 1, 3, 2)) * (dh ** -0.5)
+            att = jax.nn.softmax(scores, axis=-1) @ v
+            h = x + att.transpose(0, 2, 1, 3).reshape(b, s, dm) @ wo
+            h = layernorm(h, gamma, beta)
+            return h + jax.nn.gelu(h @ w1, approximate=True) @ w2
+        return transformer_fwd
+
+    def rng_bits_for(rows, cols):
+        def rng_bits(key):
+            return lax.rng_bit_generator(key, (rows, cols), dtype=jnp.uint32,
+                                         algorithm=lax.RandomAlgorithm.RNG_PHILOX)
+        return rng_bits
+
     return {
         "embedding_lookup": lambda p: embedding_lookup,
         "embedding_grad": lambda p: embedding_grad,
         "cnn_train": lambda p: cnn_train,
         "dus_loop": lambda p: dus_loop_for(p["iters"]),
+        "rng_bits": lambda p: rng_bits_for(p["rows"], p["cols"]),
+        "batched_matmul": lambda p: batched_matmul,
+        "batched_matmul_bf16": lambda p: batched_matmul,
+        "transformer_fwd": lambda p: transformer_fwd_for(p["heads"]),
         "elementwise": lambda p: elementwise,
         "softmax": lambda p: softmax,
         "layernorm": lambda p: layernorm,

@@ -463,12 +463,139 @@ SORT_KV = Case(
 )
 
 
+# -- issue 14 part D: batched GEMMs, a transformer block, rng-bit-generator --------------- ------------------
+
+def _bf16():
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16
+
+
+def _batched_inputs(dtype):
+    def make(rng, p):
+        b, n = p["batch"], p["n"]
+        return [_normal(rng, b, n, n).astype(dtype()), _normal(rng, b, n, n).astype(dtype())]
+    return make
+
+
+def batched_matmul_np(p, a, b):
+    return np.matmul(a.astype(F32), b.astype(F32)).astype(a.dtype)
+
+
+BATCHED_MATMUL = Case(
+    "batched_matmul", "batched f32 matrix product (jnp.matmul over a batch of 64)",
+    sizes={"full": {"batch": 64, "n": 256}, "quick": {"batch": 64, "n": 128},
+           "tiny": {"batch": 4, "n": 16}},
+    inputs=_batched_inputs(lambda: F32),
+    numpy=batched_matmul_np,
+    describe=lambda p: f"{p['batch']} x {p['n']}^3 f32",
+)
+
+BATCHED_MATMUL_BF16 = Case(
+    "batched_matmul_bf16", "batched bf16 matrix product (bf16 result, f32 sums)",
+    sizes=BATCHED_MATMUL.sizes,
+    inputs=_batched_inputs(_bf16),
+    numpy=batched_matmul_np,
+    describe=lambda p: f"{p['batch']} x {p['n']}^3 bf16",
+    rtol=2e-2,
+)
+
+
+def _gelu(x):
+    return F32(0.5) * x * (F32(1) + np.tanh(F32(np.sqrt(2 / np.pi)) *
+                                            (x + F32(0.044715) * x * x * x)))
+
+
+def transformer_fwd_np(p, x, wq, wk, wv, wo, w1, w2, gamma, beta):
+    """One pre-norm-free transformer block: multi-head self-attention and a gelu MLP, each
+    with a residual, layer norm after the attention."""
+    b, s, dm = x.shape
+    heads = p["heads"]
+    dh = dm // heads
+
+    def split(t):
+        return t.reshape(b, s, heads, dh).transpose(0, 2, 1, 3)
+
+    q, k, v = split(x @ wq), split(x @ wk), split(x @ wv)
+    scores = (q @ k.transpose(0, 1, 3, 2)) * F32(dh ** -0.5)
+    scores = scores - scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores)
+    att = (e / e.sum(axis=-1, keepdims=True)) @ v
+    h = x + att.transpose(0, 2, 1, 3).reshape(b, s, dm) @ wo
+    h = layernorm_np(p, h, gamma, beta)
+    return h + _gelu(h @ w1) @ w2
+
+
+def _transformer_inputs(rng, p):
+    b, s, dm, f = p["batch"], p["seq"], p["dim"], p["ffn"]
+    return [_normal(rng, b, s, dm)] + [_normal(rng, dm, dm, scale=dm ** -0.5)
+                                        for _ in range(4)] + \
+        [_normal(rng, dm, f, scale=dm ** -0.5), _normal(rng, f, dm, scale=f ** -0.5),
+         _uniform(rng, 0.5, 1.5, dm), _normal(rng, dm, scale=0.1)]
+
+
+TRANSFORMER_FWD = Case(
+    "transformer_fwd", "transformer block forward: 4-head self-attention + layer norm + gelu "
+    "MLP, residuals",
+    sizes={"full": {"batch": 8, "seq": 128, "dim": 256, "heads": 4, "ffn": 1024},
+           "quick": {"batch": 4, "seq": 64, "dim": 128, "heads": 4, "ffn": 512},
+           "tiny": {"batch": 2, "seq": 8, "dim": 16, "heads": 2, "ffn": 32}},
+    inputs=_transformer_inputs,
+    numpy=transformer_fwd_np,
+    describe=lambda p: f"{p['batch']}x{p['seq']}x{p['dim']}, ffn {p['ffn']}",
+)
+
+
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def rng_bits_np(p, key):
+    """XLA's Philox4x32 bit generator with a 2-word state (jax's uint32[4] key read as two
+    u64 words: the key, the counter's low half; the high half is the key word): stream
+    word 4v + k is word k of counter v; the new state advances the low half."""
+    n = p["rows"] * p["cols"]
+    k64 = key.view(np.uint64)
+    key_word, lo = int(k64[0]), int(k64[1])
+    k0, k1 = key_word & 0xFFFFFFFF, key_word >> 32
+    vectors = -(-n // 4)
+    with np.errstate(over="ignore"):
+        c_lo = np.uint64(lo) + np.arange(vectors, dtype=np.uint64)
+        c_hi = np.uint64(key_word) + (c_lo < np.uint64(lo)).astype(np.uint64)
+        x = [c_lo & _M32, c_lo >> np.uint64(32), c_hi & _M32, c_hi >> np.uint64(32)]
+        for _ in range(10):
+            p0 = x[0] * np.uint64(0xD2511F53)
+            p1 = x[2] * np.uint64(0xCD9E8D57)
+            x = [(p1 >> np.uint64(32)) ^ x[1] ^ np.uint64(k0), p1 & _M32,
+                 (p0 >> np.uint64(32)) ^ x[3] ^ np.uint64(k1), p0 & _M32]
+            k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+    bits = np.stack(x, axis=1).reshape(-1)[:n].astype(np.uint32).reshape(p["rows"], p["cols"])
+    new = np.array([key_word, (lo + vectors) & 0xFFFFFFFFFFFFFFFF], np.uint64).view(np.uint32)
+    return (new, bits)
+
+
+RNG_BITS = Case(
+    "rng_bits", "random bits: lax.rng_bit_generator, Philox, u32",
+    sizes={"full": {"rows": 4096, "cols": 4096}, "quick": {"rows": 2048, "cols": 2048},
+           "tiny": {"rows": 16, "cols": 16}},
+    inputs=lambda rng, p: [rng.integers(0, 1 << 32, 4, dtype=np.uint64).astype(np.uint32)],
+    numpy=rng_bits_np,
+    describe=lambda p: f"{p['rows']}x{p['cols']} u32",
+    rtol=0.0,
+)
+
+#: Cases whose time is mostly GEMMs: ``xlapy bench`` runs them again with OPENBLAS_CORETYPE
+#: unset when the environment pins OpenBLAS below the host's best kernel.
+GEMM_CASES = ("matmul", "matmul_big", "mlp_train", "conv2d", "batched_matmul",
+              "batched_matmul_bf16", "cnn_train", "transformer_fwd")
+
+
 #: The execution cases, in the order of the table.
 CASES: dict[str, Case] = {c.name: c for c in (
     ELEMENTWISE, SOFTMAX, LAYERNORM, MATMUL, MATMUL_BIG, MLP_TRAIN, CONV2D, REDUCE_SUM,
     WHILE_SCALAR, WHILE_VECTOR, SORT,
     EMBEDDING_LOOKUP, EMBEDDING_GRAD, CNN_TRAIN, DUS_LOOP,  # issue 14 part A
     TOPK, CUMSUM, ARGMAX, SORT_KV,  # issue 14 part B
+    BATCHED_MATMUL, BATCHED_MATMUL_BF16, TRANSFORMER_FWD, RNG_BITS,  # issue 14 part D
 )}
 
 #: The compile-time case: the mlp_train module compiled cold (every xlapy cache bypassed;

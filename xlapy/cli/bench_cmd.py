@@ -665,6 +665,16 @@ def run(args) -> int:
             bench.rows.extend(bench.run_compile())
         else:
             bench.rows.append(bench.run_case(suite.CASES[name]))
+    bench.blas, bench.unpinned, bench.unpinned_error = None, [], None
+    if args.backend == "cpu":  # issue 14 item 6: the BLAS kernel, and GEMMs unpinned
+        from xlapy.cli import bench_blas
+
+        bench.blas = bench_blas.blas_state()
+        if bench.blas["pinned_below"]:
+            bench.say("bench: OpenBLAS is pinned below the host's best kernel: running the "
+                      "GEMM cases again with OPENBLAS_CORETYPE unset (a subprocess)")
+            bench.unpinned, bench.unpinned_error = bench_blas.run_unpinned(
+                args, names, getattr(suite, "GEMM_CASES", ()))
     elapsed = time.perf_counter() - started
     _report(bench, copy_bps, copy_bytes, elapsed, np.__version__)
     if args.json:
@@ -756,6 +766,7 @@ def _report(bench, copy_bps: float, copy_bytes: int, elapsed: float, numpy_versi
               f"the in-memory cache hit.")
         print("  XLA: jax.jit(f).lower(..).compile() with jax's caches cleared (lowering not "
               "timed).")
+    _report_blas(bench)
     problems = [r for r in bench.rows if r.mismatch or r.error]
     print()
     for w in bench.warnings:
@@ -764,6 +775,33 @@ def _report(bench, copy_bps: float, copy_bytes: int, elapsed: float, numpy_versi
         print(f"!!! {len(problems)} case(s) with WRONG OR NO xlapy results: "
               f"{', '.join(r.case for r in problems)} !!!")
     print(f"total time {elapsed:.1f} s")
+
+
+def _report_blas(bench) -> None:
+    """The BLAS lines, and the GEMM cases measured with OPENBLAS_CORETYPE unset."""
+    if getattr(bench, "blas", None) is None:
+        return
+    from xlapy.cli import bench_blas
+
+    print()
+    for line in bench_blas.describe(bench.blas):
+        print(line)
+    if bench.unpinned_error:
+        print(f"  {bench.unpinned_error}")
+    if bench.unpinned:
+        pinned = {r.case: r for r in bench.rows}
+        rows = []
+        for c in bench.unpinned:
+            r = pinned.get(c["case"])
+            rows.append([c["case"], _fmt_ratio(r.ratio(r.xla)) if r else "-",
+                         _fmt_time((c.get("xlapy") or {}).get("median_s")),
+                         _fmt_time((c.get("xla") or {}).get("median_s")),
+                         _fmt_ratio(c.get("xlapy_over_xla")), c.get("result") or "-"])
+        print(f"GEMM cases with OPENBLAS_CORETYPE unset (kernel {bench.blas['unpinned_core']}; "
+              f"XLA's own GEMMs do not use OpenBLAS):")
+        for line in _table(["case", "pinned xlapy/XLA", "xlapy", "XLA", "unpinned xlapy/XLA",
+                            "result"], rows, {1, 2, 3, 4}):
+            print(line)
 
 
 def _write_json(bench, copy_bps: float, copy_bytes: int, elapsed: float) -> None:
@@ -795,6 +833,8 @@ def _write_json(bench, copy_bps: float, copy_bytes: int, elapsed: float) -> None
         "copy_bandwidth_bytes_per_s": copy_bps, "copy_buffer_bytes": copy_bytes,
         "geomean_xlapy_over_xla": _geomean(have) if have else None,
         "cases": cases, "warnings": bench.warnings, "elapsed_s": elapsed,
+        "blas": getattr(bench, "blas", None),
+        "unpinned_gemm_cases": getattr(bench, "unpinned", []),
     }
     try:
         with open(bench.args.json, "w", encoding="utf-8") as f:

@@ -184,15 +184,16 @@ def test_fused_chain_matches_interpreter():
 
 
 def test_unsupported_ops_fall_back_and_cache():
-    text = ("HloModule m\nENTRY e {\n a = f32[4,4] parameter(0)\n b = f32[4,4] parameter(1)\n"
-            " t = f32[4,4] triangular-solve(a, b), left_side=true, lower=true, "
-            "transpose_a=NO_TRANSPOSE\n ROOT d = f32[4,4] multiply(t, t)\n}\n")
+    # complex triangular-solve stays interpreted (the real ones go to BLAS: test_cpu_linalg)
+    text = ("HloModule m\nENTRY e {\n a = c64[4,4] parameter(0)\n b = c64[4,4] parameter(1)\n"
+            " t = c64[4,4] triangular-solve(a, b), left_side=true, lower=true, "
+            "transpose_a=NO_TRANSPOSE\n ROOT d = c64[4,4] multiply(t, t)\n}\n")
     steps = compile_module(parse_hlo_module(text)).steps()
     assert [type(s).__name__ for s in steps] == ["InterpretStep", "KernelStep"]
     assert isinstance(steps[0], InterpretStep)
     rng = np.random.default_rng(9)
-    a = (np.tril(rng.standard_normal((4, 4))) + 4 * np.eye(4)).astype(np.float32)
-    b = rng.standard_normal((4, 4)).astype(np.float32)
+    a = (np.tril(rng.standard_normal((4, 4))) + 4 * np.eye(4)).astype(np.complex64)
+    b = (rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))).astype(np.complex64)
     _, got, want = _run_both(text, a, b)
     _same(got, want, rtol=1e-6)
     backend = CpuBackend()

@@ -219,12 +219,14 @@ def test_dot_special_values_propagate():
     np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
 
 
-def test_dot_integer_and_pred_stay_on_the_interpreter():
-    _, instr = _dot_instr("s8", "s8", "s32", "[3,4]", "[4,5]",
+def test_dot_float_operands_integer_result_stay_on_the_interpreter():
+    """Integer and pred dots of integer operands have a library path (test_cpu_dot_batched);
+    float operands with an integer result (XLA's saturating convert first) do not."""
+    _, instr = _dot_instr("f32", "f32", "s32", "[3,4]", "[4,5]",
                           "lhs_contracting_dims={1}, rhs_contracting_dims={0}")
     assert not library.supports(instr)
     with pytest.raises(EvaluationError, match="no fast path"):
-        library.run(instr, [np.zeros((3, 4), np.int8), np.zeros((4, 5), np.int8)])
+        library.run(instr, [np.zeros((3, 4), np.float32), np.zeros((4, 5), np.float32)])
 
 
 def test_dot_runtime_shape_mismatch_names_the_op():

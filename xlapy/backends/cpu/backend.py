@@ -3,7 +3,8 @@
 ``CpuBackend.compile(module)`` works on a clone of the module, in XLA:CPU's order:
 
 1. passes (xlapy.passes): call inlining, algebraic simplification, CSE, DCE, then loop and
-   input fusion;
+   input fusion, row fusion before them (a row reduction with the elementwise work consuming
+   it: one kernel per row, ``row_reduction``);
 2. a *plan* per computation (the entry, and the computations of while/conditional/call):
    its instructions in post order turned into steps -
    - a loop fusion, or a single elementwise/data-movement instruction, whose every
@@ -47,6 +48,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import emitters as _emitters
 from xlapy.backends.cpu import gather_scatter, indexing
+from xlapy.backends.cpu import rng_kernel as _rng_kernel
 from xlapy.backends.cpu import sort as _native_sort
 from xlapy.backends.cpu.buffers import POOL, run_parallel
 from xlapy.backends.cpu.jit import get_jit
@@ -59,6 +61,7 @@ from xlapy.errors import ResourceExhaustedError
 from xlapy.hlo.attrs.enums import FusionKind
 from xlapy.interpreter.evaluator import EvalContext
 from xlapy.interpreter.registry import get_kernel
+from xlapy.passes.row_fusion import is_row_fusion
 from xlapy.runtime.client import Backend, DeviceProgram
 from xlapy.shape import dtypes
 from xlapy.shape.shape import out_of_memory
@@ -77,7 +80,7 @@ except ImportError:  # pragma: no cover
     _control_flow = None
 
 #: The passes run before planning (names of xlapy.passes.PASSES).
-PIPELINE = ("inline", "simplify", "cse", "dce", "fusion")
+PIPELINE = ("inline", "simplify", "cse", "dce", "row-fusion", "fusion")
 
 #: The compiled programs, by fingerprint (LRU, bounded: see program_cache).
 PROGRAMS = ProgramCache()
@@ -581,6 +584,8 @@ class Planner:
         if op in ("topk", "custom-call") and \
                 not isinstance(_native_sort.topk_form(instr), str):
             return self._topk_kernel(instr)
+        if op == "rng-bit-generator" and _rng_kernel.supports(instr):
+            return self._rng_kernel(instr)
         if _library is not None and _library.supports(instr):
             return LibraryStep(instr)
         return InterpretStep(instr, _emitters.explain(instr))
@@ -599,6 +604,9 @@ class Planner:
         big = [c for c in consts if c.shape.dimensions]
         inputs = params + big
         members = members_of(roots, inputs)
+        if is_row_fusion(fusion):  # issue 14 item 8: reductions + consumers, row by row
+            return self._row_kernel(fusion, root, inputs,
+                                    [np.asarray(constant_value(c)) for c in big])
         if kind == FusionKind.INPUT and len(roots) == 1 and _reduction is not None and \
                 root.opcode in ("reduce", "reduce-window"):
             if not _reduction.supports(root):
@@ -630,6 +638,22 @@ class Planner:
         spec.n_inputs = len(inputs)
         read = operands if operands is not None else inputs
         step = KernelStep(instr, read, bound, spec, tuple_result)
+        self.kernels.append(step)
+        return step
+
+    def _rng_kernel(self, instr):
+        name = f"k{len(self.kernels)}"
+        spec = _rng_kernel.emit(self.irmod, name, instr)
+        step = KernelStep(instr, list(instr.operands), [], spec, tuple_result=True)
+        self.kernels.append(step)
+        return step
+
+    def _row_kernel(self, fusion, root, inputs, bound):
+        from xlapy.backends.cpu import row_reduction
+
+        name = f"k{len(self.kernels)}"
+        spec = row_reduction.emit(self.irmod, name, root, inputs)
+        step = KernelStep(fusion, list(fusion.operands), bound, spec)
         self.kernels.append(step)
         return step
 

@@ -37,21 +37,36 @@ _local_threads = None  # ctypes function or False when the library does not have
 
 def blas_function_pointer(name: str) -> int:
     """The address of BLAS routine ``name`` (``sgemm``, ``dgemm``, ``cgemm``, ``zgemm``,
-    ``saxpy``, ...) in SciPy's BLAS: Fortran calling convention, every argument by pointer."""
-    with _lock:
-        if name not in _pointers:
-            from scipy.linalg import cython_blas
+    ``saxpy``, ``strsm``, ...) in SciPy's BLAS: Fortran calling convention, every argument
+    by pointer."""
+    return _capsule_pointer("cython_blas", name)
 
-            capsule = cython_blas.__pyx_capi__.get(name)
+
+def lapack_function_pointer(name: str) -> int:
+    """The address of LAPACK routine ``name`` (``spotrf``, ``dpotrf``, ...) in SciPy's LAPACK
+    (``scipy.linalg.cython_lapack``): Fortran calling convention, as blas_function_pointer."""
+    return _capsule_pointer("cython_lapack", name)
+
+
+def _capsule_pointer(module: str, name: str) -> int:
+    key = f"{module}.{name}"
+    with _lock:
+        if key not in _pointers:
+            import importlib
+
+            table = importlib.import_module(f"scipy.linalg.{module}").__pyx_capi__
+            capsule = table.get(name)
             if capsule is None:
-                raise KeyError(f"blas_function_pointer: SciPy's BLAS has no routine {name!r}")
+                kind = "BLAS" if module == "cython_blas" else "LAPACK"
+                raise KeyError(f"{kind} function pointer: SciPy's {kind} has no routine "
+                               f"{name!r}")
             api = ctypes.pythonapi
             api.PyCapsule_GetName.restype = ctypes.c_char_p
             api.PyCapsule_GetName.argtypes = [ctypes.py_object]
             api.PyCapsule_GetPointer.restype = ctypes.c_void_p
             api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-            _pointers[name] = int(api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule)))
-        return _pointers[name]
+            _pointers[key] = int(api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule)))
+        return _pointers[key]
 
 
 def _gemm_fn(prefix: str):
@@ -116,28 +131,69 @@ def _openblas_library():
     return None
 
 
-def set_local_threads(count: int) -> int | None:
-    """Bound the BLAS threads the calling thread uses (OpenBLAS >= 0.3.27); returns the
-    previous bound, or None when SciPy's BLAS cannot do this (then nothing changes)."""
-    global _local_threads
+_lib = None  # ctypes.CDLL of SciPy's OpenBLAS, or False
+
+
+def _library():
+    global _lib
     with _lock:
-        if _local_threads is None:
-            _local_threads = False
+        if _lib is None:
+            _lib = False
             blas_function_pointer("sgemm")  # loads SciPy's BLAS library
             path = _openblas_library()
             if path is not None:
                 try:
-                    lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-                    fn = lib.openblas_set_num_threads_local
-                    fn.restype = ctypes.c_int
-                    fn.argtypes = [ctypes.c_int]
-                    _local_threads = fn
-                except (OSError, AttributeError):
-                    _local_threads = False
+                    _lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                except OSError:
+                    _lib = False
+    return _lib or None
+
+
+def _symbol(*names):
+    lib = _library()
+    for name in names:
+        fn = getattr(lib, name, None) if lib is not None else None
+        if fn is not None:
+            return fn
+    return None
+
+
+def library_info() -> dict:
+    """What BLAS the backend calls: ``path`` (the shared library), ``config`` (OpenBLAS's
+    build line, ``openblas_get_config``), ``core`` (the kernel family in use,
+    ``openblas_get_corename``), ``threads`` (its default thread count), ``coretype`` (the
+    environment's ``OPENBLAS_CORETYPE``, None when unset). Entries BLAS cannot say are None."""
+    info = {"path": _openblas_library(), "config": None, "core": None, "threads": None,
+            "coretype": os.environ.get("OPENBLAS_CORETYPE") or None}
+    for key, names, restype in (
+            ("config", ("scipy_openblas_get_config", "openblas_get_config"), ctypes.c_char_p),
+            ("core", ("scipy_openblas_get_corename", "openblas_get_corename"),
+             ctypes.c_char_p),
+            ("threads", ("scipy_openblas_get_num_threads", "openblas_get_num_threads"),
+             ctypes.c_int)):
+        fn = _symbol(*names)
+        if fn is None:
+            continue
+        fn.restype, fn.argtypes = restype, []
+        value = fn()
+        info[key] = value.decode(errors="replace").strip() if isinstance(value, bytes) \
+            else value
+    return info
+
+
+def set_local_threads(count: int) -> int | None:
+    """Bound the BLAS threads the calling thread uses (OpenBLAS >= 0.3.27); returns the
+    previous bound, or None when SciPy's BLAS cannot do this (then nothing changes)."""
+    global _local_threads
+    if _local_threads is None:
+        fn = _symbol("openblas_set_num_threads_local")
+        if fn is not None:
+            fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int]
+        _local_threads = fn or False
     if not _local_threads:
         return None
     return int(_local_threads(int(count)))
 
 
 __all__ = ["INT_MAX", "blas_function_pointer", "gemm", "gemm_rowmajor", "has_gemm",
-           "matrix_form", "set_local_threads"]
+           "lapack_function_pointer", "library_info", "matrix_form", "set_local_threads"]

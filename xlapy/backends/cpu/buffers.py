@@ -9,18 +9,19 @@ go, is recycled by the next call. Recycled memory is already mapped: a kernel wr
 this kind of VM). Small arrays come from ``np.empty`` directly (malloc recycles those).
 
 ``run_parallel(fn, bufs, domain, work)`` runs a kernel (``kernel_abi``) over its work items,
-split between the calling thread and one helper thread when there is enough work; ctypes
-releases the GIL during the native call, so both halves run at once.
+on the backend's one worker pool (``threads``) when there is enough work: the domain is cut
+into a few pieces per thread, handed out in turn; ctypes releases the GIL during the native
+call, so the pieces run at once.
 """
 
 from __future__ import annotations
 
-import os
-import queue
 import sys
 import threading
 
 import numpy as np
+
+from xlapy.backends.cpu import threads
 
 #: Arrays smaller than this come from np.empty.
 POOL_MIN_BYTES = 1 << 16
@@ -92,53 +93,17 @@ def _out_of_memory(shape, dtype: np.dtype, nbytes: int):
                                   f"({human_bytes(nbytes)}) for {name}[{dims}]", nbytes)
 
 
-class _Helper:
-    """One daemon thread running submitted calls (the second core's share of a kernel)."""
-
-    def __init__(self):
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name="xlapy-cpu-helper", daemon=True)
-        self._thread.start()
-
-    def _loop(self):
-        while True:
-            fn, args, done, errors = self._jobs.get()
-            try:
-                fn(*args)
-            except BaseException as e:  # handed to the submitter
-                errors.append(e)
-            done.set()
-
-    def submit(self, fn, *args):
-        done, errors = threading.Event(), []
-        self._jobs.put((fn, args, done, errors))
-        return done, errors
-
-
-_HELPER: _Helper | None = None
-_HELPER_LOCK = threading.Lock()
-THREADS = max(1, min(2, os.cpu_count() or 1))
-
-
-def _helper() -> _Helper:
-    global _HELPER
-    with _HELPER_LOCK:
-        if _HELPER is None:
-            _HELPER = _Helper()
-        return _HELPER
+#: Threads a kernel may run on (the backend's one worker pool: xlapy.backends.cpu.threads).
+THREADS = threads.WORKERS
 
 
 def run_parallel(fn, bufs, domain: int, work: int, parallel: bool = True) -> None:
-    """Call ``fn(bufs, lo, hi)`` over [0, domain), on two threads when ``work`` is large."""
+    """Call ``fn(bufs, lo, hi)`` over [0, domain), on the worker pool when ``work`` is large
+    (``threads.run_parallel``: pieces handed out in turn)."""
     if not parallel or THREADS < 2 or domain < 2 or work < PARALLEL_MIN_WORK:
         fn(bufs, 0, domain)
         return
-    mid = domain // 2
-    done, errors = _helper().submit(fn, bufs, mid, domain)
-    fn(bufs, 0, mid)
-    done.wait()
-    if errors:
-        raise errors[0]
+    threads.run_parallel(fn, bufs, domain, work, True, PARALLEL_MIN_WORK)
 
 
 __all__ = ["POOL", "BufferPool", "run_parallel"]

@@ -11,11 +11,16 @@ tuple-shaped result) the result is written there and ``out`` is returned.
 
 - dot: operands are viewed as [batch, M, K] x [batch, K, N] without copies wherever the
   dimension numbers allow (transposed views go to BLAS as transpose flags with their
-  leading dimensions), one xGEMM per batch: large GEMMs use BLAS's threads, medium batches
-  run one single-threaded GEMM per core, many tiny matrices go to numpy.matmul's loop.
-  Compute type: f32 for results of f32 and narrower floats (operands such as bf16 converted
-  to f32, the sum rounded once to the result type), f64 when the result or an operand is
-  64-bit, c64/c128 for complex results. Integer and pred dots stay on the interpreter.
+  leading dimensions). BLAS runs single-threaded inside the backend's worker pool
+  (``threads``): a batch of GEMMs is one GEMM per item, a large GEMM is cut into panels of
+  rows or columns, the items handed out in turn; many tiny matrices go to numpy.matmul's
+  loop. Compute type: f32 for results of f32 and narrower floats (operands such as bf16
+  converted to f32, the sum rounded once to the result type), f64 when the result or an
+  operand is 64-bit, c64/c128 for complex results. Integer and pred dots of integer
+  operands: NumPy's integer matmul in an unsigned type of the result's width (at least 32
+  bits: two's-complement sums give the interpreter's bits; pred = any product true), rows
+  over the pool.
+- cholesky, triangular-solve: LAPACK xPOTRF / BLAS xTRSM (``linalg``).
 - convolution: the input goes channels-last, dilated and padded ([N, spatial..., C], the
   padded buffer kept in a pool for the next call), the kernel to [spatial..., I, O]
   (reversed dimensions flipped). Unit strides: per-tap GEMMs accumulate into a small
@@ -45,12 +50,11 @@ the reference semantics) and xlapy.backends.cpu.blas.
 
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
 
-from xlapy.backends.cpu import blas
+from xlapy.backends.cpu import blas, linalg, threads
 from xlapy.backends.cpu.blas import blas_function_pointer
 from xlapy.hlo.attrs.enums import ComparisonDirection as Dir
 from xlapy.hlo.attrs.enums import ComparisonType, FftType
@@ -66,17 +70,9 @@ _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
 
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-CORES = _cores()
+CORES = threads.WORKERS
 SCRATCH_BYTES = 64 << 20  # the convolution's im2col scratch, all threads together
 CHUNK_BYTES = 4 << 20  # one im2col chunk (a few MiB keeps it in the outer caches)
-BIG_GEMM = 1 << 24  # m*n*k from which one GEMM is worth BLAS's own threads
 
 
 def supports(instr) -> bool:
@@ -219,24 +215,80 @@ def batched_gemm(a3: np.ndarray, b3: np.ndarray, c3: np.ndarray) -> None:
         b3 = np.ascontiguousarray(b3)
         fb = _form(b3)
     big = max(m, n, k, fa[1], fb[1]) > blas.INT_MAX
-    if big or (bsz > 4 and m * n * k < 32768) or not blas.has_gemm(c3.dtype):
+    if not blas.has_gemm(c3.dtype) and not big:  # integers: NumPy's loops, over the pool
+        _matmul_pool(a3, b3, c3)
+        return
+    if big or (bsz > 4 and m * n * k < 32768):
         with np.errstate(all="ignore"):
             np.matmul(a3, b3, out=c3)
         return
     dt = c3.dtype
     pa, pb, pc = a3.ctypes.data, b3.ctypes.data, c3.ctypes.data
     sa, sb, sc = a3.strides[0], b3.strides[0], c3.strides[0]
-    if bsz == 1 or m * n * k >= BIG_GEMM:  # BLAS spreads each GEMM over the cores
-        for i in range(bsz):
-            blas.gemm_rowmajor(dt, m, n, k, pa + i * sa, fa, pb + i * sb, fb, pc + i * sc, n)
+    flops = bsz * m * n * k
+    if flops < PARALLEL_GEMM or CORES < 2 or (threads.USER_BLAS_THREADS and bsz == 1):
+        # small, or the user set BLAS's threads: BLAS as it is, from the calling thread
+        with threads.blas_calls():
+            for i in range(bsz):
+                blas.gemm_rowmajor(dt, m, n, k, pa + i * sa, fa, pb + i * sb, fb,
+                                   pc + i * sc, n)
         return
+    items = _gemm_panels(bsz, m, n, k)
+    isz = dt.itemsize
 
-    def run_batches(next_item, local: bool) -> None:  # one single-threaded GEMM per core
-        with _blas_threads(1):
-            while (i := next_item()) is not None:
-                blas.gemm_rowmajor(dt, m, n, k, pa + i * sa, fa, pb + i * sb, fb, pc + i * sc, n)
+    def run_panels(next_item, local: bool) -> None:  # single-threaded BLAS per pool thread
+        while (item := next_item()) is not None:
+            i, axis, lo, hi = item
+            a, b, c = pa + i * sa, pb + i * sb, pc + i * sc
+            if axis == 0:  # rows lo:hi of A and C
+                a += lo * (fa[1] if fa[0] == "r" else 1) * isz
+                c += lo * n * isz
+                blas.gemm_rowmajor(dt, hi - lo, n, k, a, fa, b, fb, c, n)
+            else:  # columns lo:hi of B and C
+                b += lo * (1 if fb[0] == "r" else fb[1]) * isz
+                c += lo * isz
+                blas.gemm_rowmajor(dt, m, hi - lo, k, a, fa, b, fb, c, n)
 
-    parallel(list(range(bsz)), run_batches, CORES if bsz * m * n * k >= 1 << 22 else 1)
+    parallel(items, run_panels, CORES)
+
+
+def _matmul_pool(a3, b3, c3) -> None:
+    """c3 = a3 @ b3 with NumPy's matmul (integer types; it releases the GIL), in pieces of
+    rows over the worker pool when large."""
+    bsz, m, k = a3.shape
+    n = b3.shape[2]
+    rows = bsz * m
+    pieces = min(rows, 4 * CORES) if bsz * m * n * k >= PARALLEL_GEMM else 1
+    bounds = [rows * i // pieces for i in range(pieces + 1)]
+
+    def run(next_item, local):
+        while (i := next_item()) is not None:
+            for b in range(bounds[i] // m, -(-bounds[i + 1] // m)):
+                lo, hi = max(bounds[i] - b * m, 0), min(bounds[i + 1] - b * m, m)
+                if lo < hi:
+                    with np.errstate(all="ignore"):
+                        np.matmul(a3[b, lo:hi], b3[b], out=c3[b, lo:hi])
+
+    parallel(range(pieces), run, CORES)
+
+
+PARALLEL_GEMM = 1 << 21  # m*n*k from which a GEMM (or a batch of them) uses the pool
+PANEL_MIN = 64  # rows or columns of the narrowest panel a GEMM is cut into
+
+
+def _gemm_panels(bsz: int, m: int, n: int, k: int) -> list:
+    """Work items (batch, axis, lo, hi) of a batched GEMM for the pool: whole matrices when
+    the batch alone gives every thread a few (one single-threaded GEMM per core), otherwise
+    each matrix cut along its longer output dimension into panels of at least PANEL_MIN
+    (about ``4 * CORES`` items in all, handed out in turn: a slowed thread takes fewer)."""
+    want = 4 * CORES
+    if bsz >= want or bsz * m * n * k < 4 * PARALLEL_GEMM:
+        return [(i, 0, 0, m) for i in range(bsz)]
+    per = -(-want // bsz)
+    axis, size = (0, m) if m >= n else (1, n)
+    per = max(1, min(per, size // PANEL_MIN))
+    bounds = [size * j // per for j in range(per + 1)]
+    return [(i, axis, bounds[j], bounds[j + 1]) for i in range(bsz) for j in range(per)]
 
 
 # -- dot --------------------------------------------------------------------------------------
@@ -245,14 +297,44 @@ def batched_gemm(a3: np.ndarray, b3: np.ndarray, c3: np.ndarray) -> None:
 def _supports_dot(instr) -> bool:
     result = _result_dtype(instr)
     if _float_kind(result) is None:
-        return False
+        return _int_dot_types(instr) is not None
     return all(_float_kind(dtypes.to_dtype(o.shape.element_type)) is not None
                for o in instr.operands)
+
+
+def _int_dot_types(instr):
+    """(result, accumulation type) of an integer or pred dot of NumPy integer/bool operands
+    (None otherwise): sums wrap in two's complement, so an unsigned type of the result's
+    width (at least 32 bits) gives the interpreter's bits; pred counts the true products."""
+    result = _result_dtype(instr)
+    if result.kind not in "biu" or any(
+            np.dtype(dtypes.to_dtype(o.shape.element_type)).kind not in "biu"
+            for o in instr.operands):
+        return None
+    return result, np.dtype(np.uint64 if result.itemsize == 8 else np.uint32)
 
 
 def _run_dot(instr, operands, out):
     lhs, rhs = operands
     result = _result_dtype(instr)
+    int_types = _int_dot_types(instr) if _float_kind(result) is None else None
+    if int_types is not None:
+        from xlapy.interpreter.kernels.dot_conv import convert
+
+        acc = int_types[1]
+        operands = [convert(x, result).astype(acc) for x in operands]
+        value = _run_dot_in(instr, operands, acc, acc, None)
+        if result == np.bool_:
+            value = value != 0
+        else:
+            value = value.astype(result)
+        return _finish(value, result, out)
+    compute = _compute_dtype(result, lhs.dtype, rhs.dtype)
+    return _run_dot_in(instr, operands, result, compute, out)
+
+
+def _run_dot_in(instr, operands, result, compute, out):
+    lhs, rhs = operands
     d = instr.attrs["dot_dimension_numbers"]
     lb, rb = list(d.lhs_batch_dimensions), list(d.rhs_batch_dimensions)
     lc, rc = list(d.lhs_contracting_dimensions), list(d.rhs_contracting_dimensions)
@@ -272,7 +354,6 @@ def _run_dot(instr, operands, out):
     m_dims, n_dims = [lhs.shape[i] for i in lf], [rhs.shape[i] for i in rf]
     bsz, m, n = _prod(batch), _prod(m_dims), _prod(n_dims)
     k = _prod(lhs.shape[i] for i in lc)
-    compute = _compute_dtype(result, lhs.dtype, rhs.dtype)
     a3 = _as3(_to_compute(lhs, compute), lb + lf + lc, (bsz, m, k))
     b3 = _as3(_to_compute(rhs, compute), rb + rc + rf, (bsz, k, n))
     shape = tuple(batch + m_dims + n_dims)
@@ -564,9 +645,8 @@ def _conv_gemm(xp, w2, y2, outs, window, ksizes, groups, fgc, bgc, cg, og, nout)
 
     def run_chunks(next_item, local: bool) -> None:
         cols = None if direct else np.empty(scratch_rows * kdim, y2.dtype)
-        with _blas_threads(1 if local or not direct else None):
-            while (item := next_item()) is not None:
-                _conv_chunk(item[0], item[1], cols)
+        while (item := next_item()) is not None:
+            _conv_chunk(item[0], item[1], cols)
 
     parallel(work, run_chunks, threads)
 
@@ -607,72 +687,25 @@ def _conv_flat(tasks, threads: int) -> None:
 
     def run_chunks(next_item, local: bool) -> None:
         scratch = np.empty((step * stride[0], t0.og), dt)
-        with _blas_threads(1):  # small GEMMs: BLAS's own threads would only synchronise
-            while (item := next_item()) is not None:
-                task, n, i0, i1 = item
-                rows = (i1 - i0 - 1) * stride[0] + tail
-                q0 = ((task.batch0 + n) * pdims[0] + i0) * stride[0]
-                for t, off in enumerate(offsets):
-                    a = xp.ctypes.data + ((q0 + off) * c + task.feat0) * isz
-                    b = w2.ctypes.data + (t * task.cg * o + task.out0) * isz
-                    blas.gemm_rowmajor(dt, rows, task.og, task.cg, a, ("r", c), b, ("r", o),
-                                       scratch.ctypes.data, task.og, beta=1.0 if t else 0.0)
-                block = scratch[:(i1 - i0) * stride[0]].reshape(i1 - i0, *pdims[1:], task.og)
-                y[(n, slice(i0, i1)) + inner[1:] + (slice(task.out0, task.out0 + task.og),)] \
-                    = block[inner]
+        # the pool's BLAS calls are single-threaded (threads.blas_calls)
+        while (item := next_item()) is not None:
+            task, n, i0, i1 = item
+            rows = (i1 - i0 - 1) * stride[0] + tail
+            q0 = ((task.batch0 + n) * pdims[0] + i0) * stride[0]
+            for t, off in enumerate(offsets):
+                a = xp.ctypes.data + ((q0 + off) * c + task.feat0) * isz
+                b = w2.ctypes.data + (t * task.cg * o + task.out0) * isz
+                blas.gemm_rowmajor(dt, rows, task.og, task.cg, a, ("r", c), b, ("r", o),
+                                   scratch.ctypes.data, task.og, beta=1.0 if t else 0.0)
+            block = scratch[:(i1 - i0) * stride[0]].reshape(i1 - i0, *pdims[1:], task.og)
+            y[(n, slice(i0, i1)) + inner[1:] + (slice(task.out0, task.out0 + task.og),)] \
+                = block[inner]
 
     parallel(work, run_chunks, min(threads, len(work)))
 
 
-class _blas_threads:
-    """Bound the calling thread's BLAS threads inside a with block (None: unchanged)."""
-
-    def __init__(self, count):
-        self.count, self.previous = count, None
-
-    def __enter__(self):
-        if self.count is not None:
-            self.previous = blas.set_local_threads(self.count)
-
-    def __exit__(self, *exc):
-        if self.previous is not None:
-            blas.set_local_threads(self.previous)
-
-
-def parallel(items: list, body, threads: int) -> None:
-    """Run ``body(next_item, local)`` on ``threads`` threads (the caller is one of them);
-    ``next_item()`` hands out the next of ``items`` (None when none is left), so a thread that
-    the machine slows down takes fewer; ``local`` is True when several threads run (each
-    should then keep BLAS to one thread). The first exception is raised in the caller."""
-    lock = threading.Lock()
-    pending = iter(items)
-    errors: list[BaseException] = []
-
-    def next_item():
-        with lock:
-            if errors:
-                return None
-            return next(pending, None)
-
-    if threads <= 1 or len(items) <= 1:
-        body(next_item, False)
-        return
-
-    def guarded():
-        try:
-            body(next_item, True)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
-            with lock:
-                errors.append(e)
-
-    pool = [threading.Thread(target=guarded, daemon=True) for _ in range(threads - 1)]
-    for t in pool:
-        t.start()
-    guarded()
-    for t in pool:
-        t.join()
-    if errors:
-        raise errors[0]
+#: The backend's worker pool (threads.parallel): BLAS calls inside are single-threaded.
+parallel = threads.parallel
 
 
 # -- sort -------------------------------------------------------------------------------------
@@ -1150,7 +1183,9 @@ def _run_fft(instr, operands, out):
 
 
 _SUPPORTS = {"dot": _supports_dot, "convolution": _supports_convolution, "sort": _supports_sort,
-             "fft": _supports_fft}
-_RUN = {"dot": _run_dot, "convolution": _run_convolution, "sort": _run_sort, "fft": _run_fft}
+             "fft": _supports_fft, "cholesky": linalg.supports_cholesky,
+             "triangular-solve": linalg.supports_triangular_solve}
+_RUN = {"dot": _run_dot, "convolution": _run_convolution, "sort": _run_sort, "fft": _run_fft,
+        "cholesky": linalg.run_cholesky, "triangular-solve": linalg.run_triangular_solve}
 
 __all__ = ["CORES", "batched_gemm", "blas_function_pointer", "run", "supports"]
