@@ -20,19 +20,12 @@ from xlapy.hlo.parser import parse_hlo_module
 
 TYPES = ("f32", "f64", "bf16", "s32", "u32", "pred")
 
-_D = "part D (rng-bit-generator, cholesky, triangular-solve, integer dots) pending"
 
 #: (opcode, type or "*") -> why it runs on the interpreter. THE list.
 INTERPRETED = {
-    ("rng-bit-generator", "*"): _D,
-    ("cholesky", "*"): _D,
-    ("triangular-solve", "*"): _D,
-    ("dot", "s32"): _D + ": integer dots are not BLAS's",
-    ("dot", "u32"): _D + ": integer dots are not BLAS's",
-    ("dot", "pred"): _D + ": pred dots are not BLAS's",
-    ("convolution", "s32"): _D + ": integer convolutions",
-    ("convolution", "u32"): _D + ": integer convolutions",
-    ("convolution", "pred"): _D + ": pred convolutions",
+    ("convolution", "s32"): "integer convolutions: no integer GEMM path (BLAS has none; the dots' NumPy integer matmul is not wired to convolution)",
+    ("convolution", "u32"): "integer convolutions: no integer GEMM path (BLAS has none; the dots' NumPy integer matmul is not wired to convolution)",
+    ("convolution", "pred"): "pred convolutions: as integer convolutions",
     ("rng", "*"): "rng (RngUniform/RngNormal): the interpreter's generator state; no native "
                   "generator with its streams",
     ("map", "*"): "map: no emitter inlines a mapped computation yet (jax never emits it)",

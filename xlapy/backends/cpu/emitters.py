@@ -152,8 +152,19 @@ def _library_table() -> Table:
         return library.supports(instr)
 
     e = _entries(["dot", "convolution", "fft"], ["float", "complex"], check)
+    e.update(_entries(["dot"], ["signed", "unsigned", "pred"], check))
+    e.update(_entries(["cholesky", "triangular-solve"], ["float", "complex"], check))
     e.update(_entries(["sort"], CLASSES, check))
     return Table("library", e)
+
+
+def _rng_table() -> Table:
+    from xlapy.backends.cpu import rng_kernel
+
+    def check(instr):
+        return rng_kernel.supports(instr)
+
+    return Table("rng", _entries(["rng-bit-generator"], CLASSES, check))
 
 
 _TABLES: list[Table] = []
@@ -163,7 +174,7 @@ def tables() -> list[Table]:
     """Every emitter's table, in the planner's order of preference."""
     if not _TABLES:
         _TABLES.extend([_elemental_table(), _reduction_table(), _gather_scatter_table(),
-                        _sort_table(), _library_table()])
+                        _sort_table(), _rng_table(), _library_table()])
     return _TABLES
 
 
