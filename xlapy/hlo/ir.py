@@ -218,6 +218,32 @@ class Instruction:
     def parameter_number(self) -> int:
         return self.attrs["parameter_number"]
 
+    # -- copying ---------------------------------------------------------------------------
+
+    def clone(self, new_operands: Iterable[Instruction],
+              computation_map: dict[int, Computation] | None = None,
+              name: str | None = None) -> Instruction:
+        """A copy of this instruction on ``new_operands`` (XLA's CloneWithNewOperands): the
+        same opcode, shape, attributes, metadata, frontend attributes, sharding,
+        backend_config and extras; called computations replaced through
+        ``computation_map`` (``id(original) -> copy``; unmapped ones are shared). The copy
+        belongs to no computation and has no control edges: those join two instructions,
+        so whoever copies both ends adds them."""
+        attrs = self.attrs  # read-only: shared unless a computation is replaced
+        if computation_map:
+            values = {}
+            for k, v in attrs.items():
+                if isinstance(v, Computation):
+                    v = computation_map.get(id(v), v)
+                elif isinstance(v, tuple) and v and all(isinstance(c, Computation) for c in v):
+                    v = tuple(computation_map.get(id(c), c) for c in v)
+                values[k] = v
+            attrs = Attrs(values)
+        return Instruction(
+            self.opcode, self.shape, new_operands, attrs, self.name if name is None else name,
+            metadata=self.metadata, frontend_attributes=self.frontend_attributes,
+            sharding=self.sharding, backend_config=self.backend_config, extras=self.extras)
+
     def __repr__(self) -> str:
         return f"<Instruction %{self.name} = {self.shape} {self.opcode}(...)>"
 
@@ -468,18 +494,7 @@ class Computation:
         new.execution_thread = self.execution_thread
         mapping: dict[int, Instruction] = {}
         for instr in self.post_order():
-            attrs = {}
-            for k, v in instr.attrs.items():
-                if isinstance(v, Computation):
-                    v = computation_map.get(id(v), v)
-                elif isinstance(v, tuple) and v and all(isinstance(c, Computation) for c in v):
-                    v = tuple(computation_map.get(id(c), c) for c in v)
-                attrs[k] = v
-            copy = Instruction(
-                instr.opcode, instr.shape, [mapping[id(o)] for o in instr.operands], attrs,
-                instr.name, metadata=instr.metadata, frontend_attributes=instr.frontend_attributes,
-                sharding=instr.sharding, backend_config=instr.backend_config, extras=instr.extras,
-            )
+            copy = instr.clone([mapping[id(o)] for o in instr.operands], computation_map)
             mapping[id(instr)] = copy
             new.add_instruction(copy, uniquify=False)
         for instr in self.instructions:

@@ -39,6 +39,7 @@ from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.ir import Computation, Instruction, Module, callees_first
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions
 from xlapy.interpreter.values import TOKEN, flatten
+from xlapy.opdefs import make_instruction
 from xlapy.shape import Shape, dtypes
 
 DEFAULT_ABS_ERROR = 1e-3
@@ -341,22 +342,12 @@ def single_instruction_module(instr: Instruction) -> tuple[Module, list[Instruct
     params: dict[int, Instruction] = {}
     for op in instr.operands:
         if id(op) not in params:
-            p = Instruction("parameter", op.shape, [], {"parameter_number": len(distinct)},
-                            f"p{len(distinct)}.{op.name}")
+            p = make_instruction("parameter", [], {"parameter_number": len(distinct)},
+                                 shape=op.shape, name=f"p{len(distinct)}.{op.name}")
             params[id(op)] = p
             distinct.append(op)
             entry.add_instruction(p, uniquify=False)
-    attrs = {}
-    for k, v in instr.attrs.items():
-        if isinstance(v, Computation):
-            v = cmap.get(id(v), v)
-        elif isinstance(v, tuple) and v and all(isinstance(c, Computation) for c in v):
-            v = tuple(cmap.get(id(c), c) for c in v)
-        attrs[k] = v
-    copy = Instruction(instr.opcode, instr.shape, [params[id(o)] for o in instr.operands], attrs,
-                       instr.name, metadata=instr.metadata,
-                       frontend_attributes=instr.frontend_attributes, sharding=instr.sharding,
-                       backend_config=instr.backend_config, extras=instr.extras)
+    copy = instr.clone([params[id(o)] for o in instr.operands], cmap)
     entry.add_instruction(copy, uniquify=False)
     entry.set_root(copy)
     module.add_computation(entry, entry=True, uniquify=False)
