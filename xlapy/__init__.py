@@ -48,9 +48,9 @@ from xlapy.shape import (
 )
 from xlapy.shape.literal import Literal, parse_literal, parse_literal_with_shape
 from xlapy.hlo.ir import Computation, Instruction, Module
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions
-from xlapy.hlo.verifier import VerifierError, verify_module
+from xlapy.verifier import VerifierError, verify_module
 from xlapy.stablehlo import is_stablehlo_text, parse_stablehlo
 from xlapy.opdefs import ShapeError
 from xlapy.builder import XlaBuilder, XlaComputation, XlaOp

@@ -2,8 +2,8 @@
 
 import pytest
 
-from xlapy.errors import InvalidArgumentError
 from xlapy import parse_hlo_module
+from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.ir import Computation, Module, NameUniquer
 from xlapy.opdefs import make_instruction
 from xlapy.shape import parse_shape

@@ -16,9 +16,9 @@ from xlapy.hlo.attrs.window import (
     TensorSparsityConfig,
     Window,
 )
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, module_to_string
 from xlapy.opdefs import ShapeError, get_opdef
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 
 

@@ -18,9 +18,9 @@ from xlapy.hlo.attrs.dot import (
 from xlapy.hlo.attrs.dot import (
     RaggedDotDimensionNumbers as RD,
 )
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, module_to_string
 from xlapy.opdefs import ShapeError, get_opdef
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import PrimitiveType, parse_shape
 
 

@@ -13,8 +13,8 @@ from xlapy import ops
 from xlapy.builder import XlaBuilder
 from xlapy.errors import ParseError
 from xlapy.hlo.attrs.window import Padding
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import PrimitiveType, Shape
 
 

@@ -4,8 +4,8 @@ iota_dimension, inferred_dimension), and the builder's BroadcastInDim prints as 
 
 from xlapy import ops
 from xlapy.builder import XlaBuilder
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import module_to_string
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 
 MODULE = """\

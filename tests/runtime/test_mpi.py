@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 
 from xlapy.hlo.attrs.collective import CollectiveDeviceList
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter.evaluator import EvaluationError
 from xlapy.npz import load_npz, save_npz
+from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
 from xlapy.runtime.mpi_collectives import exact_mpi_reduction, reducer_opcode, resolve_group_set
 

@@ -296,7 +296,7 @@ def _check_options(args, paths: list[str]) -> None:
 
 def _run_module(args, path: str, progress) -> int:
     from xlapy.cli.module_files import read_module
-    from xlapy.hlo.verifier import verify_module
+    from xlapy.verifier import verify_module
 
     loaded = read_module(path)  # HLO text, or a proto (an HloSnapshot brings its arguments)
     module = loaded.module

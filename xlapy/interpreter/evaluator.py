@@ -285,7 +285,7 @@ def module_of(x, who: str) -> Module:
     if isinstance(x, Module):
         return x
     if isinstance(x, str):
-        from xlapy.hlo.parser import parse_hlo_module
+        from xlapy.parser import parse_hlo_module
 
         return parse_hlo_module(x)
     raise InvalidArgumentError(

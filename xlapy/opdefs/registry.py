@@ -192,7 +192,7 @@ def make_instruction(
             f"{opcode}: the given shape {shape} is not compatible with the inferred shape "
             f"{inferred}"
         )
-    return Instruction(opcode, shape, operands, checked, name, **data)
+    return Instruction(opcode, shape, operands, checked, name, attr_specs=opdef.attrs, **data)
 
 
 _loaded = False

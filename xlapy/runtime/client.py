@@ -848,7 +848,7 @@ class Client:
         lookup = getattr(self.backend, "lookup", None)
         cached = lookup(module) if lookup is not None else None
         if verify and not getattr(cached, "verified", False):
-            from xlapy.hlo.verifier import verify_module
+            from xlapy.verifier import verify_module
 
             verify_module(module, allow_mixed_precision=allow_mixed_precision)
         check_collectives(module, replicas, partitions)

@@ -74,7 +74,7 @@ def prepare_module(module, size: int, num_partitions: int = 1, verify: bool = Tr
         module.config["replica_count"] = replicas
         module.config["num_partitions"] = partitions
     if verify:
-        from xlapy.hlo.verifier import verify_module
+        from xlapy.verifier import verify_module
 
         verify_module(module)
     check_collectives(module, replicas, partitions)
