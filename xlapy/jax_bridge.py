@@ -30,6 +30,7 @@ import numpy as np
 from xlapy.errors import InvalidArgumentError, XlaError
 from xlapy.hlo.ir import Computation, Instruction, Module
 from xlapy.interpreter.values import TOKEN, to_value
+from xlapy.proto import module_to_proto
 from xlapy.runtime.client import Backend, DeviceProgram
 from xlapy.shape import Shape
 
@@ -207,7 +208,7 @@ class XlaCpuExecutable:
         self.flat = _flat_interface(module)
         self.entry = module.entry
         try:
-            data = self.flat.module.to_proto().SerializeToString()
+            data = module_to_proto(self.flat.module).SerializeToString()
             computation = xc.XlaComputation(data)
             mlir = xc._xla.mlir.xla_computation_to_mlir_module(computation)
             self.backend = jax.extend.backend.get_backend("cpu")

@@ -621,14 +621,6 @@ class Module:
 
         return module_to_string(self, **options)
 
-    def to_proto(self, *, with_config: bool = False):
-        """XLA's ``HloModuleProto`` of this module (a protobuf message: ``.SerializeToString()``
-        for the bytes); ``with_config`` gives an ``HloModuleProtoWithConfig``, which also keeps
-        replica_count and num_partitions. See xlapy.proto."""
-        from xlapy.proto import module_to_proto
-
-        return module_to_proto(self, with_config=with_config)
-
     def __str__(self) -> str:
         return self.to_string()
 
