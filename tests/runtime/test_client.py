@@ -122,7 +122,7 @@ def test_a_backend_plugs_in_under_the_same_api():
         def compile(self, module):
             return Constant()
 
-    from xlapy.runtime import BACKENDS
+    from xlapy.backends.base import BACKENDS
 
     register_backend("test-constant", ConstantBackend)
     try:

@@ -11,19 +11,10 @@ replica-group checks), threaded_collectives (rendezvous and the combine helpers 
 backends reuse), channels (send/recv pairing, host transfers, feeds), custom_call_library.
 """
 
+from xlapy.backends.base import BACKENDS, Backend, DeviceProgram, register_backend
+from xlapy.backends.interpreter import InterpreterBackend
 from xlapy.interpreter.custom_calls import register_custom_call, unregister_custom_call
-from xlapy.runtime.client import (
-    BACKENDS,
-    Backend,
-    Buffer,
-    Client,
-    Device,
-    DeviceProgram,
-    Executable,
-    ExecutionError,
-    InterpreterBackend,
-    register_backend,
-)
+from xlapy.runtime.client import Buffer, Client, Device, Executable, ExecutionError
 from xlapy.runtime.custom_call_library import register_custom_call_library
 from xlapy.runtime.placement import default_device_assignment
 from xlapy.runtime.threaded_collectives import (

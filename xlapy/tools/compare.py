@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from xlapy.backends.base import backend_names
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.ir import Computation, Instruction, Module, callees_first
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions
@@ -69,9 +70,7 @@ class Tolerance:
 
 
 def registered_backends() -> list[str]:
-    from xlapy.runtime.client import BACKENDS
-
-    return sorted(BACKENDS)
+    return backend_names()
 
 
 def check_backend(name: str) -> None:
@@ -433,14 +432,14 @@ def bisect(module: Module, inputs: list, backend: str, reference: str = "interpr
     (``reference`` is checked, and the reference backend must agree with the interpreter
     when it is not the interpreter: its whole-module result is not re-derived per op), or,
     for reference ``xla``, from real XLA:CPU computing the whole module with every entry
-    instruction made an output (xlapy.jax_bridge.xla_values): each value is XLA's in the
+    instruction made an output (xlapy.backends.xla.xla_values): each value is XLA's in the
     context of the module. ``on_step(i, total)``: progress."""
     from xlapy.hlo.printer import instruction_to_string
 
     check_backend(backend)
     check_backend(reference)
     if reference == "xla":
-        from xlapy.jax_bridge import xla_values
+        from xlapy.backends.xla import xla_values
 
         values = xla_values(module, inputs)
     else:

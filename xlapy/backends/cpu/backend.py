@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
+from xlapy.backends.base import Backend, DeviceProgram
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import indexing
 from xlapy.backends.cpu.buffers import POOL, run_parallel
@@ -51,7 +52,6 @@ from xlapy.errors import ResourceExhaustedError
 from xlapy.hlo.attrs.enums import FusionKind
 from xlapy.interpreter.evaluator import EvalContext
 from xlapy.interpreter.registry import get_kernel
-from xlapy.runtime.client import Backend, DeviceProgram
 from xlapy.shape import dtypes
 from xlapy.shape.shape import out_of_memory
 
