@@ -1,5 +1,5 @@
 """The MPI runtime (xlapy/runtime/mpi_collectives.py, mpi_run.py, ``xlapy run --distributed
-mpi``): real ``mpiexec -n 2`` and ``-n 4`` jobs (mpich from the test extra) run small modules
+mpi`` in xlapy/cli/run_mpi.py): real ``mpiexec -n 2`` and ``-n 4`` jobs (mpich from the test extra) run small modules
 with every collective and send/recv, and their results must equal the in-process runtime's
 (xlapy.Client, devices as threads) bit for bit. Also: the communicator cache (one
 comm.Split per group set), errors and timeouts on one rank ending the whole job with a
