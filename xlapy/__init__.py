@@ -53,7 +53,7 @@ from xlapy.hlo.printer import HloPrintOptions
 from xlapy.verifier import VerifierError, verify_module
 from xlapy.stablehlo import is_stablehlo_text, parse_stablehlo
 from xlapy.opdefs import ShapeError
-from xlapy.builder import XlaBuilder, XlaComputation, XlaOp
+from xlapy.ops.builder import XlaBuilder, XlaComputation, XlaOp
 from xlapy import ops
 from xlapy.interpreter import EvalOptions, EvaluationError, evaluate
 

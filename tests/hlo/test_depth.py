@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.hlo.ir import Computation, callees_first
 from xlapy.opdefs import make_instruction
+from xlapy.ops.builder import XlaBuilder
 from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 from xlapy.shape.literal import Literal, parse_literal, parse_literal_with_shape

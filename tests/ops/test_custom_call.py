@@ -8,7 +8,7 @@ import pytest
 
 from program_shapes import infer
 from xlapy import ops
-from xlapy.builder import XlaBuilder
+from xlapy.ops.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.hlo.attrs.custom_call import (
     OUTPUT_TO_OPERAND_ALIASING,

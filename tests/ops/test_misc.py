@@ -7,7 +7,7 @@ import pytest
 
 from program_shapes import infer
 from xlapy import ops
-from xlapy.builder import XlaBuilder
+from xlapy.ops.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.hlo.attrs.literal import CONSTANT_LITERAL
 from xlapy.parser import parse_hlo_module

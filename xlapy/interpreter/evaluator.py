@@ -278,7 +278,7 @@ def _kernel_error(instr: Instruction, e: Exception) -> Exception | None:
 def module_of(x, who: str) -> Module:
     """The Module of a Module, an XlaComputation or HLO text; ``who`` names the caller in
     the error for anything else."""
-    from xlapy.builder import XlaComputation
+    from xlapy.ops.builder import XlaComputation
 
     if isinstance(x, XlaComputation):
         return x.module
