@@ -29,7 +29,7 @@ from xlapy.hlo.async_chain import (
     sugared_opcode,
 )
 from xlapy.hlo.attrs.numbers import read_balanced, read_string
-from xlapy.hlo.attrs.result_accuracy import RESULT_ACCURACY_OPCODES, read_result_accuracy
+from xlapy.hlo.attrs.result_accuracy import read_result_accuracy
 from xlapy.hlo.attrs.sharding import read_sharding
 from xlapy.hlo.ir import Computation, Instruction, Module, NameUniquer, callees_first
 from xlapy.hlo.module_data import (
@@ -42,6 +42,7 @@ from xlapy.hlo.module_data import (
 )
 from xlapy.hlo.opcodes import ASYNC_OPCODES, OPCODE_NAMES
 from xlapy.opdefs import get_opdef, make_instruction
+from xlapy.opdefs.registry import RESULT_ACCURACY
 from xlapy.shape import dtypes
 from xlapy.shape.text import MAX_RECURSION_DEPTH, Scanner, read_shape
 
@@ -434,7 +435,7 @@ class _Parser:
         seen: set[str] = set()
         # result_accuracy= belongs to the transcendental unary ops only (as in XLA).
         generic = [k for k in GENERIC_KEYS
-                   if k != "result_accuracy" or tables[-1][0].opcode in RESULT_ACCURACY_OPCODES]
+                   if k != "result_accuracy" or tables[-1][0].has(RESULT_ACCURACY)]
         while allow_attributes and sc.peek() == "," and self._next_is_attribute():
             sc.eat(",")
             key_pos = sc.pos

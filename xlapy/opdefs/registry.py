@@ -31,6 +31,7 @@ UNARY = "unary"
 BINARY = "binary"
 TERNARY = "ternary"
 COMPARISON = "comparison"
+RESULT_ACCURACY = "result_accuracy"  # takes result_accuracy= (IsUnaryOpWithResultAccuracy)
 SIDE_EFFECTING = "side_effecting"
 CALLS_COMPUTATIONS = "calls_computations"
 COLLECTIVE = "collective"
