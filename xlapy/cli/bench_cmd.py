@@ -1,9 +1,10 @@
-"""``xlapy bench``: issue 7's benchmark suite. In one process and one run, every case of
+"""``xlapy bench``: the benchmark suite. In one process and one run, every case of
 benchmarks/suite.py runs on xlapy (``--backend``, default cpu), on XLA:CPU through
 ``jax.jit`` (when jax is importable; jax is imported here, lazily, never by the rest of
 xlapy) and as eager NumPy, on the same seeded inputs; the table gives the medians, the
-ratios, the issue's target of every case and whether it is met, then the geometric mean of
-xlapy/XLA, the copy-bandwidth reference and the compile times of the MLP module.
+ratios, the target of every case (benchmarks/suite.py) and whether it is met, then the
+geometric mean of xlapy/XLA, the copy-bandwidth reference and the compile times of the MLP
+module.
 
 Measuring: every side runs once untimed (the warm-up: the first call compiles), then
 ``--repeats`` timed runs (time.perf_counter, jax results blocked on); the median counts.
@@ -55,7 +56,7 @@ _DISK_CACHE_SWITCH = "XLAPY_DISK_CACHE"
 def register(subparsers) -> None:
     p = add_command(
         subparsers, "bench",
-        summary="benchmark xlapy against XLA:CPU (jax) and NumPy, with the issue's targets",
+        summary="benchmark xlapy against XLA:CPU (jax) and NumPy, with their targets",
         description="Run the benchmark suite (benchmarks/suite.py) in one process: every case "
         "on xlapy, on XLA:CPU through jax.jit (if jax is installed) and as eager NumPy, on "
         "the same seeded inputs. Prints the median times, xlapy/XLA and xlapy/NumPy, each "
@@ -65,7 +66,7 @@ def register(subparsers) -> None:
         "NumPy's.",
         examples=[
             ("xlapy bench --quick", "smaller sizes, the whole run in under a minute"),
-            ("xlapy bench", "the issue's sizes (several minutes)"),
+            ("xlapy bench", "the full sizes (several minutes)"),
             ("xlapy bench --quick --cases softmax,matmul", "some cases only"),
             ("xlapy bench --json out.json", "also write every figure as JSON"),
             ("xlapy bench --list", "the cases and their sizes"),
