@@ -549,6 +549,8 @@ class _Emitter:
         ins += [self._const(a) for a in step.bound]
         placed = self._placement.get(id(step.instr))
         outs = [placed] if placed is not None else [self._new_leaf(s) for s in spec.outputs]
+        for o, i in spec.in_place:  # the output starts as a copy of its input
+            self._copy(outs[o].ptr, ins[i].ptr, _nbytes(spec.outputs[o]))
         scratch = [self._bytes_slot(int(n) * np.dtype(dt).itemsize) for dt, n in spec.scratch]
         ptrs = [leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs] + \
             [s.ptr for s in scratch]

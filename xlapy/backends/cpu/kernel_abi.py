@@ -13,6 +13,13 @@ A kernel is an LLVM function ``void NAME(i8** bufs, i64 lo, i64 hi)``:
   a reduction's output, a chunk of a long reduction.
 - ``spec.then`` (optional) is a second kernel run after the first over its own domain with
   the same ``bufs`` (e.g. combining the partial results a chunked reduction left in scratch).
+- ``spec.in_place`` (optional) lists ``(output, input)`` pairs: output buffer ``output``
+  holds the contents of input buffer ``input`` when the kernel starts, and the kernel writes
+  only the elements it changes (dynamic-update-slice, scatter, select-and-scatter's
+  accumulation). The runtime either passes the input's own buffer as the output (when the
+  input's value is dead after the step and the caller does not hold it) or copies the input
+  into the output first; the kernel cannot tell which, so it must not read that input
+  through the input's pointer after writing the output.
 
 An emitter adds the function to an ``llvmlite.ir.Module`` and returns a ``KernelSpec``.
 """
@@ -42,6 +49,7 @@ class KernelSpec:
     scratch: list = field(default_factory=list)  # (numpy dtype, element count) per buffer
     then: "KernelSpec | None" = None
     parallel: bool = True  # False: always one call over the whole domain
+    in_place: tuple = ()  # (output index, input index): the output starts as the input
 
 
 def declare_kernel(module: ir.Module, name: str) -> tuple[ir.Function, ir.IRBuilder]:

@@ -61,6 +61,8 @@ class KernelStep:
         arrays = [_contiguous(env[k]) for k in self._keys]
         arrays += self.bound
         outs = [POOL.empty(dims, dt) for dims, dt in self._outputs]
+        for o, i in spec.in_place:  # the output starts as a copy of its input
+            np.copyto(outs[o].reshape(-1), arrays[i].reshape(-1).view(outs[o].dtype))
         arrays += outs
         arrays += [np.zeros(n, dt) for dt, n in spec.scratch]
         if spec.domain:
