@@ -64,8 +64,8 @@ class JitFunction:
                  static_argnames: str | Sequence[str] | None = None,
                  donate_argnums: int | Sequence[int] | None = None,
                  donate_argnames: str | Sequence[str] | None = None):
+        from xlapy.backends.base import check_backend
         from xlapy.backends.xla import require_jax
-        from xlapy.tools.compare import check_backend
 
         if not callable(fun):
             raise InvalidArgumentError(f"xlapy.jit: expected a function, got {fun!r}")

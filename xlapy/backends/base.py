@@ -51,6 +51,14 @@ def backend_names() -> list[str]:
     return sorted(BACKENDS)
 
 
+def check_backend(name: str) -> None:
+    """Raise InvalidArgumentError naming the registered backends when ``name`` is not one."""
+    names = backend_names()
+    if name not in names:
+        raise InvalidArgumentError(f"unknown backend {name!r}; registered backends: "
+                                   f"{', '.join(names)}")
+
+
 def get_backend(name: str, what: str = "Client") -> Backend:
     """A new backend ``name`` (``what`` names the caller in the error for an unknown one)."""
     factory = BACKENDS.get(name)
@@ -60,5 +68,5 @@ def get_backend(name: str, what: str = "Client") -> Backend:
     return factory()
 
 
-__all__ = ["BACKENDS", "Backend", "DeviceProgram", "backend_names", "get_backend",
-           "register_backend"]
+__all__ = ["BACKENDS", "Backend", "DeviceProgram", "backend_names", "check_backend",
+           "get_backend", "register_backend"]

@@ -266,7 +266,7 @@ def expand_module_arguments(patterns: list[str]) -> list[str]:
 
 
 def _check_options(args, paths: list[str]) -> None:
-    from xlapy.tools.compare import check_backend
+    from xlapy.backends.base import check_backend
 
     if args.iterations is not None and args.iterations < 1:
         raise CommandError(f"--iterations must be at least 1, got {args.iterations}")

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.base import backend_names
+from xlapy.backends.base import backend_names, check_backend
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.ir import Computation, Instruction, Module, callees_first
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions
@@ -71,14 +71,6 @@ class Tolerance:
 
 def registered_backends() -> list[str]:
     return backend_names()
-
-
-def check_backend(name: str) -> None:
-    """Raise InvalidArgumentError naming the registered backends when ``name`` is not one."""
-    names = registered_backends()
-    if name not in names:
-        raise InvalidArgumentError(f"unknown backend {name!r}; registered backends: "
-                                   f"{', '.join(names)}")
 
 
 @dataclass
