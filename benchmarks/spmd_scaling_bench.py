@@ -124,7 +124,7 @@ def bus_bytes(module) -> tuple[int, list[str]]:
 def mpi_worker(case: Path, reps: int, result: Path) -> None:
     from mpi4py import MPI
 
-    from xlapy.hlo.parser import parse_hlo_module
+    from xlapy.parser import parse_hlo_module
     from xlapy.passes.spmd import partition
     from xlapy.passes.spmd.arrays import shard_arguments
     from xlapy.runtime.mpi_collectives import MpiCollectives

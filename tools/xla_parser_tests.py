@@ -77,8 +77,8 @@ from xlapy.errors import XlaError
 
 def _parse_module(text: str, *, verified: bool, replica_count: int = 1, options=None):
     """XLA's ParseAndReturn{Unverified,Verified}Module."""
-    from xlapy.hlo.parser import parse_hlo_module
-    from xlapy.hlo.verifier import verify_module
+    from xlapy.parser import parse_hlo_module
+    from xlapy.verifier import verify_module
 
     kwargs = dict(options.values) if options is not None else {}
     try:

@@ -65,8 +65,8 @@ class JitFunction:
                  static_argnames: str | Sequence[str] | None = None,
                  donate_argnums: int | Sequence[int] | None = None,
                  donate_argnames: str | Sequence[str] | None = None):
-        from xlapy.jax_bridge import require_jax
-        from xlapy.tools.compare import check_backend
+        from xlapy.backends.base import check_backend
+        from xlapy.backends.xla import require_jax
 
         if not callable(fun):
             raise InvalidArgumentError(f"xlapy.jit: expected a function, got {fun!r}")
@@ -147,7 +147,7 @@ class JitFunction:
 
     def lower(self, *args, **kwargs):
         """The xlapy Module jax lowers the function to for these arguments."""
-        from xlapy.jax_bridge import lower_to_module
+        from xlapy.backends.xla import lower_to_module
 
         return lower_to_module(self._lowered(args, kwargs))
 
@@ -162,7 +162,7 @@ class JitFunction:
         return self._jitted.lower(*args, **kwargs)
 
     def _compile(self, args, kwargs, leaves) -> _Compiled:
-        from xlapy.jax_bridge import lower_to_module
+        from xlapy.backends.xla import lower_to_module
 
         lowered = self._lowered(args, kwargs)
         module = lower_to_module(lowered)

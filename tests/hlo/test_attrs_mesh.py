@@ -11,9 +11,9 @@ import pytest
 import xlapy
 from xlapy.hlo.attrs.collective import REPLICA_GROUPS
 from xlapy.hlo.attrs.mesh import MeshAxesReplicaGroupList, read_mesh_replica_groups
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, module_to_string
-from xlapy.hlo.verifier import verify_module
+from xlapy.verifier import verify_module
 from xlapy.shape.text import Scanner
 
 

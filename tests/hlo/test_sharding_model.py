@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from xlapy.hlo.attrs.sharding import HloSharding, TileAssignment, parse_sharding
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 
 # The sharding texts of XLA's hlo_parser_test.cc (ParseSharding*, ParseNamedSharding*,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from xlapy.hlo.parser import parse_hlo_module
-from xlapy.hlo.verifier import verify_module
+from xlapy.parser import parse_hlo_module
+from xlapy.verifier import verify_module
 from xlapy.interpreter.fake_args import make_fake_arguments
 from xlapy.passes.spmd import partition
 from xlapy.passes.spmd.arrays import assemble_results, shard_arguments

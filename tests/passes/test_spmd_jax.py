@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from spmd_helpers import COLLECTIVES, partitioned, run_partitioned
 
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.interpreter.values import flatten
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "spmd"

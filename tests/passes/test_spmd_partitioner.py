@@ -8,7 +8,7 @@ import pytest
 from spmd_helpers import ADD, MAX, check, collectives, module, ops, partitioned
 
 from xlapy.errors import XlaError
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.passes.spmd import partition, sharding_devices
 
 T4 = "{devices=[4,1]<=[4]}"

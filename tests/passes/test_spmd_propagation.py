@@ -11,7 +11,7 @@ import pytest
 from spmd_helpers import module
 
 from xlapy.hlo.attrs.sharding import parse_sharding
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.passes.spmd import annotate_shardings
 
 T4 = "{devices=[4,1]<=[4]}"

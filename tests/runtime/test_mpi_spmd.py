@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from test_mpi import DRIVER, launch
 
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.interpreter.values import flatten
 from xlapy.npz import load_npz, save_npz
 from xlapy.passes.spmd import partition

@@ -1,10 +1,9 @@
-"""``xlapy bench``: the speed suite of benchmarks/suite.py. In one process and one run, every case of
-benchmarks/suite.py runs on xlapy (``--backend``, default cpu), on XLA:CPU through
-``jax.jit`` (when jax is importable; jax is imported here, lazily, never by the rest of
-xlapy) and as eager NumPy, on the same seeded inputs; the table gives the medians, the
-ratios, every case's target (the largest accepted xlapy/XLA ratio, in suite.py) and whether
-it is met, then the geometric mean of
-xlapy/XLA, the copy-bandwidth reference and the compile times of the MLP module.
+"""``xlapy bench``: the speed suite of benchmarks/suite.py. In one process and one run, every
+case runs on xlapy (``--backend``, default cpu), on XLA:CPU through ``jax.jit`` (when jax is
+importable; jax is imported here, lazily, never by the rest of xlapy) and as eager NumPy, on
+the same seeded inputs; the table gives the medians, the ratios, every case's target (the
+largest accepted xlapy/XLA ratio, in suite.py) and whether it is met, then the geometric mean
+of xlapy/XLA, the copy-bandwidth reference and the compile times of the MLP module.
 
 Measuring: every side runs once untimed (the warm-up: the first call compiles), then
 ``--repeats`` timed runs (time.perf_counter, jax results blocked on); the median counts.
@@ -652,11 +651,11 @@ def run(args) -> int:
         if value is not None and not value > 0:
             raise CommandError(f"--{name} must be positive, got {value:g}")
     names = _select(suite, args.cases)
-    import xlapy.runtime  # the backends register themselves on import
+    from xlapy.backends.base import backend_names
 
-    if args.backend not in xlapy.runtime.BACKENDS:
+    if args.backend not in backend_names():
         raise CommandError(f"--backend: unknown backend {args.backend!r}; available: "
-                           f"{', '.join(sorted(xlapy.runtime.BACKENDS))}")
+                           f"{', '.join(backend_names())}")
     bench = _Bench(args, suite, tier)
     started = time.perf_counter()
     copy_bps, copy_bytes = bench.copy_bandwidth()

@@ -26,8 +26,6 @@ _SUMMARIES = {
     "spmd-partition": "the SPMD partitioner: a sharded module (GSPMD or Shardy, e.g. a jax "
                       "dump) becomes the program of one partition (partitions: the module's "
                       "num_partitions, else the devices its shardings name)",
-    "row-fusion": "row reductions and the elementwise work consuming them in one multi-output "
-                  "fusion (softmax, layernorm: each row read once), as the CPU backend runs it",
 }
 
 #: What runs without --passes (xlapy.passes.DEFAULT_PASSES; a test checks they agree).

@@ -23,11 +23,7 @@ FAMILIES = (
 )
 
 for _family in FAMILIES:
-    try:
-        importlib.import_module(f"xlapy.opdefs.{_family}")
-    except ModuleNotFoundError as _e:  # a family not written yet
-        if _e.name != f"xlapy.opdefs.{_family}":
-            raise
+    importlib.import_module(f"xlapy.opdefs.{_family}")
 
 __all__ = ["REGISTRY", "OpCall", "OpDef", "ShapeError", "all_opdefs", "get_opdef",
            "make_instruction"]

@@ -21,7 +21,16 @@ from xlapy.opdefs.common import (
     same_type_ignoring_fp_precision,
     tname,
 )
-from xlapy.opdefs.registry import BINARY, COMPARISON, ELEMENTWISE, TERNARY, UNARY, OpCall, op
+from xlapy.opdefs.registry import (
+    BINARY,
+    COMPARISON,
+    ELEMENTWISE,
+    RESULT_ACCURACY,
+    TERNARY,
+    UNARY,
+    OpCall,
+    op,
+)
 from xlapy.shape import PrimitiveType, Shape, dtypes
 from xlapy.shape.shape import UNBOUNDED_SIZE
 
@@ -52,6 +61,14 @@ UNARY_OPS: dict[str, tuple] = {
     "is-finite": (is_float, None),
 }
 
+#: The unary ops that take ``result_accuracy=`` (HloInstruction's
+#: IsUnaryOpWithResultAccuracy): the RESULT_ACCURACY trait.
+RESULT_ACCURACY_OPS = frozenset({
+    "acos", "acosh", "asin", "asinh", "atanh", "cbrt", "cosine", "cosh", "erf", "exponential",
+    "exponential-minus-one", "log", "log-plus-one", "logistic", "rsqrt", "sine", "sinh", "sqrt",
+    "tan", "tanh",
+})
+
 _SPECIAL_MESSAGES = {
     "count-leading-zeros": "Expected an integral element type in argument to Clz operation; got {t}.",
     "popcnt": "Expected an integral element type in argument to PopulationCount operation; got {t}.",
@@ -77,7 +94,8 @@ def _unary_rule(call: OpCall) -> Shape:
 
 
 for _opcode in UNARY_OPS:
-    op(_opcode, traits=[ELEMENTWISE, UNARY], doc=f"Elementwise {_opcode}.")(_unary_rule)
+    op(_opcode, traits=[ELEMENTWISE, UNARY] + [RESULT_ACCURACY] * (_opcode in RESULT_ACCURACY_OPS),
+       doc=f"Elementwise {_opcode}.")(_unary_rule)
 
 
 @op("copy", doc="A copy of the operand (any shape, tuples too).")

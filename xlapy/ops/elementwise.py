@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from xlapy.builder import XlaOp
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.enums import ComparisonDirection, ComparisonType
-from xlapy.opdefs.elementwise import infer_binary_shape
+from xlapy.opdefs.elementwise import BINARY_OPS, UNARY_OPS, infer_binary_shape
 from xlapy.opdefs.registry import OpCall, get_opdef
+from xlapy.ops.builder import XlaOp
 from xlapy.ops.core import (
     add_broadcast_sequence,
     check_same_builder,
@@ -22,26 +22,25 @@ from xlapy.ops.core import (
 )
 from xlapy.shape import Shape, dtypes
 
-# Builder name -> HLO opcode.
-UNARY = {
-    "Abs": "abs", "Ceil": "ceil", "Cos": "cosine", "Sin": "sine", "Tan": "tan",
-    "Exp": "exponential", "Expm1": "exponential-minus-one", "Floor": "floor", "Imag": "imag",
-    "IsFinite": "is-finite", "Log": "log", "Log1p": "log-plus-one", "Not": "not",
-    "Logistic": "logistic", "PopulationCount": "popcnt", "Clz": "count-leading-zeros",
-    "Neg": "negate", "Real": "real", "Rsqrt": "rsqrt", "Sign": "sign", "Sqrt": "sqrt",
-    "Cbrt": "cbrt", "Tanh": "tanh", "Erf": "erf", "Round": "round-nearest-afz",
-    "RoundNearestEven": "round-nearest-even", "Acos": "acos", "Asin": "asin",
-    "Acosh": "acosh", "Asinh": "asinh", "Atanh": "atanh", "Cosh": "cosh", "Sinh": "sinh",
-    "Copy": "copy",
+#: XLA's builder names that are not the opcode's spelling in CamelCase (``tanh`` -> Tanh,
+#: ``shift-left`` -> ShiftLeft, ``is-finite`` -> IsFinite are derived).
+XLA_BUILDER_NAMES = {
+    "cosine": "Cos", "sine": "Sin", "exponential": "Exp", "exponential-minus-one": "Expm1",
+    "log-plus-one": "Log1p", "popcnt": "PopulationCount", "count-leading-zeros": "Clz",
+    "negate": "Neg", "round-nearest-afz": "Round", "subtract": "Sub", "multiply": "Mul",
+    "divide": "Div", "remainder": "Rem", "maximum": "Max", "minimum": "Min", "power": "Pow",
+    "mulhi": "MulHi",
 }
 
-BINARY = {
-    "Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Rem": "remainder",
-    "Max": "maximum", "Min": "minimum", "Pow": "power", "Atan2": "atan2", "Complex": "complex",
-    "And": "and", "Or": "or", "Xor": "xor", "ShiftLeft": "shift-left",
-    "ShiftRightArithmetic": "shift-right-arithmetic", "ShiftRightLogical": "shift-right-logical",
-    "MulHi": "mulhi",
-}
+
+def builder_name(opcode: str) -> str:
+    """XLA's builder function name of an elementwise opcode."""
+    return XLA_BUILDER_NAMES.get(opcode) or "".join(w.capitalize() for w in opcode.split("-"))
+
+
+# Builder name -> HLO opcode: every unary and binary op the definitions declare, and Copy.
+UNARY = {builder_name(o): o for o in [*UNARY_OPS, "copy"]}
+BINARY = {builder_name(o): o for o in BINARY_OPS}
 
 COMPARISONS = {"Eq": "EQ", "Ne": "NE", "Ge": "GE", "Gt": "GT", "Le": "LE", "Lt": "LT"}
 

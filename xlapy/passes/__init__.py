@@ -19,7 +19,6 @@ from xlapy.passes.fusion import InstructionFusion
 from xlapy.passes.inline_calls import CallInliner, inline_call
 from xlapy.passes.layout_assignment import LayoutAssignment
 from xlapy.passes.pass_manager import HloPass, PassError, PassPipeline
-from xlapy.passes.row_fusion import RowFusion
 from xlapy.passes.simplify import TABLE, AlgebraicSimplifier, Rewrite
 from xlapy.passes.spmd import SpmdPartition
 
@@ -33,7 +32,6 @@ PASSES: dict[str, type[HloPass]] = {
     "fusion": InstructionFusion,
     "layout-assignment": LayoutAssignment,
     "spmd-partition": SpmdPartition,
-    "row-fusion": RowFusion,
 }
 
 #: What ``xlapy opt`` runs without ``--passes``.

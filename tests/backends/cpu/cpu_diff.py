@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 
 from xlapy.backends.cpu import backend as be
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.interpreter.evaluator import evaluate
 from xlapy.interpreter.values import flatten
 from xlapy.runtime import Client

@@ -11,7 +11,7 @@ import numpy as np
 
 from xlapy.backends.cpu import backend as be
 from xlapy.backends.cpu import control_flow as cf
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
 from xlapy.runtime import Client
 

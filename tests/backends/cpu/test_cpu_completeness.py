@@ -16,7 +16,7 @@ import pytest
 from xlapy.backends.cpu import backend as be
 from xlapy.backends.cpu import emitters
 from xlapy.errors import XlaError
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 
 TYPES = ("f32", "f64", "bf16", "s32", "u32", "pred")
 

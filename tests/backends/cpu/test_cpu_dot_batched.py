@@ -11,7 +11,7 @@ import pytest
 
 from xlapy.backends.cpu import backend as be
 from xlapy.backends.cpu import library
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
 from xlapy.runtime import Client
 

@@ -14,7 +14,7 @@ import pytest
 
 from xlapy.backends.cpu import backend as be
 from xlapy.backends.cpu import blas, library
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
 from xlapy.runtime import Client
 

@@ -15,7 +15,7 @@ import pytest
 from xlapy.backends.cpu import backend as be
 from xlapy.backends.cpu import control_flow as cf
 from xlapy.backends.cpu import rng_kernel
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
 from xlapy.runtime import Client
 

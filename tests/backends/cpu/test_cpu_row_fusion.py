@@ -1,4 +1,4 @@
-"""Row fusion (xlapy/passes/row_fusion.py + xlapy/backends/cpu/row_reduction.py): a row
+"""Row fusion (xlapy/backends/cpu/row_fusion.py + xlapy/backends/cpu/row_reduction.py): a row
 reduction and the elementwise work consuming it run as one kernel per row, against the
 interpreter: softmax and layer norm as jax writes them (f32, f64), odd row lengths, rank 3
 with two column dimensions, rows == cols (a column broadcast of a parameter is an input, a
@@ -12,7 +12,7 @@ import pytest
 
 from xlapy.backends.cpu import backend as be
 from xlapy.backends.cpu import control_flow as cf
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
 from xlapy.runtime import Client
 

@@ -14,7 +14,7 @@ from cpu_diff import FLOATS, TYPES, close, run_both, same_bits, seed, shape_text
 
 from xlapy.backends.cpu import backend as be
 from xlapy.backends.cpu import reduction, scan
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
 
 OPS = {"f32": ("add", "multiply", "maximum", "minimum"), "f64": ("add", "maximum"),

@@ -12,7 +12,7 @@ import pytest
 from cpu_diff import TYPES, bits, run_both, same_bits, seed, shape_text, step_kinds, values
 
 from xlapy.backends.cpu import sort as native_sort
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.interpreter.evaluator import evaluate
 from xlapy.runtime import Client
 

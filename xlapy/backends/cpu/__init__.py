@@ -1,8 +1,8 @@
-"""The compiled CPU backend (issue 7): ``xlapy.Client(backend="cpu")``, the default of
+"""The compiled CPU backend: ``xlapy.Client(backend="cpu")``, the default of
 ``xlapy run``.
 
-Modules: backend (passes, plans of steps: ``CpuBackend``, ``compile_module``),
-program_cache (the in-memory program cache: keys, the LRU bound), loop_emitter (loop
+Modules: backend (passes, then the plans: ``CpuBackend``, ``compile_module``), steps (the
+plans' steps and how a plan runs), program_cache (the in-memory program cache: keys, the LRU bound), loop_emitter (loop
 fusions as LLVM loop nests), reduction (reduce and reduce-window kernels), control_flow
 (while loops compiled whole), elemental and indexing (per-opcode element generators, as
 XLA's elemental IR emitter), library (dot, convolution, sort, FFT through BLAS/NumPy),

@@ -72,6 +72,13 @@ from llvmlite import ir
 from xlapy.backends.cpu import buffers
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu.kernel_abi import I64, KERNEL_TYPE, KernelSpec
+from xlapy.backends.cpu.steps import (
+    CallStep,
+    ConditionalStep,
+    ConstantStep,
+    KernelStep,
+    ValueStep,
+)
 from xlapy.errors import InvalidArgumentError
 from xlapy.shape import dtypes
 from xlapy.shape.tree import build_shaped, flatten_tuples
@@ -138,17 +145,15 @@ def _plan_supported(plan, seen: set) -> bool:
 
 
 def _step_supported(step, seen: set) -> bool:
-    from xlapy.backends.cpu import backend as be
-
     if _leaf_shapes(step.instr.shape) is None:
         return False
-    if isinstance(step, (be.ConstantStep, be.ValueStep, CompiledWhileStep)):
+    if isinstance(step, (ConstantStep, ValueStep, CompiledWhileStep)):
         return True
-    if isinstance(step, be.KernelStep):
+    if isinstance(step, KernelStep):
         return _single_threaded(step.spec)
-    if isinstance(step, be.CallStep):
+    if isinstance(step, CallStep):
         return _plan_supported(step.body, seen)
-    if isinstance(step, be.ConditionalStep):
+    if isinstance(step, ConditionalStep):
         selector = step.instr.operands[0].shape
         if selector.element_type not in (el.PT.PRED, el.PT.S32) or selector.dimensions:
             return False
@@ -159,15 +164,13 @@ def _step_supported(step, seen: set) -> bool:
 def _nesting_depth(plans) -> int:
     """How deeply ``plans`` nest calls, conditionals (one level each) and compiled whiles
     (their own depth); computed children first with a stack, each plan once."""
-    from xlapy.backends.cpu import backend as be
-
     depth: dict[int, int] = {}
 
     def children(plan):
         for st in plan.steps:
-            if isinstance(st, be.CallStep):
+            if isinstance(st, CallStep):
                 yield st.body
-            elif isinstance(st, be.ConditionalStep):
+            elif isinstance(st, ConditionalStep):
                 yield from st.branches
 
     for top in plans:
@@ -187,8 +190,8 @@ def _nesting_depth(plans) -> int:
                 for st in plan.steps:
                     if isinstance(st, CompiledWhileStep):
                         d = max(d, st.depth)
-                    elif isinstance(st, (be.CallStep, be.ConditionalStep)):
-                        subs = [st.body] if isinstance(st, be.CallStep) else st.branches
+                    elif isinstance(st, (CallStep, ConditionalStep)):
+                        subs = [st.body] if isinstance(st, CallStep) else st.branches
                         d = max([d] + [1 + depth.get(id(x), 0) for x in subs])
                 depth[id(plan)] = d
     return max((depth[id(p)] for p in plans), default=0)
@@ -517,15 +520,13 @@ class _Emitter:
         return root
 
     def _emit_step(self, step, env) -> None:
-        from xlapy.backends.cpu import backend as be
-
         instr = step.instr
-        if isinstance(step, be.ConstantStep):
+        if isinstance(step, ConstantStep):
             shapes = _leaf_shapes(instr.shape)
             values = _flatten(step.value)
             self._set(env, instr, _build(instr.shape, iter(
                 [self._const(v, s) for v, s in zip(values, shapes)])))
-        elif isinstance(step, be.ValueStep):
+        elif isinstance(step, ValueStep):
             op = instr.opcode
             if op == "tuple":
                 ref = tuple(env[id(o)] for o in instr.operands)
@@ -535,15 +536,15 @@ class _Emitter:
                 src = env[id(instr.operands[0])]
                 ref = _Leaf(instr.shape, src.ptr, src.slot)
             self._set(env, instr, ref)
-        elif isinstance(step, be.KernelStep):
+        elif isinstance(step, KernelStep):
             self._emit_kernel(step, env)
         elif isinstance(step, CompiledWhileStep):
             self._emit_nested_while(step, env)
-        elif isinstance(step, be.CallStep):
+        elif isinstance(step, CallStep):
             root = self.emit_plan(step.body, [env[id(o)] for o in instr.operands])
             self._set(env, instr, root)
             self._drop(root)
-        elif isinstance(step, be.ConditionalStep):
+        elif isinstance(step, ConditionalStep):
             self._emit_conditional(step, env)
         else:  # pragma: no cover - compile_while checked the steps
             raise TypeError(f"compiled while: cannot emit {type(step).__name__} "
@@ -639,8 +640,6 @@ class _Emitter:
         """Leaf k -> id(instruction) for the state leaves the body computes with a kernel of
         its own (the root tuple's operand k, used once there, a kernel's only output) and
         that are big enough for a copy to matter: those are double-buffered."""
-        from xlapy.backends.cpu import backend as be
-
         root = body.comp.root
         if len(self.leaf_shapes) == 1 and not root.shape.is_tuple():
             operands = [root]
@@ -650,7 +649,7 @@ class _Emitter:
         else:
             return {}
         kernels = {id(st.instr) for st in body.steps  # in-place kernels write their input
-                   if isinstance(st, be.KernelStep) and not st.tuple_result and
+                   if isinstance(st, KernelStep) and not st.tuple_result and
                    not st.spec.in_place}
         out = {}
         for k, o in enumerate(operands):

@@ -9,12 +9,12 @@ many programs stay.
 - the module printed with every option that shows information on (``KEY_PRINT_OPTIONS``):
   layouts in every shape, operand shapes, metadata, backend_config, frontend attributes,
   shardings, control predecessors, the async ops in full. No backend reads metadata or
-  frontend attributes today, and names do not change what a module computes, but they are
+  frontend attributes, and names do not change what a module computes, but they are
   in the key all the same: a module that differs only there misses, which costs a compile,
   never a wrong result, and the cached program's ``verified`` flag stays exact;
 - every literal in the module (constants, custom-call ``literal=``) as its shape and raw
   bytes: the printer elides constants of more than 10 elements as ``{...}`` (two modules
-  differing only there printed the same, and shared one program: issue 12), and a printed
+  differing only there would print the same and share one program), and a printed
   float says nothing about a NaN's payload;
 - the module config, every entry as its repr (those the header does not print included).
 

@@ -1,4 +1,4 @@
-"""The kernel of a row fusion (xlapy/passes/row_fusion.py): row reductions and the
+"""The kernel of a row fusion (backends/cpu/row_fusion.py): row reductions and the
 elementwise work consuming them, one work item per row (XLA's row-reduction emitter running
 a multi-output fusion).
 

@@ -108,6 +108,12 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _NOT_A_LIST = (str, bytes, bytearray, dict, set, frozenset)
 
 
+def is_int(value) -> bool:
+    """Whether ``value`` is an integer (anything with ``__index__``: int, NumPy integers),
+    never a bool."""
+    return not isinstance(value, (bool, np.bool_)) and hasattr(value, "__index__")
+
+
 def check_int(value, where: str, minimum: int | None = None) -> int:
     """``value`` as a Python int (XLA's int64), or an InvalidArgumentError naming ``where``."""
     if isinstance(value, (bool, np.bool_)):
@@ -139,7 +145,7 @@ def check_int_list(value, where: str, minimum: int | None = None) -> tuple[int, 
     items = check_sequence(value, where, "a list of integers")
     out = []
     for i, v in enumerate(items):
-        if isinstance(v, (bool, np.bool_)) or not hasattr(v, "__index__"):
+        if not is_int(v):
             raise InvalidArgumentError(f"{where} must be a list of integers, got {value!r}")
         out.append(check_int(v, f"{where}[{i}]", minimum))
     return tuple(out)

@@ -43,6 +43,7 @@ from xlapy.hlo.attrs import (
     check_int,
     check_int_list,
     check_sequence,
+    is_int,
     read_int_list,
 )
 from xlapy.shape.text import Scanner
@@ -73,10 +74,6 @@ __all__ = [
     "replica_groups_spec",
     "use_global_device_ids_spec",
 ]
-
-
-def _is_int(v) -> bool:
-    return not isinstance(v, bool) and hasattr(v, "__index__")
 
 
 def _ints_text(values: Iterable[int]) -> str:
@@ -122,7 +119,7 @@ class CollectiveDeviceList:
                 raise InvalidArgumentError(
                     f"CollectiveDeviceList: each replica group must be a list of ids, got {g!r}")
             ids = check_sequence(g, where, "a list of replica groups")
-            if not all(_is_int(v) for v in ids):
+            if not all(is_int(v) for v in ids):
                 raise InvalidArgumentError(
                     f"CollectiveDeviceList: replica ids must be integers, got {ids!r}")
             groups.append(check_int_list(ids, where))
@@ -180,7 +177,7 @@ class IotaReplicaGroupList:
                  transpose_perm: Sequence[int] | None = None):
         for name, v in (("num_replica_groups", num_replica_groups),
                         ("num_devices_per_group", num_devices_per_group)):
-            if not _is_int(v) or v < 1:
+            if not is_int(v) or v < 1:
                 raise InvalidArgumentError(
                     f"IotaReplicaGroupList: {name} must be an integer >= 1, got {v!r}")
         n = check_int(num_replica_groups, "IotaReplicaGroupList: num_replica_groups")
@@ -232,7 +229,7 @@ class IotaReplicaGroupList:
 def _iota_problem(n: int, m: int, dims: tuple, perm: tuple) -> str | None:
     if not dims:
         return "expected non-empty iota_reshape_dims"
-    if not all(_is_int(d) and d >= 1 for d in dims):
+    if not all(is_int(d) and d >= 1 for d in dims):
         return f"iota reshape dimensions must be integers >= 1, got [{','.join(map(str, dims))}]"
     if len(perm) != len(dims) or sorted(perm) != list(range(len(dims))):
         return (f"the transpose T({','.join(map(str, perm))}) must be a permutation of "
@@ -392,7 +389,7 @@ class IntListListKind(AttrKind):
             raise InvalidArgumentError(
                 f"{where} must be a list of integer lists, got {value!r}") from None
         for r in rows:
-            if not all(_is_int(v) for v in r):
+            if not all(is_int(v) for v in r):
                 raise InvalidArgumentError(
                     f"{where} must be a list of integer lists, got {value!r}")
         return tuple(tuple(int(v) for v in r) for r in rows)
@@ -449,13 +446,13 @@ class SingleDimensionKind(AttrKind):
     name = "single dimension"
 
     def check(self, value, where):
-        if _is_int(value):
+        if is_int(value):
             return int(value)
         try:
             items = tuple(value)
         except TypeError:
             items = None
-        if items is not None and len(items) == 1 and _is_int(items[0]):
+        if items is not None and len(items) == 1 and is_int(items[0]):
             return int(items[0])
         raise InvalidArgumentError(f"{where} must be one dimension number, got {value!r}")
 

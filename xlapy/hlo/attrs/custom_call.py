@@ -19,7 +19,7 @@ Imports only the attribute base layer and the shape layer.
 from __future__ import annotations
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import AttrKind, EnumKind
+from xlapy.hlo.attrs import AttrKind, EnumKind, is_int
 from xlapy.hlo.attrs.enums import _Texted
 from xlapy.hlo.attrs.window import WindowKind
 from xlapy.shape import Shape
@@ -49,7 +49,7 @@ def _index(value, where: str, what: str) -> tuple[int, ...]:
         raise InvalidArgumentError(f"{where}: {what} must be a shape index (a tuple of "
                                    f"integers), got {value!r}") from None
     for i in items:
-        if isinstance(i, bool) or not hasattr(i, "__index__") or int(i) < 0:
+        if not is_int(i) or int(i) < 0:
             raise InvalidArgumentError(f"{where}: {what} must be a shape index (a tuple of "
                                        f"integers >= 0), got {value!r}")
     return tuple(int(i) for i in items)
@@ -74,7 +74,7 @@ class OutputOperandAliasingKind(AttrKind):
                 raise InvalidArgumentError(
                     f"{where}: each entry must be (output_index, (operand_number, "
                     f"operand_index)), got {entry!r}") from None
-            if isinstance(operand, bool) or not hasattr(operand, "__index__") or operand < 0:
+            if not is_int(operand) or operand < 0:
                 raise InvalidArgumentError(
                     f"{where}: operand number must be an integer >= 0, got {operand!r}")
             out.append((_index(output_index, where, "output index"),

@@ -1,8 +1,7 @@
 """``result_accuracy=`` of the transcendental unary ops: ``{mode=highest}`` or
 ``{tolerance={atol=1e-07,rtol=0.5,ulps=2}}`` (XLA's ResultAccuracy proto).
 
-Owns: which opcodes take it (XLA's IsUnaryOpWithResultAccuracy), its reader with XLA's
-parser messages, and its canonical text as XLA prints it: ``mode=default`` prints nothing,
+Owns its reader with XLA's parser messages and its canonical text as XLA prints it: ``mode=default`` prints nothing,
 modes in lower case, a tolerance as atol, rtol (``%g``) and ulps (an integer), always all
 three. Imports only the shape layer's Scanner.
 """
@@ -12,13 +11,6 @@ from __future__ import annotations
 import re
 
 from xlapy.shape.text import Scanner
-
-#: Opcodes whose text accepts result_accuracy= (HloInstruction's IsUnaryOpWithResultAccuracy).
-RESULT_ACCURACY_OPCODES = frozenset({
-    "acos", "acosh", "asin", "asinh", "atanh", "cbrt", "cosine", "cosh", "erf", "exponential",
-    "exponential-minus-one", "log", "log-plus-one", "logistic", "rsqrt", "sine", "sinh", "sqrt",
-    "tan", "tanh",
-})
 
 _MODES = ("default", "highest")
 _NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)[ \t\n\r]*=")
@@ -80,4 +72,4 @@ def read_result_accuracy(sc: Scanner) -> str | None:
     return text
 
 
-__all__ = ["RESULT_ACCURACY_OPCODES", "read_result_accuracy"]
+__all__ = ["read_result_accuracy"]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import AttrKind
+from xlapy.hlo.attrs import AttrKind, is_int
 from xlapy.shape.text import Scanner
 
 __all__ = ["SLICE_RANGES", "SliceRanges", "SliceRangesKind"]
@@ -83,7 +83,7 @@ class SliceRangesKind(AttrKind):
                 f"got {value!r}") from None
         starts, limits, strides = [], [], []
         for r in ranges:
-            if len(r) not in (2, 3) or not all(_is_int(v) for v in r):
+            if len(r) not in (2, 3) or not all(is_int(v) for v in r):
                 raise InvalidArgumentError(
                     f"{where}: each range must be (start, limit) or (start, limit, stride) "
                     f"integers, got {r!r}")
@@ -126,10 +126,6 @@ def read_slice_ranges(sc: Scanner) -> SliceRanges:
             break
     sc.expect("}", "to end slice ranges")
     return SliceRanges(tuple(starts), tuple(limits), tuple(strides))
-
-
-def _is_int(v) -> bool:
-    return not isinstance(v, bool) and hasattr(v, "__index__")
 
 
 SLICE_RANGES = SliceRangesKind()

@@ -18,7 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import AttrKind, EnumKind, check_int, check_int_list, check_sequence
+from xlapy.hlo.attrs import (
+    AttrKind,
+    EnumKind,
+    check_int,
+    check_int_list,
+    check_int_tuples,
+    check_sequence,
+)
 from xlapy.shape.text import Scanner
 
 # Token patterns of XLA's HLO lexer (hlo_lexer.cc).
@@ -90,7 +97,9 @@ class Window:
     @staticmethod
     def make(sizes: Sequence[int], strides: Sequence[int] | None = None) -> Window:
         """window_util::MakeWindow: a window with the given sizes (and strides)."""
-        strides = tuple(strides) if strides is not None else (1,) * len(sizes)
+        sizes = check_int_list(sizes, "Window.make: sizes")
+        strides = check_int_list(strides, "Window.make: strides") if strides is not None \
+            else (1,) * len(sizes)
         if len(strides) != len(sizes):
             raise InvalidArgumentError(
                 f"Window.make: {len(sizes)} sizes but {len(strides)} strides")
@@ -103,6 +112,7 @@ class Window:
                         window_reversal: Sequence[bool] | None = None) -> Window:
         """ShapeInference::InferWindowFromDimensions: every list is empty (its default) or
         has one entry per window dimension."""
+        window_dimensions = check_int_list(window_dimensions, "Window: window_dimensions")
         n = len(window_dimensions)
 
         def verify(xs, name):
@@ -111,8 +121,10 @@ class Window:
                     f"Window has different number of window dimensions than of {name}\n"
                     f"Number of window dimensions: {n}\nNumber of {name}: {len(xs)}\n")
 
-        window_strides, padding = tuple(window_strides), tuple(padding)
-        lhs_dilation, rhs_dilation = tuple(lhs_dilation), tuple(rhs_dilation)
+        window_strides = check_int_list(window_strides, "Window: window_strides")
+        padding = check_int_tuples(padding, "Window: padding")
+        lhs_dilation = check_int_list(lhs_dilation, "Window: lhs_dilation")
+        rhs_dilation = check_int_list(rhs_dilation, "Window: rhs_dilation")
         verify(window_strides, "window strides")
         verify(padding, "padding entries")
         verify(lhs_dilation, "lhs dilation factors")

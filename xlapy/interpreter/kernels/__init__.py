@@ -8,8 +8,4 @@ FAMILIES = (
 )
 
 for _family in FAMILIES:
-    try:
-        importlib.import_module(f"xlapy.interpreter.kernels.{_family}")
-    except ModuleNotFoundError as _e:  # a family not written yet
-        if _e.name != f"xlapy.interpreter.kernels.{_family}":
-            raise
+    importlib.import_module(f"xlapy.interpreter.kernels.{_family}")

@@ -25,61 +25,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from xlapy.hlo.ir import callees_first
 from xlapy.interpreter.evaluator import EvaluationError
 from xlapy.interpreter.kernels.numeric import index_int64
+from xlapy.interpreter.kernels.reduction import is_vectorisable
 from xlapy.interpreter.kernels.shape_ops import dense
 from xlapy.interpreter.registry import kernel
-from xlapy.opdefs.registry import ELEMENTWISE, get_opdef
 from xlapy.shape import dtypes
 
-# -- scalar computations on whole arrays ----------------------------------------------------
-
-_PASS_THROUGH = {"parameter", "constant", "tuple", "get-tuple-element", "copy", "bitcast",
-                 "reshape", "broadcast", "call", "opt-barrier"}
-
-_vectorisable_cache: dict[int, bool] = {}
-
-
-def _scalar_leaves(shape) -> bool:
-    return all(leaf.is_array() and leaf.rank == 0 for _, leaf in shape.leaves())
-
-
-def is_vectorisable(comp) -> bool:
-    """True when every instruction of ``comp`` (and of computations it calls) is elementwise
-    or data movement on scalars: evaluating it on arrays gives the elementwise results. The
-    called computations are decided first (callees_first: a call chain needs no recursion)."""
-    got = _cached(comp)
-    if got is not None:
-        return got
-    for c in callees_first([comp]):
-        if _cached(c) is None:
-            _vectorisable_cache[id(c)] = (c, len(c.instructions), _vectorisable_here(c))
-    return _vectorisable_cache[id(comp)][2]
-
-
-def _cached(comp) -> bool | None:
-    cached = _vectorisable_cache.get(id(comp))
-    if cached is not None and cached[0] is comp and cached[1] == len(comp.instructions):
-        return cached[2]
-    return None
-
-
-def _vectorisable_here(comp) -> bool:
-    """is_vectorisable's test of ``comp``'s own instructions (its callees decided already)."""
-    ok = True
-    for instr in comp.instructions:
-        opcode = instr.opcode
-        if not _scalar_leaves(instr.shape):
-            ok = False
-        elif opcode in _PASS_THROUGH:
-            if opcode == "call":
-                ok = all(_cached(c) is True for c in instr.called_computations())
-        elif not get_opdef(opcode).has(ELEMENTWISE) or opcode in ("stochastic-convert",) or opcode == "bitcast-convert" and not _scalar_leaves(instr.operands[0].shape):
-            ok = False
-        if not ok:
-            break
-    return ok
+# -- scalar computations on whole arrays (is_vectorisable: the rule in reduction.py) -------
 
 
 def apply_scalar_computation(ctx, comp, args, shape) -> list[np.ndarray]:

@@ -52,10 +52,13 @@ from xlapy.shape import dtypes
 
 # -- evaluating a scalar computation on arrays -------------------------------------------------
 
-# Opcodes a vectorisable computation may contain besides the elementwise ones.
-_STRUCTURAL = {"parameter", "constant", "tuple", "get-tuple-element", "call"}
+# Opcodes a vectorisable computation may contain besides the elementwise ones: structure and
+# data movement, which on scalars pass values through.
+_STRUCTURAL = {"parameter", "constant", "tuple", "get-tuple-element", "call", "copy", "bitcast",
+               "reshape", "broadcast", "opt-barrier"}
 
-_vectorisable_cache: dict[int, tuple[object, bool]] = {}
+#: id(computation) -> (computation, its instruction count, vectorisable)
+_vectorisable_cache: dict[int, tuple[object, int, bool]] = {}
 
 
 def _scalar_shaped(shape) -> bool:
@@ -63,22 +66,25 @@ def _scalar_shaped(shape) -> bool:
 
 
 def is_vectorisable(comp) -> bool:
-    """True when ``comp`` only has scalar-shaped elementwise instructions (and calls of such
-    computations), so it computes elementwise when its parameters are arrays. The called
-    computations are decided first (callees_first: a call chain needs no recursion)."""
-    cached = _vectorisable_cache.get(id(comp))
-    if cached is not None and cached[0] is comp:
-        return cached[1]
+    """True when ``comp`` only has scalar-shaped elementwise instructions, structure and data
+    movement on scalars, and calls of such computations, so it computes elementwise when its
+    parameters are arrays (the one rule of every kernel that applies a scalar computation to
+    arrays: reduce, reduce-window, map, scatter...). The called computations are decided
+    first (callees_first: a call chain needs no recursion)."""
+    got = _cached(comp)
+    if got is not None:
+        return got
     for c in callees_first([comp]):
-        got = _vectorisable_cache.get(id(c))
-        if got is None or got[0] is not c:
-            _vectorisable_cache[id(c)] = (c, _vectorisable_here(c))
-    return _vectorisable_cache[id(comp)][1]
+        if _cached(c) is None:
+            _vectorisable_cache[id(c)] = (c, len(c.instructions), _vectorisable_here(c))
+    return _vectorisable_cache[id(comp)][2]
 
 
-def _known_vectorisable(comp) -> bool:
+def _cached(comp) -> bool | None:
     got = _vectorisable_cache.get(id(comp))
-    return got is not None and got[0] is comp and got[1]
+    if got is not None and got[0] is comp and got[1] == len(comp.instructions):
+        return got[2]
+    return None
 
 
 def _vectorisable_here(comp) -> bool:
@@ -88,16 +94,19 @@ def _vectorisable_here(comp) -> bool:
         if not _scalar_shaped(instr.shape):
             ok = False
         elif instr.opcode == "call":
-            ok = all(_known_vectorisable(c) for c in instr.called_computations())
+            ok = all(_cached(c) is True for c in instr.called_computations())
         elif instr.opcode in _STRUCTURAL:
             ok = True
+        elif instr.opcode == "stochastic-convert":  # its random bits operand: element by element
+            ok = False
         else:
             try:
                 ok = get_opdef(instr.opcode).has(ELEMENTWISE)
             except InvalidArgumentError:  # no definition: run it element by element
                 ok = False
             if ok and instr.opcode == "bitcast-convert":  # a width change changes the shape
-                ok = (dtypes.bit_width(instr.shape.element_type)
+                ok = (_scalar_shaped(instr.operands[0].shape)
+                      and dtypes.bit_width(instr.shape.element_type)
                       == dtypes.bit_width(instr.operands[0].shape.element_type))
         if not ok:
             break
@@ -145,7 +154,7 @@ def apply_computation(ctx, comp, args: list, shape: tuple[int, ...], what: str) 
         try:
             with np.errstate(all="ignore"):
                 result = ctx.call(comp, full)
-        except EvaluationError:
+        except (EvaluationError, ValueError):
             result = None  # a kernel that only takes scalars: the loop below repeats any
             #                genuine error with scalar arguments
         if result is not None:

@@ -11,6 +11,9 @@ generic per-instruction data (sharding, frontend_attributes, metadata, backend_c
 control-predecessors, result_accuracy...). Names end up unique across the module, as XLA's
 module makes them. Each attribute value is read by its kind (xlapy.hlo.attrs). Every
 failure is a ParseError with line, column and a caret; nothing else escapes.
+
+Sits above the op definitions (each instruction is made by ``make_instruction``, which checks
+its attributes and runs its shape rule); imports the IR, the attribute kinds and opdefs.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from xlapy.hlo.async_chain import (
     sugared_opcode,
 )
 from xlapy.hlo.attrs.numbers import read_balanced, read_string
-from xlapy.hlo.attrs.result_accuracy import RESULT_ACCURACY_OPCODES, read_result_accuracy
+from xlapy.hlo.attrs.result_accuracy import read_result_accuracy
 from xlapy.hlo.attrs.sharding import read_sharding
 from xlapy.hlo.ir import Computation, Instruction, Module, NameUniquer, callees_first
 from xlapy.hlo.module_data import (
@@ -38,6 +41,8 @@ from xlapy.hlo.module_data import (
     read_frontend_attributes,
 )
 from xlapy.hlo.opcodes import ASYNC_OPCODES, OPCODE_NAMES
+from xlapy.opdefs import get_opdef, make_instruction
+from xlapy.opdefs.registry import RESULT_ACCURACY
 from xlapy.shape import dtypes
 from xlapy.shape.text import MAX_RECURSION_DEPTH, Scanner, read_shape
 
@@ -523,8 +528,6 @@ class _Parser:
                            op_pos)
             opcode, wrapped = sugar
         sc.pos = m.end()
-        from xlapy.opdefs import get_opdef
-
         opdef = get_opdef(opcode)
         wrapped_def = get_opdef(wrapped) if wrapped is not None else None
         if wrapped_def is not None and any(s.in_parens for s in wrapped_def.attrs):
@@ -603,7 +606,7 @@ class _Parser:
         seen: set[str] = set()
         # result_accuracy= belongs to the transcendental unary ops only (as in XLA).
         generic = [k for k in GENERIC_KEYS
-                   if k != "result_accuracy" or tables[-1][0].opcode in RESULT_ACCURACY_OPCODES]
+                   if k != "result_accuracy" or tables[-1][0].has(RESULT_ACCURACY)]
         while allow_attributes and sc.peek() == "," and self._next_is_attribute():
             sc.eat(",")
             key_pos = sc.pos
@@ -643,8 +646,6 @@ class _Parser:
 
     def _add(self, comp: Computation, opcode: str, operands, values, shape, name: str,
              data: dict, start: int) -> Instruction:
-        from xlapy.opdefs import make_instruction
-
         control = data.pop("control-predecessors", ())
         if opcode == "parameter":
             number = values.get("parameter_number")
@@ -728,8 +729,6 @@ class _Parser:
         UpdateAsyncWrappedComputation): operands the update's shape adds become new
         parameters and operands of the wrapped op, and a result shape the op's does not match
         (the update's {1}, the done's shape) becomes its result."""
-        from xlapy.opdefs import make_instruction
-
         root = comp.root
         operands, result = list(root.operands), root.shape
         if opcode == "async-update" and shape is not None:
@@ -768,8 +767,6 @@ class _Parser:
         """The computation ``<op>-start`` sugar stands for: parameters for the bound operand
         shapes and the op as root, with the async-start's result shape (XLA's
         CreateAsyncWrappedComputation)."""
-        from xlapy.opdefs import make_instruction
-
         operand_shapes = list(shape.tuple_shapes[0].tuple_shapes)
         called = values.get("to_apply") if wrapped == "call" else (
             values.get("calls") if wrapped == "fusion" else None)
@@ -896,8 +893,6 @@ class _Parser:
                     key = f"{name}#{index}"
                     gte = self.scope.get(key)
                     if gte is None:
-                        from xlapy.opdefs import make_instruction
-
                         gte = make_instruction("get-tuple-element", [instr], {"index": index},
                                                name=key.replace("#", "_"))
                         comp.add_instruction(gte)

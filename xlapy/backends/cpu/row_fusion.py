@@ -1,4 +1,5 @@
-"""Row fusion: a row reduction and the elementwise work consuming it in one fusion (XLA's
+"""Row fusion, the CPU backend's own pass (as XLA's CPU fusion passes live in its backend: it
+fuses what this backend's emitters generate): a row reduction and the elementwise work consuming it in one fusion (XLA's
 multi-output fusion of a reduction with its consumers, as its row-reduction emitter runs
 them: softmax's max, sum of exponentials and division; layer norm's mean, variance and
 normalisation).
@@ -24,6 +25,7 @@ reducers): the fused computation evaluates the same instructions.
 
 from __future__ import annotations
 
+from xlapy.backends.cpu.reduction import _generated, recognised_op
 from xlapy.hlo.attrs import Attrs
 from xlapy.hlo.attrs.enums import FusionKind
 from xlapy.hlo.ir import Instruction, Module
@@ -55,8 +57,6 @@ def _dims(instr) -> tuple:
 
 
 def _row_reduce(instr, full: tuple, p: int) -> bool:
-    from xlapy.backends.cpu.reduction import recognised_op
-
     if instr.opcode != "reduce" or len(instr.operands) != 2 or not _plain(instr):
         return False
     if _dims(instr.operands[0]) != full or tuple(sorted(instr.attrs["dimensions"])) != \
@@ -103,8 +103,6 @@ class _Shape:
     def member(self, instr) -> bool:
         """May ``instr`` join (ignoring its users)? Only instructions the cpu backend
         generates element by element (or row reductions) do."""
-        from xlapy.backends.cpu.reduction import _generated
-
         if not _plain(instr) or instr.opcode == "parameter":
             return False
         if instr.opcode != "reduce" and not _generated(instr):
