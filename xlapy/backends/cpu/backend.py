@@ -40,6 +40,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import indexing
+from xlapy.backends.cpu import executor as _executor
 from xlapy.backends.cpu.buffers import POOL, run_parallel
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.kernel_abi import KernelSpec
@@ -438,6 +439,7 @@ class Planner:
         self.kernels: list[KernelStep] = []
         self._plans: dict[int, Plan] = {}
         self._walked: set[int] = set()  # computations plan() has entered
+        self.host_table = _executor.HostTable()  # what native code calls out to
 
     def plan(self, comp) -> Plan:
         """The plan of ``comp``; the computations its while/call/conditional steps run are

@@ -66,6 +66,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import buffers
 from xlapy.backends.cpu import elemental as el
+from xlapy.backends.cpu import executor
 from xlapy.backends.cpu.kernel_abi import I64, KERNEL_TYPE, KernelSpec
 from xlapy.errors import InvalidArgumentError
 from xlapy.shape import dtypes
@@ -75,6 +76,9 @@ I1 = ir.IntType(1)
 I8 = ir.IntType(8)
 I32 = ir.IntType(32)
 I8P = I8.as_pointer()
+#: i32 host(i8* ctx, i64 id, i8** ptrs) and i32 poll(i8* ctx): see executor
+_HOST_TYPE = ir.FunctionType(I32, [I8P, I64, I8P.as_pointer()])
+_POLL_TYPE = ir.FunctionType(I32, [I8P])
 
 #: Alignment of workspace slots (bytes).
 ALIGN = 64
@@ -119,17 +123,16 @@ def _single_threaded(spec) -> bool:
     return True
 
 
-def _plan_supported(plan, seen: set) -> bool:
+def _plan_supported(plan, seen: dict) -> bool:
+    """Whether ``plan`` can be emitted natively (``seen``: id(plan) -> the answer, for
+    every plan checked)."""
     if id(plan) in seen:  # a plan reached twice (a shared computation) was checked once
-        return True
-    seen.add(id(plan))
-    for p in plan.params:
-        if _leaf_shapes(p.shape) is None:
-            return False
-    for step in plan.steps:
-        if not _step_supported(step, seen):
-            return False
-    return True
+        return seen[id(plan)]
+    seen[id(plan)] = True
+    ok = all(_leaf_shapes(p.shape) is not None for p in plan.params) and \
+        all(_step_supported(step, seen) for step in plan.steps)
+    seen[id(plan)] = ok
+    return ok
 
 
 def _step_supported(step, seen: set) -> bool:
@@ -137,18 +140,27 @@ def _step_supported(step, seen: set) -> bool:
 
     if _leaf_shapes(step.instr.shape) is None:
         return False
-    if isinstance(step, (be.ConstantStep, be.ValueStep, CompiledWhileStep)):
+    if isinstance(step, (be.ConstantStep, be.ValueStep, CompiledWhileStep, be.KernelStep)):
+        return True  # a kernel too big for one thread is a host call (run_parallel)
+    if isinstance(step, be.CallStep) and _plan_supported(step.body, seen):
         return True
-    if isinstance(step, be.KernelStep):
-        return _single_threaded(step.spec)
-    if isinstance(step, be.CallStep):
-        return _plan_supported(step.body, seen)
     if isinstance(step, be.ConditionalStep):
         selector = step.instr.operands[0].shape
-        if selector.element_type not in (el.PT.PRED, el.PT.S32) or selector.dimensions:
-            return False
-        return all(_plan_supported(p, seen) for p in step.branches)
-    return False
+        if selector.element_type in (el.PT.PRED, el.PT.S32) and not selector.dimensions and \
+                all(_plan_supported(p, seen) for p in step.branches):
+            return True
+    return _host_callable(step)
+
+
+def _host_callable(step) -> bool:
+    """A step native code runs through a host call (executor.StepCall): its operands and
+    result are arrays (or tuples of them) of kernel element types."""
+    from xlapy.backends.cpu import backend as be
+
+    if isinstance(step, be.WhileStep):  # a loop that could not be compiled (too deep, or
+        return False  # a state of tokens): the loops around it stay in Python too
+    reads = getattr(step, "reads", None) or step.instr.operands
+    return all(_leaf_shapes(o.shape) is not None for o in reads)
 
 
 def _nesting_depth(plans) -> int:
@@ -200,7 +212,7 @@ def compile_while(planner, step):
     depth = 1 + _nesting_depth([step.cond, step.body])
     if depth > MAX_NATIVE_DEPTH:
         return None
-    seen: set = set()
+    seen: dict = {}
     if not (_plan_supported(step.cond, seen) and _plan_supported(step.body, seen)):
         return None
     cond_root = step.cond.comp.root.shape
@@ -209,12 +221,14 @@ def compile_while(planner, step):
         return None
     name = planner.irmod.get_unique_name(f"while.{instr.name}")
     emitter = _Emitter(planner, name, leaves)
+    emitter._native_plans = {k for k, ok in seen.items() if ok}
     emitter.emit_while(step.cond, step.body)
     spec = KernelSpec(name=name, n_inputs=len(leaves), outputs=[], domain=1, parallel=False)
     compiled = CompiledWhileStep(instr, step.cond, step.body, spec, emitter.fn, leaves,
                                  emitter.offsets, emitter.state_bytes, emitter.consts,
                                  emitter.arena.size)
     compiled.swapped = emitter.swapped
+    compiled.host_table = planner.host_table
     compiled.depth = depth
     planner.kernels.append(compiled)
     return compiled
@@ -245,7 +259,8 @@ class CompiledWhileStep:
         self._dims = [tuple(int(d) for d in s.dimensions) for s in leaves]
         self._flat = instr.shape.is_tuple() and all(s.is_array() for s in
                                                     instr.shape.tuple_shapes)
-        self._bufs_type = ctypes.c_void_p * (len(leaves) + 2 + len(consts))
+        self._bufs_type = ctypes.c_void_p * (len(leaves) + 3 + len(consts))
+        self.host_table = None  # the program's host calls (set by compile_while)
         self._const_ptrs = [a.ctypes.data for a in consts]
         self._one_block = state_bytes + ws_bytes < buffers.POOL_MIN_BYTES
 
@@ -279,9 +294,15 @@ class CompiledWhileStep:
             ws = buffers.POOL.empty((max(self.ws_bytes, 1),), np.uint8)
             bufs[n] = _address(out)
             bufs[n + 1] = _address(ws)
+        ctx = executor.context()
+        bufs[n + 2] = ctx.address
         if self._const_ptrs:
-            bufs[n + 2:] = self._const_ptrs
-        self.fn(bufs, 0, 1)
+            bufs[n + 3:] = self._const_ptrs
+        with executor.running(self.host_table, plan_ctx, f"while %{instr.name}") as run:
+            self.fn(bufs, 0, 1)
+        if ctx.words[0]:
+            ctx.reset()
+            run.reraise()
         results = [np.ndarray(dims, dt, out, off)
                    for dims, dt, off in zip(self._dims, self._dtypes, self.offsets)]
         env[id(instr)] = tuple(results) if self._flat else _unflatten(instr.shape,
@@ -391,6 +412,12 @@ class _Emitter:
         self.b = ir.IRBuilder(self.fn.append_basic_block("start"))
         self.bufs = self.fn.args[0]
         self.ws = self._arg(self.n + 1, "ws")
+        self.ctx = self._arg(self.n + 2, "ctx")
+        self.host_table = planner.host_table
+        self._abort = None  # the block returning after a failed call out
+        self._dying: set = set()  # id(slot) of the values whose last use is the current step
+        self._alias_state = False  # whether a kernel may write a dying state slot in place
+        self._counter = None  # the iteration counter of the cancel poll (an alloca)
         self.arena = _Arena()
         self.consts: list[np.ndarray] = []
         self._const_leaf: dict[int, _Leaf] = {}
@@ -463,7 +490,7 @@ class _Emitter:
         else:
             arr = np.ascontiguousarray(array)
         self.consts.append(arr)
-        ptr = self._arg(self.n + 1 + len(self.consts), f"const{len(self.consts) - 1}")
+        ptr = self._arg(self.n + 2 + len(self.consts), f"const{len(self.consts) - 1}")
         leaf = _Leaf(shape, ptr, None)
         self._const_leaf[key] = leaf
         return leaf
@@ -500,7 +527,9 @@ class _Emitter:
         for p in plan.params:
             self._set(env, p, args[p.parameter_number])
         for step, drops in zip(plan.steps, plan.drops):
+            self._dying = self._dead_after(env, drops)
             self._emit_step(step, env)
+            self._dying = set()
             for key in drops:
                 self._drop(env.pop(key))
         root = env[id(plan.comp.root)]
@@ -532,28 +561,113 @@ class _Emitter:
             self._emit_kernel(step, env)
         elif isinstance(step, CompiledWhileStep):
             self._emit_nested_while(step, env)
-        elif isinstance(step, be.CallStep):
+        elif isinstance(step, be.CallStep) and id(step.body) in self._native_plans:
             root = self.emit_plan(step.body, [env[id(o)] for o in instr.operands])
             self._set(env, instr, root)
             self._drop(root)
-        elif isinstance(step, be.ConditionalStep):
+        elif isinstance(step, be.ConditionalStep) and all(
+                id(p) in self._native_plans for p in step.branches):
             self._emit_conditional(step, env)
-        else:  # pragma: no cover - compile_while checked the steps
-            raise TypeError(f"compiled while: cannot emit {type(step).__name__} "
-                            f"for %{instr.name}")
+        else:  # anything else: a call out to Python (compile_while checked it can)
+            self._emit_host(step, env)
+
+    # -- calls out and their failures ---------------------------------------------------------
+
+    def _dead_after(self, env, drops) -> set:
+        """id(slot) of the workspace slots no value holds once ``drops`` are dropped."""
+        count: dict[int, int] = {}
+        for key in drops:
+            for slot_id in {id(leaf.slot) for leaf in _leaves(env[key])
+                            if leaf.slot is not None}:
+                count[slot_id] = count.get(slot_id, 0) + 1
+        return {k for k, n in count.items() if self._refs.get(k) == n}
+
+    def _abort_block(self):
+        """The block that marks the context failed and returns (created once)."""
+        if self._abort is None:
+            self._abort = self.fn.append_basic_block("abort")
+            b = ir.IRBuilder(self._abort)
+            b.store(ir.Constant(I64, 1), b.bitcast(self.ctx, I64.as_pointer()))
+            b.ret_void()
+        return self._abort
+
+    def _return_if(self, failed) -> None:
+        ok = self.fn.append_basic_block("ok")
+        self.b.cbranch(failed, self._abort_block(), ok)
+        self.b.position_at_end(ok)
+
+    def _table_fn(self, slot: int, fnty, name: str):
+        b = self.b
+        words = b.bitcast(self.ctx, I64.as_pointer())
+        table = b.inttoptr(b.load(b.gep(words, [ir.Constant(I64, 1)])), I8P.as_pointer())
+        raw = b.load(b.gep(table, [ir.Constant(I64, slot)]), name=name)
+        return b.bitcast(raw, fnty.as_pointer())
+
+    def _call_host(self, call, ptrs: list, what: str) -> None:
+        """Call host call ``call`` (an executor entry) with the bufs array of ``ptrs``;
+        return at once when it fails."""
+        ident = self.host_table.add(call)
+        bufs = self._bufs_array(ptrs)
+        host = self._table_fn(executor.HOST, _HOST_TYPE, f"host.{what}")
+        rc = self.b.call(host, [self.ctx, ir.Constant(I64, ident), bufs], name=f"rc.{what}")
+        self._return_if(self.b.icmp_signed("!=", rc, ir.Constant(I32, 0)))
+
+    def _check_status(self) -> None:
+        """After a nested native call: return when it failed."""
+        status = self.b.load(self.b.bitcast(self.ctx, I64.as_pointer()), name="status")
+        self._return_if(self.b.icmp_signed("!=", status, ir.Constant(I64, 0)))
+
+    def _emit_host(self, step, env) -> None:
+        """A step native code cannot run itself: a call out (executor.StepCall)."""
+        instr = step.instr
+        reads = getattr(step, "reads", None) or list(instr.operands)
+        ins = [leaf for o in reads for leaf in _leaves(env[id(o)])]
+        placed = self._placement.get(id(instr))
+        outs = [placed] if placed is not None else \
+            [self._new_leaf(s) for s in _leaf_shapes(instr.shape)]
+        call = executor.StepCall(step, reads)
+        self._call_host(call, [leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs],
+                        instr.name)
+        self._set(env, instr, _build(instr.shape, iter(outs)))
+
+    def _in_place_output(self, step, k_in: int, ins) -> "_Leaf | None":
+        """The input leaf ``k_in`` itself when the kernel may write its output there: the
+        input's slot dies with this step and no other input reads it."""
+        if k_in >= len(step.inputs):
+            return None  # a bound constant
+        leaf = ins[k_in]
+        if leaf.slot is None or id(leaf.slot) not in self._dying:
+            return None
+        if any(j != k_in and other.slot is leaf.slot for j, other in enumerate(ins)):
+            return None
+        if leaf.slot.pinned and not self._alias_state:
+            return None  # the loop state, read by the condition: only the body may write it
+        if _nbytes(leaf.shape) != _nbytes(step.spec.outputs[0]):
+            return None
+        return leaf
 
     def _emit_kernel(self, step, env) -> None:
         spec = step.spec
         ins = [env[id(i)] for i in step.inputs]
         ins += [self._const(a) for a in step.bound]
         placed = self._placement.get(id(step.instr))
-        outs = [placed] if placed is not None else [self._new_leaf(s) for s in spec.outputs]
-        for o, i in spec.in_place:  # the output starts as a copy of its input
-            self._copy(outs[o].ptr, ins[i].ptr, _nbytes(spec.outputs[o]))
+        outs = [placed] if placed is not None else [None] * len(spec.outputs)
+        for o, i in spec.in_place:  # the output starts as its input: alias a dying input
+            if outs[o] is None:
+                leaf = self._in_place_output(step, i, ins)
+                if leaf is not None:
+                    outs[o] = _Leaf(spec.outputs[o], leaf.ptr, leaf.slot)
+        outs = [leaf if leaf is not None else self._new_leaf(s)
+                for leaf, s in zip(outs, spec.outputs)]
+        for o, i in spec.in_place:  # otherwise the output starts as a copy of its input
+            if outs[o].ptr is not ins[i].ptr:
+                self._copy(outs[o].ptr, ins[i].ptr, _nbytes(spec.outputs[o]))
         scratch = [self._bytes_slot(int(n) * np.dtype(dt).itemsize) for dt, n in spec.scratch]
         ptrs = [leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs] + \
             [s.ptr for s in scratch]
-        if spec.domain:
+        if spec.domain and not _single_threaded(spec):  # split over threads: a call out
+            self._call_host(executor.KernelCall(step), ptrs, step.instr.name)
+        elif spec.domain:
             bufs = self._bufs_array(ptrs)
             mod = self.planner.irmod
             self.b.call(mod.get_global(spec.name),
@@ -573,9 +687,11 @@ class _Emitter:
                 for s, off in zip(step.leaves, step.offsets)]
         ws = self._bytes_slot(step.ws_bytes)
         consts = [self._const(a) for a in step.consts]
-        ptrs = [leaf.ptr for leaf in init] + [block.ptr, ws.ptr] + [leaf.ptr for leaf in consts]
+        ptrs = [leaf.ptr for leaf in init] + [block.ptr, ws.ptr, self.ctx] + \
+            [leaf.ptr for leaf in consts]
         bufs = self._bufs_array(ptrs)
         self.b.call(step.function, [bufs, ir.Constant(I64, 0), ir.Constant(I64, 1)])
+        self._check_status()
         self._release_slot(ws)
         self._set(env, step.instr, _build(step.instr.shape, iter(outs)))
 
@@ -623,13 +739,32 @@ class _Emitter:
         else:
             return {}
         kernels = {id(st.instr) for st in body.steps
-                   if isinstance(st, be.KernelStep) and not st.tuple_result}
+                   if (isinstance(st, be.KernelStep) and not st.tuple_result) or
+                   (isinstance(st, (be.LibraryStep, be.SwappedDotStep)) and
+                    st.instr.shape.is_array())}
         out = {}
         for k, o in enumerate(operands):
             if id(o) in kernels and sum(x is o for x in operands) == 1 and \
                     _nbytes(o.shape) >= SWAP_MIN_BYTES:
                 out[k] = id(o)
         return out
+
+    def _poll(self) -> None:
+        """Every ``ctx[2]`` iterations (executor.POLL_PERIOD) call the cancel poll; return
+        when it says the run was given up."""
+        if self._counter is None:
+            self._counter = self.pre.alloca(I64, name="polls")
+            self.pre.store(ir.Constant(I64, 0), self._counter)
+        b = self.b
+        words = b.bitcast(self.ctx, I64.as_pointer())
+        period = b.load(b.gep(words, [ir.Constant(I64, 2)]), name="period")
+        count = b.add(b.load(self._counter), ir.Constant(I64, 1), name="count")
+        due = b.icmp_signed(">=", count, period, name="due")
+        b.store(b.select(due, ir.Constant(I64, 0), count), self._counter)
+        with b.if_then(due, likely=False):
+            poll = self._table_fn(executor.POLL, _POLL_TYPE, "poll")
+            rc = b.call(poll, [self.ctx], name="rc.poll")
+            self._return_if(b.icmp_signed("!=", rc, ir.Constant(I32, 0)))
 
     def emit_while(self, cond, body) -> None:
         n = self.n
@@ -653,6 +788,7 @@ class _Emitter:
             nxt = halves[(h + 1) % len(halves)]
             ref = _build(cond.params[0].shape, iter(state))
             b.position_at_end(header)
+            self._poll()
             pred = self.emit_plan(cond, [ref])
             go = b.load(pred.ptr, name="pred")
             self._drop(pred)
@@ -660,7 +796,9 @@ class _Emitter:
 
             b.position_at_end(loop)
             self._placement = {swap[k]: nxt[k] for k in swap}
+            self._alias_state = True
             root = self.emit_plan(body, [ref])
+            self._alias_state = False
             self._placement = {}
             self._move_results(state, nxt, _leaves(root), swap)
             self._drop(root)
