@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from xlapy.backends.cpu import blas, library
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 
 SORT_COMPARATOR = """
 cmp {

@@ -113,7 +113,7 @@ if side == "xla":
     for _ in range(3):
         jax.block_until_ready(g(*args))
 else:
-    from xlapy.hlo.parser import parse_hlo_module
+    from xlapy.parser import parse_hlo_module
     from xlapy.runtime import Client
     exe = Client(backend="cpu").compile(parse_hlo_module(open(hlo).read()))
     for _ in range(3):

@@ -78,7 +78,7 @@ def _kernel(text):
     from xlapy.backends.cpu import reduction
     from xlapy.backends.cpu.buffers import run_parallel
     from xlapy.backends.cpu.jit import get_jit
-    from xlapy.hlo.parser import parse_hlo_module
+    from xlapy.parser import parse_hlo_module
     from xlapy.passes import make_pipeline
     from xlapy.shape import dtypes
 
@@ -208,7 +208,7 @@ def main(argv=None) -> None:
           f"{float(np.exp(np.mean(np.log(ratios)))):.2f}")
 
     # the whole programs, for context
-    from xlapy.hlo.parser import parse_hlo_module
+    from xlapy.parser import parse_hlo_module
     from xlapy.runtime import Client
 
     def ln(a):

@@ -53,7 +53,7 @@ def main(argv=None) -> None:
     import jax.numpy as jnp
     import ml_dtypes
 
-    from xlapy.hlo.parser import parse_hlo_module
+    from xlapy.parser import parse_hlo_module
     from xlapy.runtime import Client
 
     jax.config.update("jax_platforms", "cpu")

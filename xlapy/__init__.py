@@ -13,7 +13,7 @@ HLO text, StableHLO text, XLA's protos and the builder::
     m = xlapy.parse_hlo_module(text)   # any module XLA prints
     m = xlapy.parse_stablehlo(mlir)    # jax.jit(f).lower(x).as_text(), as XLA translates it
     m = xlapy.parse_hlo_module_proto(open("module.hlo.pb", "rb").read())  # or HloSnapshot
-    data = m.to_proto().SerializeToString()
+    data = xlapy.module_to_proto(m).SerializeToString()
     xlapy.verify_module(m)
     print(m.to_string(print_operand_shape=True))
 
@@ -48,12 +48,12 @@ from xlapy.shape import (
 )
 from xlapy.shape.literal import Literal, parse_literal, parse_literal_with_shape
 from xlapy.hlo.ir import Computation, Instruction, Module
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions
-from xlapy.hlo.verifier import VerifierError, verify_module
+from xlapy.verifier import VerifierError, verify_module
 from xlapy.stablehlo import is_stablehlo_text, parse_stablehlo
 from xlapy.opdefs import ShapeError
-from xlapy.builder import XlaBuilder, XlaComputation, XlaOp
+from xlapy.ops.builder import XlaBuilder, XlaComputation, XlaOp
 from xlapy import ops
 from xlapy.interpreter import EvalOptions, EvaluationError, evaluate
 
@@ -73,9 +73,9 @@ __all__ = [
 ]
 
 # XLA's protobuf forms (xlapy/proto): HloModuleProto, HloProto, HloSnapshot, binary and text.
-from xlapy.proto import parse_hlo_module_proto, parse_hlo_snapshot
+from xlapy.proto import module_to_proto, parse_hlo_module_proto, parse_hlo_snapshot
 
-__all__ += ["parse_hlo_module_proto", "parse_hlo_snapshot"]
+__all__ += ["module_to_proto", "parse_hlo_module_proto", "parse_hlo_snapshot"]
 
 # The runtime (xlapy/runtime): clients, executables, replicas, custom-call targets.
 from xlapy.runtime import Client, register_custom_call, register_custom_call_library

@@ -64,7 +64,7 @@ class JitFunction:
                  static_argnames: str | Sequence[str] | None = None,
                  donate_argnums: int | Sequence[int] | None = None,
                  donate_argnames: str | Sequence[str] | None = None):
-        from xlapy.jax_bridge import require_jax
+        from xlapy.backends.xla import require_jax
         from xlapy.tools.compare import check_backend
 
         if not callable(fun):
@@ -146,7 +146,7 @@ class JitFunction:
 
     def lower(self, *args, **kwargs):
         """The xlapy Module jax lowers the function to for these arguments."""
-        from xlapy.jax_bridge import lower_to_module
+        from xlapy.backends.xla import lower_to_module
 
         return lower_to_module(self._lowered(args, kwargs))
 
@@ -161,7 +161,7 @@ class JitFunction:
         return self._jitted.lower(*args, **kwargs)
 
     def _compile(self, args, kwargs, leaves) -> _Compiled:
-        from xlapy.jax_bridge import lower_to_module
+        from xlapy.backends.xla import lower_to_module
 
         lowered = self._lowered(args, kwargs)
         module = lower_to_module(lowered)

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from xlapy.backends.base import BACKENDS, register_backend
+from xlapy.backends.interpreter import InterpreterBackend, InterpreterProgram
 from xlapy.cli import main
-from xlapy.runtime import BACKENDS, register_backend
-from xlapy.runtime.client import InterpreterBackend, InterpreterProgram
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"

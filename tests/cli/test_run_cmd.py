@@ -70,8 +70,8 @@ ENTRY main {
   ROOT s = f32[4] dynamic-slice(x, i), dynamic_slice_sizes={4}
 }
 """)
-    from xlapy.hlo.parser import parse_hlo_module
     from xlapy.interpreter.fake_args import make_fake_arguments
+    from xlapy.parser import parse_hlo_module
 
     m = parse_hlo_module(module.read_text())
     for seed in range(20):

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FAULTY_SOURCE = '''
 import numpy as np
 from xlapy.interpreter.evaluator import EvalContext
-from xlapy.runtime import InterpreterBackend, register_backend
-from xlapy.runtime.client import InterpreterProgram
+from xlapy.backends.base import register_backend
+from xlapy.backends.interpreter import InterpreterBackend, InterpreterProgram
 
 def faulty(delta):
     class Ctx(EvalContext):
@@ -65,7 +65,7 @@ ENTRY e {
 
 @pytest.fixture(autouse=True)
 def backends():
-    from xlapy.runtime import BACKENDS
+    from xlapy.backends.base import BACKENDS
 
     exec(compile(FAULTY_SOURCE, "faulty_backend", "exec"), {})  # noqa: S102 - test code
     yield

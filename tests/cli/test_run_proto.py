@@ -127,9 +127,9 @@ def test_unoptimized_snapshot_against_xla(capsys):
 
 def test_reference_xla_bisects(tmp_path, capsys):
     pytest.importorskip("jax")
+    from xlapy.backends.base import BACKENDS, register_backend
+    from xlapy.backends.interpreter import InterpreterBackend, InterpreterProgram
     from xlapy.interpreter.evaluator import EvalContext
-    from xlapy.runtime import BACKENDS, InterpreterBackend, register_backend
-    from xlapy.runtime.client import InterpreterProgram
 
     class Ctx(EvalContext):
         def run_instruction(self, instr, args):

@@ -18,9 +18,9 @@ from xlapy.hlo.async_chain import (
     is_async_computation,
     split_async_sugar,
 )
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, async_sugar_opcode, module_to_string
-from xlapy.hlo.verifier import verify_module
+from xlapy.parser import parse_hlo_module
+from xlapy.verifier import verify_module
 
 SHORT = HloPrintOptions.short_parsable()
 NO_SUGAR = HloPrintOptions(syntax_sugar_async_ops=False)

@@ -27,8 +27,8 @@ from xlapy.hlo.attrs.window import (
     WindowDimension,
     make_padding,
 )
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, module_to_string
+from xlapy.parser import parse_hlo_module
 from xlapy.shape.text import Scanner
 
 

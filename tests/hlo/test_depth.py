@@ -8,15 +8,15 @@ import sys
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.hlo.ir import Computation, callees_first
-from xlapy.hlo.parser import parse_hlo_module
-from xlapy.hlo.verifier import verify_module
 from xlapy.opdefs import make_instruction
+from xlapy.ops.builder import XlaBuilder
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 from xlapy.shape.literal import Literal, parse_literal, parse_literal_with_shape
 from xlapy.shape.text import MAX_RECURSION_DEPTH
+from xlapy.verifier import verify_module
 
 DEPTH = 1000
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from xlapy import parse_hlo_module
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.ir import Computation, Module, NameUniquer
 from xlapy.opdefs import make_instruction
@@ -71,6 +72,40 @@ def test_clone_is_deep_and_independent():
     assert d.root.operands[0].opcode == "add" and d.root.control_predecessors[0].name == "add"
     d.root.operands[0].replace_all_uses_with(d.parameters[0])
     assert m.operands[0] is a  # the original is untouched
+
+
+def test_instruction_clone_carries_every_field():
+    # One clone (XLA's CloneWithNewOperands) for the module clone, fusion, inlining and the
+    # bisection's single-instruction modules: every field travels, computations are mapped.
+    text = """HloModule m
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=add, sharding={replicated}, frontend_attributes={k="v"}, metadata={op_name="sum"}, backend_config="cfg"
+}
+"""
+    m = parse_hlo_module(text)
+    r = m.entry.root
+    r.extras["statistics"] = "{visualizing_index=1,stat-1=33}"
+    x, z = r.operands
+    other = m.computation("add").clone(suffix="copy")
+    copy = r.clone([z, z], {id(m.computation("add")): other}, name="r2")
+    assert copy.operands == [z, z] and z.users.count(copy) == 1 and copy.parent is None
+    assert (copy.opcode, copy.shape, copy.name) == (r.opcode, r.shape, "r2")
+    assert copy.attrs["to_apply"] is other and copy.attrs["dimensions"] == (0,)
+    assert (copy.metadata, copy.sharding, copy.backend_config) == \
+        (r.metadata, r.sharding, r.backend_config)
+    assert copy.frontend_attributes == {"k": "v"} and copy.extras == r.extras
+    assert copy.extras is not r.extras and copy.frontend_attributes is not r.frontend_attributes
+    assert r.clone([x, z]).attrs["to_apply"] is m.computation("add")  # unmapped: shared
+    assert copy.control_predecessors == [] and r.attrs["to_apply"] is m.computation("add")
 
 
 def test_unique_names():

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, module_to_string
-from xlapy.hlo.verifier import verify_module
+from xlapy.parser import parse_hlo_module
+from xlapy.verifier import verify_module
 
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "jax").glob("*.hlo"))
 

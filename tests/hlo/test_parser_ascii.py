@@ -5,7 +5,7 @@ Unicode digit or space; every scanner (shapes, layouts, HLO, literals, attribute
 import pytest
 
 from xlapy.errors import ParseError
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.shape.literal import parse_literal
 from xlapy.shape.text import parse_layout, parse_shape
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from xlapy.errors import XlaError
-from xlapy.hlo.parser import parse_hlo_module
-from xlapy.hlo.verifier import verify_module
+from xlapy.parser import parse_hlo_module
+from xlapy.verifier import verify_module
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "jax"
 # Small modules keep the fuzz quick: thousands of mutants in a few seconds.

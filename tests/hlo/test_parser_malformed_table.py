@@ -19,7 +19,7 @@ from typing import NamedTuple
 import pytest
 
 from xlapy.errors import ParseError
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from xlapy.errors import InvalidArgumentError, ParseError
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, module_to_string
+from xlapy.parser import parse_hlo_module
 
 TEXT = """HloModule options, entry_computation_layout={(f32[2]{0}, f32[2]{0})->(f32[2]{0}, f32[11]{0}, f32[10]{0}, f32[2]{0}, f32[2]{0}, /*index=5*/f32[2]{0}, f32[2]{0})}
 

@@ -26,10 +26,10 @@ from roundtrip_rows_xla_short import NON_ROUNDTRIP_ROWS, SHORT_ROWS
 
 from xlapy.hlo.attrs import EnumKind
 from xlapy.hlo.opcodes import OPCODES
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, attribute_texts, module_to_string
-from xlapy.hlo.verifier import verify_module
 from xlapy.opdefs import all_opdefs
+from xlapy.parser import parse_hlo_module
+from xlapy.verifier import verify_module
 
 #: HloPrintOptions().set_print_operand_shape(true).set_print_large_constants(true)
 LONG = HloPrintOptions(print_operand_shape=True, print_large_constants=True)

@@ -7,8 +7,8 @@ import pytest
 
 from xlapy.errors import ParseError
 from xlapy.hlo.attrs.sharding import parse_sharding
-from xlapy.hlo.parser import parse_hlo_module
-from xlapy.hlo.verifier import VerifierError, verify_module
+from xlapy.parser import parse_hlo_module
+from xlapy.verifier import VerifierError, verify_module
 
 
 def module(sharding: str, shape: str = "f32[4,4]") -> str:

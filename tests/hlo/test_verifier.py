@@ -3,9 +3,9 @@
 import pytest
 
 from xlapy.hlo.ir import Instruction
-from xlapy.hlo.parser import parse_hlo_module
-from xlapy.hlo.verifier import VerifierError, verify_module
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
+from xlapy.verifier import VerifierError, verify_module
 
 TEXT = """HloModule m
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import EvaluationError, evaluate
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions
 from xlapy.interpreter.values import flatten, to_value, value_to_literal
+from xlapy.parser import parse_hlo_module
 from xlapy.shape.literal import Literal
 
 

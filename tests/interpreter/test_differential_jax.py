@@ -15,8 +15,8 @@ lax = pytest.importorskip("jax.lax")
 
 from golden import assert_close  # noqa: E402
 
-from xlapy.hlo.parser import parse_hlo_module  # noqa: E402
 from xlapy.interpreter import evaluate  # noqa: E402
+from xlapy.parser import parse_hlo_module  # noqa: E402
 
 UNARY_F = [jnp.abs, jnp.negative, jnp.exp, jnp.tanh, jnp.sin, jnp.cos, jnp.floor, jnp.ceil,
            jnp.sign, lax.logistic, jnp.round, lambda x: jnp.sqrt(jnp.abs(x)),

@@ -10,7 +10,7 @@ def test_every_opcode_has_a_kernel():
     assert missing == []
 
 
-def test_kernels_are_attached_to_their_opdefs():
-    for name, _ in OPCODES:
-        if name != "parameter":
-            assert get_opdef(name).kernel is get_kernel(name), name
+def test_kernels_live_in_the_interpreter_only():
+    # The op definitions hold no kernel: the interpreter's table is the one place.
+    opdef = get_opdef("add")
+    assert not hasattr(opdef, "kernel") and get_kernel("add") is not None

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
 from xlapy.npz import load_npz
+from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "xla_hlo"

@@ -1,4 +1,4 @@
-"""Real XLA:CPU as a backend and as the reference (xlapy.jax_bridge): the ``xla`` runtime
+"""Real XLA:CPU as a backend and as the reference (xlapy.backends.xla): the ``xla`` runtime
 backend reproduces the jax fixtures' outputs bit for bit, xlapy.compare reports per output
 and bisects a difference to the instruction that causes it, with XLA's values."""
 
@@ -14,12 +14,12 @@ jnp = pytest.importorskip("jax.numpy")
 pytest.importorskip("google.protobuf")
 
 import xlapy  # noqa: E402
+from xlapy.backends.base import BACKENDS, register_backend  # noqa: E402
+from xlapy.backends.interpreter import InterpreterBackend, InterpreterProgram  # noqa: E402
+from xlapy.backends.xla import XlaReferenceError, run_on_xla, xla_values  # noqa: E402
 from xlapy.interpreter.evaluator import EvalContext  # noqa: E402
 from xlapy.interpreter.values import flatten  # noqa: E402
-from xlapy.jax_bridge import XlaReferenceError, run_on_xla, xla_values  # noqa: E402
 from xlapy.npz import load_npz  # noqa: E402
-from xlapy.runtime import BACKENDS, InterpreterBackend, register_backend  # noqa: E402
-from xlapy.runtime.client import InterpreterProgram  # noqa: E402
 from xlapy.tools.compare import (  # noqa: E402
     Tolerance,
     bisect,

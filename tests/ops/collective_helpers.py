@@ -3,10 +3,10 @@ shape texts, make a reducer computation, parse HLO text and print an instruction
 attributes back as XLA would."""
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, attribute_texts
 from xlapy.opdefs import get_opdef
+from xlapy.ops.builder import XlaBuilder
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 
 

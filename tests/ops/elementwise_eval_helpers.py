@@ -6,8 +6,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import dtypes
 
 SIGNED = [np.int8, np.int16, np.int32, np.int64, ml_dtypes.int4, ml_dtypes.int2]

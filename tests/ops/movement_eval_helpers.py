@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import dtypes
 
 # Every array element type, by its HLO name.

@@ -6,11 +6,11 @@ import pytest
 from collective_helpers import emitted, infer, parse_entry, printed_attrs
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.opdefs import ShapeError
 from xlapy.opdefs.collectives import infer_all_to_all_shape
 from xlapy.opdefs.registry import OpCall
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import parse_shape
 from xlapy.shape.layout import Layout
 

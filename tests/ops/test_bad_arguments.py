@@ -31,11 +31,11 @@ import numpy as np
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder, XlaComputation, XlaOp
 from xlapy.errors import InvalidArgumentError, XlaError
-from xlapy.hlo.verifier import verify_module
+from xlapy.ops.builder import XlaBuilder, XlaComputation, XlaOp
 from xlapy.shape import Layout, PrimitiveType, Shape, parse_shape
 from xlapy.shape.literal import Literal
+from xlapy.verifier import verify_module
 
 # -- the environment the calls are made in ----------------------------------------------------
 

@@ -5,11 +5,11 @@ the builder functions."""
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, module_to_string
 from xlapy.opdefs import ShapeError, get_opdef
+from xlapy.ops.builder import XlaBuilder
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 
 

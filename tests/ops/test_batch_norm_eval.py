@@ -10,9 +10,9 @@ import pytest
 from movement_eval_helpers import np_dtype
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
+from xlapy.ops.builder import XlaBuilder
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import PrimitiveType, Shape
 
 

@@ -4,8 +4,8 @@ XLA's builder emits (spec 002 "Broadcast" / "BroadcastInDim", shape_inference_te
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.opdefs import ShapeError, get_opdef
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import parse_shape
 
 

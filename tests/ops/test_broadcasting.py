@@ -5,8 +5,8 @@ the HLO XLA's builder emits (an in-dim ``broadcast`` for the lower-rank operand,
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.opdefs import ShapeError
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import parse_shape
 
 

@@ -7,9 +7,9 @@ import pytest
 from collective_helpers import infer, parse_entry, printed_attrs
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.opdefs import ShapeError
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import parse_shape
 
 PAIRS = [(0, 1), (1, 2), (2, 3)]

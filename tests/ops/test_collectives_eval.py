@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from movement_eval_helpers import ALL_TYPES, assert_same, run, sample
 
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import EvalOptions, EvaluationError, evaluate
 from xlapy.interpreter.collectives_backend import CollectivesBackend, collective_group
+from xlapy.parser import parse_hlo_module
 
 
 def module(root_line: str, params: str, comps: str = "", header: str = "") -> str:

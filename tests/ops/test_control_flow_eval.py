@@ -10,9 +10,9 @@ import pytest
 from movement_eval_helpers import ALL_TYPES, assert_same, run, sample
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import TOKEN, EvaluationError, evaluate
+from xlapy.ops.builder import XlaBuilder
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 
 F32 = parse_shape("f32[]")

@@ -27,9 +27,9 @@ from elementwise_eval_helpers import (
 )
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.interpreter import EvaluationError, UnimplementedError, evaluate
 from xlapy.interpreter.kernels import numeric
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import PrimitiveType, parse_shape
 
 NAN, INF = float("nan"), float("inf")

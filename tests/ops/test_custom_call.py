@@ -8,7 +8,7 @@ import pytest
 
 from program_shapes import infer
 from xlapy import ops
-from xlapy.builder import XlaBuilder
+from xlapy.ops.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.hlo.attrs.custom_call import (
     OUTPUT_TO_OPERAND_ALIASING,
@@ -18,7 +18,7 @@ from xlapy.hlo.attrs.custom_call import (
 )
 from xlapy.hlo.attrs.enums import CustomCallApiVersion, CustomCallSchedule
 from xlapy.hlo.attrs.literal import SHAPED_LITERAL
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, attribute_texts
 from xlapy.opdefs import ShapeError
 from xlapy.shape import parse_shape

@@ -12,9 +12,7 @@ import pytest
 from movement_eval_helpers import assert_same, np_dtype, run
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import EvaluationError, UnimplementedError, evaluate
 from xlapy.interpreter.custom_calls import (
     lookup_custom_call,
@@ -23,6 +21,8 @@ from xlapy.interpreter.custom_calls import (
     registered_custom_calls,
     unregister_custom_call,
 )
+from xlapy.ops.builder import XlaBuilder
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 
 

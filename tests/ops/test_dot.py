@@ -6,7 +6,6 @@ ScaledDot."""
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.dot import (
     DotDimensionNumbers as DD,
@@ -18,9 +17,10 @@ from xlapy.hlo.attrs.dot import (
 from xlapy.hlo.attrs.dot import (
     RaggedDotDimensionNumbers as RD,
 )
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, module_to_string
 from xlapy.opdefs import ShapeError, get_opdef
+from xlapy.ops.builder import XlaBuilder
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import PrimitiveType, parse_shape
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
+from xlapy.ops.builder import XlaBuilder
 from xlapy.opdefs import ShapeError, get_opdef
 from xlapy.opdefs.elementwise import BINARY_OPS, UNARY_OPS
 from xlapy.shape import PrimitiveType as P, parse_shape

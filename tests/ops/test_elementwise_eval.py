@@ -28,8 +28,8 @@ from elementwise_eval_helpers import (
 )
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.interpreter import EvaluationError, UnimplementedError, evaluate
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import PrimitiveType, Shape, parse_shape
 
 NAN, INF = float("nan"), float("inf")

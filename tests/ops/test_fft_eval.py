@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.hlo.attrs.enums import FftType
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
+from xlapy.ops.builder import XlaBuilder
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import PrimitiveType, Shape
 
 

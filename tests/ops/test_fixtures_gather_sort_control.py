@@ -10,8 +10,8 @@ import re
 import pytest
 
 from xlapy.hlo.attrs.literal import CONSTANT_LITERAL
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, attribute_texts
+from xlapy.parser import parse_hlo_module
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "jax")
 FILES = sorted(glob.glob(os.path.join(FIXTURES, "*.hlo")))

@@ -7,7 +7,7 @@ import pytest
 
 from program_shapes import comp, infer
 from xlapy.errors import ParseError
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, attribute_texts
 from xlapy.opdefs import ShapeError
 from xlapy.shape import parse_shape

@@ -6,8 +6,8 @@ import pytest
 
 from program_shapes import infer
 from xlapy import ops
-from xlapy.builder import XlaBuilder
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.ops.builder import XlaBuilder
+from xlapy.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, attribute_texts
 from xlapy.opdefs import ShapeError
 from xlapy.ops import GatherDimensionNumbers as GDN

@@ -11,9 +11,9 @@ import pytest
 from movement_eval_helpers import ALL_TYPES, assert_bits, assert_same, np_dtype, run, sample
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.interpreter import evaluate
 from xlapy.ops import GatherDimensionNumbers
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import parse_shape
 
 

@@ -7,10 +7,10 @@ import pytest
 
 from program_shapes import infer
 from xlapy import ops
-from xlapy.builder import XlaBuilder
+from xlapy.ops.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.hlo.attrs.literal import CONSTANT_LITERAL
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, attribute_texts
 from xlapy.opdefs import ShapeError
 from xlapy.shape import PrimitiveType as P, Shape, parse_shape

@@ -4,10 +4,10 @@
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.padding import PaddingConfig, read_padding_config
 from xlapy.opdefs import ShapeError, get_opdef
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import parse_shape
 from xlapy.shape.text import Scanner
 

@@ -5,12 +5,12 @@ shape_inference_test.cc; hlo_parser_test.cc)."""
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs import Attrs
 from xlapy.opdefs import ShapeError, get_opdef
 from xlapy.opdefs.registry import OpCall
 from xlapy.opdefs.shape_ops import common_factors, infer_reshape_shape
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import parse_shape
 
 

@@ -7,9 +7,9 @@ import pytest
 
 from program_shapes import comp, infer
 from xlapy import ops
-from xlapy.builder import XlaBuilder
+from xlapy.ops.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.hlo.printer import HloPrintOptions, attribute_texts
 from xlapy.opdefs import ShapeError
 from xlapy.ops import ScatterDimensionNumbers as SDN

@@ -5,12 +5,12 @@ SelectAndScatter / SelectAndScatterWithGeneralPadding."""
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.hlo.attrs.window import Window
 from xlapy.hlo.ir import Computation, Instruction
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import module_to_string
 from xlapy.opdefs import ShapeError, get_opdef
+from xlapy.ops.builder import XlaBuilder
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 
 

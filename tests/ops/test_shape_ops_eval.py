@@ -9,8 +9,8 @@ import pytest
 from movement_eval_helpers import ALL_TYPES, assert_bits, assert_same, np_dtype, run, sample
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.interpreter import EvaluationError, evaluate
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import parse_shape
 
 # The 4x2x3 array of the Collapse and Reshape examples.

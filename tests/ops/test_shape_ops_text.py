@@ -3,9 +3,9 @@ byte (attribute syntax: dimensions, slice, padding, dynamic_slice_sizes, index,
 iota_dimension, inferred_dimension), and the builder's BroadcastInDim prints as XLA's does."""
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.hlo.printer import module_to_string
+from xlapy.ops.builder import XlaBuilder
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 
 MODULE = """\

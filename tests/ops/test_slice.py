@@ -5,10 +5,10 @@ SliceInDim, DynamicSlice, DynamicUpdateSlice (spec 002 "Slice", "DynamicSlice",
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.slicing import SliceRanges
 from xlapy.opdefs import ShapeError, get_opdef
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import parse_shape
 
 

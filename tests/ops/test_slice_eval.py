@@ -8,8 +8,8 @@ import pytest
 from movement_eval_helpers import ALL_TYPES, assert_bits, assert_same, run, sample
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.interpreter import EvaluationError, evaluate
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import parse_shape
 
 A = np.array([0.0, 1.0, 2.0, 3.0, 4.0], np.float32)

@@ -10,9 +10,9 @@ import pytest
 from movement_eval_helpers import ALL_TYPES, assert_bits, assert_same, run, sample
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.interpreter import evaluate
 from xlapy.interpreter.kernels.sort import std_sort_order
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import parse_shape
 
 

@@ -5,9 +5,9 @@ RemoveDynamicDimension (spec 002; shape_inference_test.cc; hlo_verifier.cc)."""
 import pytest
 
 from xlapy import ops
-from xlapy.builder import XlaBuilder
 from xlapy.errors import InvalidArgumentError
 from xlapy.opdefs import ShapeError, get_opdef
+from xlapy.ops.builder import XlaBuilder
 from xlapy.shape import PrimitiveType as P
 from xlapy.shape import parse_shape
 

@@ -74,11 +74,11 @@ def test_text_proto_reads_as_the_binary(program):
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_module_round_trips_through_its_proto(program, stage):
     module = parse_hlo_module_proto(_read(os.path.join(FIXTURES, f"{program}.{stage}.hlo.pb")))
-    data = module.to_proto().SerializeToString()
+    data = module_to_proto(module).SerializeToString()
     again = parse_hlo_module_proto(data)
     assert again.to_string() == module.to_string()
     # and through the text format of the proto
-    assert parse_hlo_module_proto(to_text_proto(module.to_proto())).to_string() == \
+    assert parse_hlo_module_proto(to_text_proto(module_to_proto(module))).to_string() == \
         module.to_string()
 
 
@@ -93,9 +93,9 @@ def test_the_config_travels_with_with_config():
         "HloModule m, replica_count=2, num_partitions=3, "
         "allow_spmd_sharding_propagation_to_output={true}\n"
         "ENTRY e { p = f32[2] parameter(0) ROOT n = f32[2] negate(p) }")
-    plain = parse_hlo_module_proto(module.to_proto().SerializeToString())
+    plain = parse_hlo_module_proto(module_to_proto(module).SerializeToString())
     assert (plain.replica_count, plain.num_partitions) == (1, 1)  # HloModuleProto has no config
-    wrapped = module.to_proto(with_config=True)
+    wrapped = module_to_proto(module, with_config=True)
     assert wrapped.DESCRIPTOR.name == "HloModuleProtoWithConfig"
     again = parse_hlo_module_proto(wrapped.SerializeToString())
     assert again.to_string() == module.to_string()

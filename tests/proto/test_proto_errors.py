@@ -29,7 +29,7 @@ ENTRY e {
 
 
 def _proto():
-    return xlapy.parse_hlo_module(TEXT).to_proto()
+    return xlapy.module_to_proto(xlapy.parse_hlo_module(TEXT))
 
 
 def _instruction(mp, name):
@@ -154,14 +154,14 @@ def test_fields_of_a_newer_xla_are_named_not_dropped():
 def test_what_a_proto_cannot_hold_is_refused_on_writing():
     f6 = xlapy.parse_hlo_module("HloModule m\nENTRY e { ROOT c = f6e2m3fn[2] constant({1, 2}) }")
     with pytest.raises(ProtoError, match="LiteralProto has no field for f6e2m3fn elements"):
-        f6.to_proto()
+        xlapy.module_to_proto(f6)
     cb = xlapy.parse_hlo_module(
         "HloModule m\nENTRY e { p = f32[4] parameter(0) r = s32[1] parameter(1) "
         "ROOT c = f32[4] collective-broadcast(p, r), replica_groups={{0}}, "
         "has_dynamic_root=true }")
     with pytest.raises(ProtoError, match="collective-broadcast attribute has_dynamic_root=true "
                        "cannot be written to a proto"):
-        cb.to_proto()
+        xlapy.module_to_proto(cb)
 
 
 def test_snapshot_with_a_bad_argument():

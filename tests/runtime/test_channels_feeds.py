@@ -127,8 +127,8 @@ ENTRY e {
 
 @pytest.mark.parametrize("backend", ["interpreter", "cpu"])
 def test_send_recv_without_channel_id(backend):
-    from xlapy.hlo.parser import parse_hlo_module
-    from xlapy.hlo.verifier import verify_module
+    from xlapy.parser import parse_hlo_module
+    from xlapy.verifier import verify_module
 
     module = parse_hlo_module(NO_CHANNEL)
     verify_module(module)

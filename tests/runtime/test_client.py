@@ -122,7 +122,7 @@ def test_a_backend_plugs_in_under_the_same_api():
         def compile(self, module):
             return Constant()
 
-    from xlapy.runtime import BACKENDS
+    from xlapy.backends.base import BACKENDS
 
     register_backend("test-constant", ConstantBackend)
     try:
@@ -396,8 +396,8 @@ def test_python_values_convert_without_loss():
 
 
 def test_evaluate_refuses_the_wrong_type_too():
-    from xlapy.hlo.parser import parse_hlo_module
     from xlapy.interpreter import evaluate
+    from xlapy.parser import parse_hlo_module
 
     with pytest.raises(InvalidArgumentError, match=r"^evaluate: argument 0 \(%x\): expected "
                        r"f32\[3\]\{0\}, got f64\[3\]"):

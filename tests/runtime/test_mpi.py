@@ -1,5 +1,5 @@
 """The MPI runtime (xlapy/runtime/mpi_collectives.py, mpi_run.py, ``xlapy run --distributed
-mpi``): real ``mpiexec -n 2`` and ``-n 4`` jobs (mpich from the test extra) run small modules
+mpi`` in xlapy/cli/run_mpi.py): real ``mpiexec -n 2`` and ``-n 4`` jobs (mpich from the test extra) run small modules
 with every collective and send/recv, and their results must equal the in-process runtime's
 (xlapy.Client, devices as threads) bit for bit. Also: the communicator cache (one
 comm.Split per group set), errors and timeouts on one rank ending the whole job with a
@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 
 from xlapy.hlo.attrs.collective import CollectiveDeviceList
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter.evaluator import EvaluationError
 from xlapy.npz import load_npz, save_npz
+from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
 from xlapy.runtime.mpi_collectives import exact_mpi_reduction, reducer_opcode, resolve_group_set
 

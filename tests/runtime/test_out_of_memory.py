@@ -8,7 +8,7 @@ import pytest
 
 import xlapy
 from xlapy.errors import ResourceExhaustedError, XlaError
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
 from xlapy.shape.literal import Literal
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from xlapy import parse_hlo_module
+from xlapy.backends.base import BACKENDS, register_backend
+from xlapy.backends.interpreter import InterpreterBackend, InterpreterProgram
 from xlapy.errors import InvalidArgumentError
 from xlapy.interpreter import evaluate
 from xlapy.interpreter.evaluator import EvalContext
-from xlapy.runtime import BACKENDS, InterpreterBackend, register_backend
-from xlapy.runtime.client import InterpreterProgram
 from xlapy.tools.compare import (
     Progress,
     Tolerance,

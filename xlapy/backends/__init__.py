@@ -1,12 +1,19 @@
-"""Compiled backends of the runtime (XLA's backends: xla/service/cpu, ...).
+"""The runtime's backends (XLA's backends: xla/service/cpu, ...), behind the interface and
+registry of xlapy/backends/base.py.
 
-Importing this package registers every backend with ``xlapy.runtime.register_backend``:
-``cpu`` (xlapy.backends.cpu, LLVM through llvmlite) and ``xla`` (real XLA:CPU through jax, a
-reference for comparisons; xlapy.jax_bridge). The factories import their compilers lazily,
-so registering costs nothing until a Client asks for the backend.
+This package registers its backends: ``interpreter`` (xlapy.backends.interpreter, the
+reference evaluator), ``cpu`` (xlapy.backends.cpu, LLVM through llvmlite) and ``xla`` (real
+XLA:CPU through jax, a reference for comparisons; xlapy.backends.xla). The factories import
+their backends lazily, so registering costs nothing until a Client asks for one.
 """
 
-from xlapy.runtime.client import register_backend
+from xlapy.backends.base import register_backend
+
+
+def _interpreter_factory():
+    from xlapy.backends.interpreter import InterpreterBackend
+
+    return InterpreterBackend()
 
 
 def _cpu_factory():
@@ -16,11 +23,12 @@ def _cpu_factory():
 
 
 def _xla_factory():
-    from xlapy.jax_bridge import XlaCpuBackend  # imports jax; raises if it is missing
+    from xlapy.backends.xla import XlaCpuBackend  # imports jax; raises if it is missing
 
     return XlaCpuBackend()
 
 
+register_backend("interpreter", _interpreter_factory)
 register_backend("cpu", _cpu_factory)
 register_backend("xla", _xla_factory)
 

@@ -631,11 +631,11 @@ def run(args) -> int:
         if value is not None and not value > 0:
             raise CommandError(f"--{name} must be positive, got {value:g}")
     names = _select(suite, args.cases)
-    import xlapy.runtime  # the backends register themselves on import
+    from xlapy.backends.base import backend_names
 
-    if args.backend not in xlapy.runtime.BACKENDS:
+    if args.backend not in backend_names():
         raise CommandError(f"--backend: unknown backend {args.backend!r}; available: "
-                           f"{', '.join(sorted(xlapy.runtime.BACKENDS))}")
+                           f"{', '.join(backend_names())}")
     bench = _Bench(args, suite, tier)
     started = time.perf_counter()
     copy_bps, copy_bytes = bench.copy_bandwidth()

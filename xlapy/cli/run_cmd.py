@@ -94,7 +94,7 @@ def register(subparsers) -> None:
                    "(default 60)")
     p.add_argument("--distributed", choices=["mpi"],
                    help="mpi: one device per MPI rank; launch with mpiexec -n N "
-                   "(pip install 'xlapy[mpi]'; see xlapy/runtime/mpi_run.py)")
+                   "(pip install 'xlapy[mpi]'; see xlapy/cli/run_mpi.py)")
     p.add_argument("--backend", default=None, metavar="NAME",
                    help=f"runtime backend to run on (default {DEFAULT_BACKEND}; "
                    "interpreter: the reference interpreter)")
@@ -206,10 +206,10 @@ def run(args) -> int:
     globbed = set(paths) - set(args.modules)  # found by a glob: skipped if not HLO modules
     args.module = paths[0]  # the single-module name the MPI path reads
     _check_options(args, paths)
-    if args.distributed == "mpi":  # one device per MPI rank (xlapy/runtime/mpi_run.py)
-        from xlapy.runtime.mpi_run import run_command
+    if args.distributed == "mpi":  # one device per MPI rank (xlapy/cli/run_mpi.py)
+        from xlapy.cli.run_mpi import run_mpi
 
-        return run_command(args)
+        return run_mpi(args)
     enabled = {"always": True, "never": False}.get(args.progress)
     per_module = (args.iterations or 1) * (2 if args.reference else 1)
     progress = Progress(len(paths) * per_module, enabled=enabled)
@@ -296,7 +296,7 @@ def _check_options(args, paths: list[str]) -> None:
 
 def _run_module(args, path: str, progress) -> int:
     from xlapy.cli.module_files import read_module
-    from xlapy.hlo.verifier import verify_module
+    from xlapy.verifier import verify_module
 
     loaded = read_module(path)  # HLO text, or a proto (an HloSnapshot brings its arguments)
     module = loaded.module

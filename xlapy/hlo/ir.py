@@ -2,13 +2,15 @@
 
 Owns: the IR data structures and the operations users expect (post-order traversal,
 replace-all-uses, clone, dead-instruction removal, unique names). Instructions carry their
-opcode, result shape, operands, checked attribute values, and the per-instruction data XLA
-carries through (metadata, frontend_attributes, sharding, backend_config, control
-predecessors, and any other printed extras) as data, so nothing is lost on a round trip.
+opcode, result shape, operands, checked attribute values with their schema (the opcode's
+AttrSpecs), and the per-instruction data XLA carries through (metadata,
+frontend_attributes, sharding, backend_config, control predecessors, and any other printed
+extras) as data, so nothing is lost on a round trip.
 
-Imports only the shape layer and xlapy.hlo.{opcodes,attrs}: never opdefs (the registry is
-above this layer). Instructions are made through ``xlapy.opdefs.make_instruction`` (which
-checks attributes and runs the shape rule) by the builder and the parser.
+Imports only the shape layer and xlapy.hlo.{opcodes,attrs,printer}: never opdefs (the
+registry is above this layer). Instructions are made through
+``xlapy.opdefs.make_instruction`` (which checks attributes, runs the shape rule and records
+the schema) by the builder, the parser and the passes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator  # noqa: F401
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import Attrs, ComputationKind, ComputationListKind
+from xlapy.hlo.attrs import Attrs, AttrSpec, ComputationKind, ComputationListKind
 from xlapy.hlo.opcodes import SIDE_EFFECTING_OPCODES
 from xlapy.shape import Shape
 
@@ -84,12 +86,17 @@ class Instruction:
         sharding: Any = None,
         backend_config: str | None = None,
         extras: dict[str, Any] | None = None,
+        attr_specs: tuple[AttrSpec, ...] = (),
     ):
         self.unique_id = next(_ids)
         self.opcode = opcode
         self.shape = shape
         self.operands: list[Instruction] = list(operands)
         self.attrs = attrs if isinstance(attrs, Attrs) else Attrs(dict(attrs or {}))
+        # The opcode's attribute schema in order (AttrSpecs: keys, defaults, in_parens...),
+        # set by the op definition that made the instruction (make_instruction): the
+        # printer reads it here, so the IR needs no registry.
+        self.attr_specs = attr_specs
         self.name = name or opcode
         self.metadata = metadata
         self.frontend_attributes = dict(frontend_attributes or {})
@@ -217,6 +224,33 @@ class Instruction:
     @property
     def parameter_number(self) -> int:
         return self.attrs["parameter_number"]
+
+    # -- copying ---------------------------------------------------------------------------
+
+    def clone(self, new_operands: Iterable[Instruction],
+              computation_map: dict[int, Computation] | None = None,
+              name: str | None = None) -> Instruction:
+        """A copy of this instruction on ``new_operands`` (XLA's CloneWithNewOperands): the
+        same opcode, shape, attributes and their schema, metadata, frontend attributes,
+        sharding, backend_config and extras; called computations replaced through
+        ``computation_map`` (``id(original) -> copy``; unmapped ones are shared). The copy
+        belongs to no computation and has no control edges: those join two instructions,
+        so whoever copies both ends adds them."""
+        attrs = self.attrs  # read-only: shared unless a computation is replaced
+        if computation_map:
+            values = {}
+            for k, v in attrs.items():
+                if isinstance(v, Computation):
+                    v = computation_map.get(id(v), v)
+                elif isinstance(v, tuple) and v and all(isinstance(c, Computation) for c in v):
+                    v = tuple(computation_map.get(id(c), c) for c in v)
+                values[k] = v
+            attrs = Attrs(values)
+        return Instruction(
+            self.opcode, self.shape, new_operands, attrs, self.name if name is None else name,
+            metadata=self.metadata, frontend_attributes=self.frontend_attributes,
+            sharding=self.sharding, backend_config=self.backend_config, extras=self.extras,
+            attr_specs=self.attr_specs)
 
     def __repr__(self) -> str:
         return f"<Instruction %{self.name} = {self.shape} {self.opcode}(...)>"
@@ -468,18 +502,7 @@ class Computation:
         new.execution_thread = self.execution_thread
         mapping: dict[int, Instruction] = {}
         for instr in self.post_order():
-            attrs = {}
-            for k, v in instr.attrs.items():
-                if isinstance(v, Computation):
-                    v = computation_map.get(id(v), v)
-                elif isinstance(v, tuple) and v and all(isinstance(c, Computation) for c in v):
-                    v = tuple(computation_map.get(id(c), c) for c in v)
-                attrs[k] = v
-            copy = Instruction(
-                instr.opcode, instr.shape, [mapping[id(o)] for o in instr.operands], attrs,
-                instr.name, metadata=instr.metadata, frontend_attributes=instr.frontend_attributes,
-                sharding=instr.sharding, backend_config=instr.backend_config, extras=instr.extras,
-            )
+            copy = instr.clone([mapping[id(o)] for o in instr.operands], computation_map)
             mapping[id(instr)] = copy
             new.add_instruction(copy, uniquify=False)
         for instr in self.instructions:
@@ -597,14 +620,6 @@ class Module:
         from xlapy.hlo.printer import module_to_string
 
         return module_to_string(self, **options)
-
-    def to_proto(self, *, with_config: bool = False):
-        """XLA's ``HloModuleProto`` of this module (a protobuf message: ``.SerializeToString()``
-        for the bytes); ``with_config`` gives an ``HloModuleProtoWithConfig``, which also keeps
-        replica_count and num_partitions. See xlapy.proto."""
-        from xlapy.proto import module_to_proto
-
-        return module_to_proto(self, with_config=with_config)
 
     def __str__(self) -> str:
         return self.to_string()

@@ -4,9 +4,10 @@ Owns: HloPrintOptions (XLA's option names; ``default()`` and ``short_parsable()`
 module/computation/instruction printing, including the async sugar (an async op whose
 computation is one instruction prints as ``<op>-start(...)`` with the op's attributes, and
 the computation is not printed; ``syntax_sugar_async_ops=False`` prints ``async-start``,
-``calls=`` and the computation). Attribute text comes from each opcode's schema (AttrSpec
-kinds own their syntax); this module only orders and joins. Imports shape, hlo and the op
-registry (for schemas), never the parser.
+``calls=`` and the computation). Attribute text comes from each instruction's schema
+(``Instruction.attr_specs``, set by the op definition that made it; AttrSpec kinds own their
+syntax); this module only orders and joins. Imports shape and the IR: never the op registry
+or the parser.
 """
 
 from __future__ import annotations
@@ -187,15 +188,12 @@ def instruction_to_string(instr: Instruction, options: HloPrintOptions | None = 
 
 
 def _instruction_text(instr: Instruction, opts: HloPrintOptions) -> str:
-    from xlapy.opdefs import get_opdef
-
-    opdef = get_opdef(instr.opcode)
     head = _name(instr.name, opts) + " = "
     if opts.print_result_shape:
         head += instr.shape.to_string(opts.include_layout_in_shapes) + " "
     opcode = async_sugar_opcode(instr) if opts.syntax_sugar_async_ops else None
     opcode = opcode or instr.opcode
-    in_parens = [s for s in opdef.attrs if s.in_parens]
+    in_parens = [s for s in instr.attr_specs if s.in_parens]
     if in_parens:
         inside = ", ".join(_in_parens_text(instr, s, opts) for s in in_parens)
     else:
@@ -280,9 +278,6 @@ def _extra_attribute_texts(instr: Instruction, opts: HloPrintOptions) -> list[st
 
 
 def _schema_texts(instr: Instruction, opts: HloPrintOptions) -> list[str]:
-    from xlapy.opdefs import get_opdef
-
-    opdef = get_opdef(instr.opcode)
     skip: set[str] = set()
     wrapped_texts: list[str] = []
     if instr.opcode in ("async-update", "async-done"):
@@ -295,7 +290,7 @@ def _schema_texts(instr: Instruction, opts: HloPrintOptions) -> list[str]:
         nested = replace(opts, print_frontend_attributes=not instr.frontend_attributes)
         wrapped_texts = _extra_attribute_texts(instr.attrs["calls"].root, nested)
     out = []
-    for spec in opdef.attrs:
+    for spec in instr.attr_specs:
         if spec.in_parens or spec.name in skip:
             continue
         if spec.name == "output_to_operand_aliasing":

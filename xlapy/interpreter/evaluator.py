@@ -278,14 +278,14 @@ def _kernel_error(instr: Instruction, e: Exception) -> Exception | None:
 def module_of(x, who: str) -> Module:
     """The Module of a Module, an XlaComputation or HLO text; ``who`` names the caller in
     the error for anything else."""
-    from xlapy.builder import XlaComputation
+    from xlapy.ops.builder import XlaComputation
 
     if isinstance(x, XlaComputation):
         return x.module
     if isinstance(x, Module):
         return x
     if isinstance(x, str):
-        from xlapy.hlo.parser import parse_hlo_module
+        from xlapy.parser import parse_hlo_module
 
         return parse_hlo_module(x)
     raise InvalidArgumentError(

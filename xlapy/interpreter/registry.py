@@ -1,4 +1,5 @@
-"""Kernel registration: the NumPy kernel of each opcode, attached to its OpDef.
+"""Kernel registration: the NumPy kernel of each opcode, in the interpreter's own table
+(``KERNELS``, read through ``get_kernel``; the op definitions know nothing of kernels).
 
 A kernel is ``fn(ctx, instr, args) -> value``: ``ctx`` is the EvalContext (sub-computation
 calls, feeds, channels, RNG state, replica id, collectives), ``instr`` the Instruction
@@ -26,7 +27,7 @@ def kernel(*opcodes: str):
         for opcode in opcodes:
             if opcode in KERNELS:
                 raise ValueError(f"kernel: {opcode!r} has two kernels")
-            get_opdef(opcode).kernel = fn
+            get_opdef(opcode)  # an opcode xlapy defines, or an error naming it
             KERNELS[opcode] = fn
         return fn
 

@@ -1,9 +1,11 @@
 """The op registry: one OpDef per HLO opcode.
 
-Owns: OpDef (text spelling, arity, attribute schema, traits, THE shape rule, and later
-the NumPy kernel), the registry, ``make_instruction`` (check attributes, run the shape rule,
-build an Instruction) used by the builder, the parser and the verifier, and ShapeError.
-Imports the shape and hlo layers; never a backend, the builder or the parser.
+Owns: OpDef (text spelling, arity, attribute schema, traits, THE shape rule), the registry,
+``make_instruction`` (check attributes, run the shape rule, build an Instruction carrying
+its schema) used by the builder, the parser, the passes and the backends, and ShapeError.
+Kernels and element generators live in the layers that run them (the interpreter's
+``KERNELS``, the CPU backend's generators), keyed by opcode. Imports the shape and hlo
+layers; never a kernel, a backend, the builder or the parser.
 """
 
 from __future__ import annotations
@@ -71,7 +73,6 @@ class OpDef:
     arity: int | None = None  # from XLA's opcode table; None: variadic
     min_operands: int = 0
     doc: str = ""
-    kernel: Callable | None = None  # the NumPy kernel (interpreter issue)
     attr_by_name: dict[str, AttrSpec] = field(default_factory=dict, repr=False)
     attr_by_key: dict[str, AttrSpec] = field(default_factory=dict, repr=False)
 
@@ -192,7 +193,7 @@ def make_instruction(
             f"{opcode}: the given shape {shape} is not compatible with the inferred shape "
             f"{inferred}"
         )
-    return Instruction(opcode, shape, operands, checked, name, **data)
+    return Instruction(opcode, shape, operands, checked, name, attr_specs=opdef.attrs, **data)
 
 
 _loaded = False

@@ -1,10 +1,11 @@
-"""The builder's op functions, with XLA's names and argument order (as the old
-``xla_client.ops`` offered them): ``ops.Parameter(b, 0, shape, "x")``, ``ops.Add(x, y)``,
+"""The builder (``builder``: XlaBuilder, XlaOp, XlaComputation) and its op functions, with
+XLA's names and argument order (as the old ``xla_client.ops`` offered them):
+``ops.Parameter(b, 0, shape, "x")``, ``ops.Add(x, y)``,
 ``ops.BroadcastInDim(x, out_dims, broadcast_dimensions)``, ``ops.Reduce(...)``...
 
-One module per family; this package re-exports every public function, each wrapped by
-``core.public_op`` (in its family module too, so that one op calling another goes through
-it) so that every error names the op the user called; the value classes it exports
+One module per family of op functions; this package re-exports every public function, each
+wrapped by ``core.public_op`` (in its family module too, so that one op calling another goes
+through it) so that every error names the op the user called; the value classes it exports
 (dimension numbers, channel handles...) get the same for their constructors.
 """
 
@@ -22,12 +23,7 @@ _FAMILIES = (
 __all__: list[str] = []
 
 for _family in _FAMILIES:
-    try:
-        _module = importlib.import_module(f"xlapy.ops.{_family}")
-    except ModuleNotFoundError as _e:  # a family not written yet
-        if _e.name != f"xlapy.ops.{_family}":
-            raise
-        continue
+    _module = importlib.import_module(f"xlapy.ops.{_family}")
     for _name in getattr(_module, "__all__", ()):
         _obj = getattr(_module, _name)
         if inspect.isfunction(_obj) and not getattr(_obj, "__xlapy_public_op__", False):

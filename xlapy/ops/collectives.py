@@ -17,7 +17,6 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 
-from xlapy.builder import XlaBuilder, XlaOp, computation_of
 from xlapy.errors import InvalidArgumentError, ParseError
 from xlapy.hlo.attrs import check_int_tuples
 from xlapy.hlo.attrs.collective import (
@@ -37,6 +36,7 @@ from xlapy.opdefs.collectives import (
     infer_reduce_scatter_shape,
 )
 from xlapy.opdefs.registry import OpCall, get_opdef
+from xlapy.ops.builder import XlaBuilder, XlaOp, computation_of
 from xlapy.ops.core import (
     builder_arg,
     call_overload,

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from xlapy.builder import XlaBuilder, XlaComputation, XlaOp, computation_of
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs import check_sequence
 from xlapy.opdefs.control_flow import infer_conditional_shape, infer_map_shape
 from xlapy.opdefs.registry import OpCall, get_opdef
+from xlapy.ops.builder import XlaBuilder, XlaComputation, XlaOp, computation_of
 from xlapy.ops.core import (
     add_broadcast_sequence,
     builder_arg,

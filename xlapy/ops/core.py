@@ -12,10 +12,10 @@ import inspect
 import re
 from typing import Sequence
 
-from xlapy.builder import XlaBuilder, XlaOp
 from xlapy.errors import InvalidArgumentError, XlaError
 from xlapy.hlo.attrs import check_int, check_int_list, check_int_tuples, check_sequence
 from xlapy.hlo.opcodes import OPCODE_NAMES
+from xlapy.ops.builder import XlaBuilder, XlaOp
 from xlapy.shape import PrimitiveType, Shape, dtypes
 
 __all__ = ["Parameter"]

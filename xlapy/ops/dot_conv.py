@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xlapy.builder import XlaBuilder, XlaOp
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.dot import (
     Algorithm,
@@ -22,6 +21,7 @@ from xlapy.hlo.attrs.dot import (
 from xlapy.hlo.attrs.window import ConvolutionDimensionNumbers, Padding, Window, make_padding
 from xlapy.opdefs import get_opdef
 from xlapy.opdefs.registry import ShapeError
+from xlapy.ops.builder import XlaBuilder, XlaOp
 from xlapy.ops.core import (
     bool_list,
     check_same_builder,

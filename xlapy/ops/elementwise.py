@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from xlapy.builder import XlaOp
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.enums import ComparisonDirection, ComparisonType
 from xlapy.opdefs.elementwise import infer_binary_shape
 from xlapy.opdefs.registry import OpCall, get_opdef
+from xlapy.ops.builder import XlaOp
 from xlapy.ops.core import (
     add_broadcast_sequence,
     check_same_builder,

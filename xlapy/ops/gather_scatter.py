@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from xlapy.builder import XlaComputation, XlaOp, computation_of
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.gather_scatter import GatherDimensionNumbers, ScatterDimensionNumbers
+from xlapy.ops.builder import XlaComputation, XlaOp, computation_of
 from xlapy.ops.core import check_same_builder, int_list, op_list
 
 __all__ = ["Gather", "Scatter", "GatherDimensionNumbers", "ScatterDimensionNumbers"]

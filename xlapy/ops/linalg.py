@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xlapy.builder import XlaOp
 from xlapy.hlo.attrs.enums import FftType, Transpose
+from xlapy.ops.builder import XlaOp
 from xlapy.ops.core import bool_arg, check_same_builder, int_list
 
 __all__ = [

@@ -9,11 +9,11 @@ from typing import Sequence
 
 import numpy as np
 
-from xlapy.builder import XlaBuilder, XlaComputation, XlaOp, computation_of
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs import check_sequence
 from xlapy.hlo.attrs.enums import CustomCallApiVersion, CustomCallSchedule
 from xlapy.hlo.attrs.literal import as_literal
+from xlapy.ops.builder import XlaBuilder, XlaComputation, XlaOp, computation_of
 from xlapy.ops.core import (
     builder_arg,
     check_same_builder,

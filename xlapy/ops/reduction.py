@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xlapy.builder import XlaBuilder, XlaOp, computation_of
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.window import (
     Padding,
@@ -21,6 +20,7 @@ from xlapy.hlo.attrs.window import (
 from xlapy.hlo.attrs.window import make_padding as _make_padding  # ops.make_padding is wrapped
 from xlapy.opdefs import get_opdef
 from xlapy.opdefs.registry import ShapeError
+from xlapy.ops.builder import XlaBuilder, XlaOp, computation_of
 from xlapy.ops.core import (
     builder_arg,
     call_overload,

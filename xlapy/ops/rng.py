@@ -5,11 +5,11 @@ evaluator's business."""
 
 from __future__ import annotations
 
-from xlapy.builder import XlaOp
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.enums import RandomAlgorithm, RandomDistribution
 from xlapy.opdefs.common import tname
 from xlapy.opdefs.rng import unsigned_type_for_bit_width
+from xlapy.ops.builder import XlaOp
 from xlapy.ops.core import check_same_builder
 from xlapy.shape import Shape, dtypes
 

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from xlapy.builder import XlaBuilder, XlaOp
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs import Attrs
 from xlapy.hlo.attrs.padding import PaddingConfig, PaddingDimension
@@ -31,6 +30,7 @@ from xlapy.opdefs.shape_ops import (
     infer_reshape_shape,
     infer_slice_shape,
 )
+from xlapy.ops.builder import XlaBuilder, XlaOp
 from xlapy.ops.core import (
     add_broadcast_sequence,
     bool_list,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from xlapy.builder import XlaComputation, XlaOp, computation_of
 from xlapy.errors import InvalidArgumentError
+from xlapy.ops.builder import XlaComputation, XlaOp, computation_of
 from xlapy.ops.core import check_same_builder, int_arg, op_list
 
 __all__ = ["Sort", "TopK"]

@@ -221,12 +221,7 @@ class InstructionFusion(HloPass):
         mapping: dict[int, Instruction] = {}
 
         def clone(instr: Instruction, ops: list[Instruction]) -> Instruction:
-            copy = Instruction(
-                instr.opcode, instr.shape, ops, instr.attrs, instr.name,
-                metadata=instr.metadata, frontend_attributes=instr.frontend_attributes,
-                sharding=instr.sharding, backend_config=instr.backend_config,
-                extras=instr.extras)
-            return fused.add_instruction(copy)
+            return fused.add_instruction(instr.clone(ops))
 
         for instr in ordered:
             ops = [mapping[id(o)] if id(o) in mapping else param(o) for o in instr.operands]

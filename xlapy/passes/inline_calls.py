@@ -21,10 +21,7 @@ def inline_call(call: Instruction) -> Instruction:
         if instr.opcode == "parameter":
             mapping[id(instr)] = call.operands[instr.parameter_number]
             continue
-        copy = Instruction(
-            instr.opcode, instr.shape, [mapping[id(o)] for o in instr.operands], instr.attrs,
-            instr.name, metadata=instr.metadata, frontend_attributes=instr.frontend_attributes,
-            sharding=instr.sharding, backend_config=instr.backend_config, extras=instr.extras)
+        copy = instr.clone([mapping[id(o)] for o in instr.operands])
         comp.add_instruction(copy)
         mapping[id(instr)] = copy
     for instr in callee.instructions:

@@ -3,7 +3,7 @@ optionally to a fixed point, the verifier after every pass), and the facts passe
 (side effects through called computations, constant values).
 
 Owns the pass protocol and the error a failing pass raises (PassError, naming the pass).
-Imports the hlo layer and xlapy.hlo.verifier; the passes import this module.
+Imports the hlo layer and xlapy.verifier; the passes import this module.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class PassPipeline(HloPass):
         self.log: list[tuple[str, bool]] = []  # (pass name, changed) per pass run
 
     def run(self, module: Module) -> bool:
-        from xlapy.hlo.verifier import verify_module
+        from xlapy.verifier import verify_module
 
         changed_any = False
         rounds = self.max_iterations if self.fixed_point else 1

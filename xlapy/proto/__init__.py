@@ -1,7 +1,7 @@
 """XLA's protobuf forms of HLO: HloModuleProto, HloProto, HloSnapshot, binary and text.
 
     m = xlapy.parse_hlo_module_proto(open("module.hlo.pb", "rb").read())  # or text proto
-    pb = m.to_proto()                              # an xla.HloModuleProto message
+    pb = xlapy.module_to_proto(m)                  # an xla.HloModuleProto message
     data = pb.SerializeToString()
     snap = xlapy.parse_hlo_snapshot(open("snapshot.pb", "rb").read())
     snap.module, snap.arguments                    # Module, [Literal, ...]

@@ -82,7 +82,7 @@ def load_hlo(data: bytes | str, name: str = "input") -> LoadedHlo:
         if not text.strip():
             raise NotAnHloModuleError(f"{name}: not an HLO module (the file is empty)")
         if looks_like_hlo_text(text):
-            from xlapy import parse_hlo_module
+            from xlapy.parser import parse_hlo_module
 
             return LoadedHlo(parse_hlo_module(text), form="hlo-text")
         from xlapy.stablehlo import is_stablehlo_text, parse_stablehlo
@@ -92,7 +92,8 @@ def load_hlo(data: bytes | str, name: str = "input") -> LoadedHlo:
         found = _first_loadable(_parse_text_proto(text), "text-proto", name)
         if found is not None:
             return found
-        from xlapy import ParseError, parse_hlo_module
+        from xlapy.errors import ParseError
+        from xlapy.parser import parse_hlo_module
 
         try:  # text that does not open like HLO may still be HLO (or say why it is not)
             return LoadedHlo(parse_hlo_module(text), form="hlo-text")

@@ -35,11 +35,12 @@ passed for an aliased parameter is donated: the aliased output is written into t
 device memory (the result Buffer shares the donated Buffer's storage, pointer included) and
 the donated Buffer is deleted; using it again raises InvalidArgumentError (PJRT's rule).
 
-Backends: ``Client(backend=name)`` looks ``name`` up in BACKENDS; a backend's
+Backends: ``Client(backend=name)`` makes its backend with xlapy.backends.base.get_backend
+(``interpreter``, ``cpu``, ``xla``, or any registered with ``register_backend``); a backend's
 ``compile(module)`` returns a DeviceProgram whose ``run(args, options)`` evaluates one
-device's program with its EvalOptions. The interpreter is the only one today; a compiled
-CPU backend registers itself with ``register_backend``.
-Imports the interpreter, the HLO layer and the runtime's own modules.
+device's program with its EvalOptions.
+Imports the backends' registry, the interpreter's values and options, the HLO layer and the
+runtime's own modules.
 """
 
 from __future__ import annotations
@@ -48,15 +49,15 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from xlapy.backends.base import DeviceProgram, get_backend
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.ir import Instruction, Module
-from xlapy.interpreter.evaluator import EvalContext, EvalOptions, EvaluationError, module_of
-from xlapy.interpreter.registry import get_kernel
+from xlapy.interpreter.evaluator import EvalOptions, EvaluationError, module_of
 from xlapy.interpreter.values import TOKEN, to_value
 from xlapy.runtime.channels import (
     ChannelTable,
@@ -95,55 +96,6 @@ class ExecutionError(EvaluationError):
         self.device = device
         self.errors = dict(errors or {})
         self.unfinished = dict(unfinished or {})
-
-
-# -- backends -----------------------------------------------------------------------------------
-
-
-class DeviceProgram:
-    """One device's compiled program: ``run(args, options)`` returns the result value (a
-    NumPy array, a tuple of values, or TOKEN) for argument values already checked against
-    the entry parameters."""
-
-    def run(self, args: list, options: EvalOptions):
-        raise NotImplementedError
-
-
-class Backend:
-    """What a Client compiles with: ``compile(module) -> DeviceProgram``."""
-
-    name = "abstract"
-
-    def compile(self, module: Module) -> DeviceProgram:
-        raise NotImplementedError
-
-
-class InterpreterProgram(DeviceProgram):
-    def __init__(self, module: Module):
-        self.module = module
-
-    def run(self, args, options):
-        return EvalContext(self.module, options).call(self.module.entry, list(args))
-
-
-class InterpreterBackend(Backend):
-    """The reference interpreter (xlapy.interpreter): nothing to compile."""
-
-    name = "interpreter"
-
-    def compile(self, module):
-        # Load every kernel now: the registry loads them lazily on first lookup, which is
-        # not safe to do from several device threads at once.
-        get_kernel("parameter")
-        return InterpreterProgram(module)
-
-
-BACKENDS: dict[str, Callable[[], Backend]] = {"interpreter": InterpreterBackend}
-
-
-def register_backend(name: str, factory: Callable[[], Backend]) -> None:
-    """Make ``Client(backend=name)`` use ``factory()``."""
-    BACKENDS[name] = factory
 
 
 # -- devices and buffers --------------------------------------------------------------------------
@@ -829,11 +781,7 @@ class Client:
 
     def __init__(self, backend: str = "interpreter", *, timeout: float | None = DEFAULT_TIMEOUT,
                  rng_seed: int = 0, num_devices: int = 1):
-        factory = BACKENDS.get(backend)
-        if factory is None:
-            raise InvalidArgumentError(f"Client: unknown backend {backend!r}; available: "
-                                       f"{', '.join(sorted(BACKENDS))}")
-        self.backend = factory()
+        self.backend = get_backend(backend, "Client")
         self.platform = backend
         self.timeout = timeout
         self.rng_seed = rng_seed
@@ -910,7 +858,7 @@ class Client:
         lookup = getattr(self.backend, "lookup", None)
         cached = lookup(module) if lookup is not None else None
         if verify and not getattr(cached, "verified", False):
-            from xlapy.hlo.verifier import verify_module
+            from xlapy.verifier import verify_module
 
             verify_module(module, allow_mixed_precision=allow_mixed_precision)
         check_collectives(module, replicas, partitions)
@@ -974,9 +922,4 @@ class Client:
         return f"Client(backend={self.platform!r}, devices={len(self._devices)})"
 
 
-
-__all__ = ["BACKENDS", "Backend", "Buffer", "Client", "Device", "DeviceProgram",
-           "Executable", "ExecutionError", "InterpreterBackend", "register_backend"]
-
-# Compiled backends register themselves (lazily: nothing is compiled or loaded until used).
-import xlapy.backends  # noqa: E402,F401
+__all__ = ["Buffer", "Client", "Device", "Executable", "ExecutionError"]

@@ -1,11 +1,9 @@
 """Running a module with one replica per MPI rank: the scale-out of the runtime.
 
-Owns ``run_distributed`` (the Python entry point) and ``run_command`` (what
-``xlapy run MODULE --distributed mpi`` does on each rank). Launch with mpiexec:
-
-    mpiexec -n 4 xlapy run module.hlo --distributed mpi --inputs in.npz --output out.npz
-
-or from Python, in a script started by ``mpiexec -n 4 python script.py``:
+Owns ``run_distributed`` (module, inputs, options -> every device's result on the root
+rank) and the pieces of it a driver reuses (``prepare_module``, ``gather_results``,
+``abort_with``). ``xlapy run MODULE --distributed mpi`` (xlapy/cli/run_mpi.py) calls it on
+each rank. From Python, in a script started by ``mpiexec -n 4 python script.py``:
 
     from xlapy.runtime.mpi_run import run_distributed
     results = run_distributed(module_text, x)   # on rank 0: [replica 0's result, ...]
@@ -74,7 +72,7 @@ def prepare_module(module, size: int, num_partitions: int = 1, verify: bool = Tr
         module.config["replica_count"] = replicas
         module.config["num_partitions"] = partitions
     if verify:
-        from xlapy.hlo.verifier import verify_module
+        from xlapy.verifier import verify_module
 
         verify_module(module)
     check_collectives(module, replicas, partitions)
@@ -168,74 +166,4 @@ def run_distributed(module, *inputs, comm=None, num_partitions: int = 1,
         raise  # not reached: abort_with ends the process
 
 
-# -- xlapy run --distributed mpi ---------------------------------------------------------------
-
-
-def run_command(args) -> int:
-    """``xlapy run MODULE --distributed mpi`` on one rank: rank 0 reads the module (so ``-``
-    reads mpiexec's stdin) and broadcasts it; every rank reads the same ``--inputs`` (shared
-    ``arg<i>`` or per-device ``r<k>.arg<i>`` keys, as the in-process run) and runs its device;
-    rank 0 prints and writes ``--output`` exactly as ``xlapy run --replicas`` does
-    (``r<k>.out<i>``; one rank: as a single-device ``xlapy run``). Devices: ``--replicas``/``--partitions`` or the module's header, else
-    one replica per rank; their product must equal the number of ranks. Any error on any
-    rank is printed (``xlapy: rank N: ...``) and aborts the job: mpiexec exits non-zero."""
-    MPI = import_mpi()
-    comm = MPI.COMM_WORLD
-    rank, size = comm.Get_rank(), comm.Get_size()
-    try:
-        from xlapy.cli import run_cmd
-        from xlapy.cli.module_files import read_module_bytes
-        from xlapy.proto.files import load_hlo
-
-        data = read_module_bytes(args.module) if rank == 0 else None
-        data = comm.bcast(data, root=0)
-        module = load_hlo(data, args.module).module  # HLO text or an XLA proto
-        partitions = args.partitions if args.partitions is not None else module.num_partitions
-        if args.replicas is not None:
-            replicas = args.replicas
-        elif module.replica_count > 1:
-            replicas = module.replica_count
-        else:
-            replicas = max(size // max(partitions, 1), 1)
-        if replicas < 1 or partitions < 1 or replicas * partitions != size:
-            raise InvalidArgumentError(
-                f"--distributed mpi runs one device per MPI rank: {replicas} replica(s) x "
-                f"{partitions} partition(s) = {replicas * partitions} device(s), but the job "
-                f"has {size} rank(s); launch mpiexec -n {replicas * partitions}")
-        if module.replica_count != replicas or module.num_partitions != partitions:
-            module = module.clone(suffix="")
-            module.config["replica_count"] = replicas
-            module.config["num_partitions"] = partitions
-        inputs = run_cmd.device_inputs(module, args, size)[rank]
-        results = run_distributed(module, *inputs, comm=comm, num_partitions=partitions,
-                                  timeout=args.timeout, verify=not args.no_verify)
-        if rank == 0:
-            if size == 1:  # one device: xlapy run's single-device output (out<i>, no label)
-                _report_single(module, args, results[0])
-            else:
-                run_cmd.report_devices(module, args, results, partitions)
-            sys.stdout.flush()
-        return 0
-    except Exception as e:  # noqa: BLE001 - every failure aborts the whole job
-        abort_with(comm, f"{type(e).__name__}: {e}" if not _is_command_error(e) else str(e))
-        return 1  # not reached
-
-
-def _report_single(module, args, result) -> None:
-    from xlapy.interpreter.values import TOKEN, flatten, value_to_literal
-    from xlapy.npz import save_npz
-
-    if not args.quiet:
-        print(value_to_literal(result, module.entry.root.shape).to_string())
-    if args.output:
-        leaves = [leaf for leaf in flatten(result) if leaf is not TOKEN]
-        save_npz(args.output, {f"out{i}": leaf for i, leaf in enumerate(leaves)})
-
-
-def _is_command_error(e: BaseException) -> bool:
-    from xlapy.cli.common import CommandError
-
-    return isinstance(e, CommandError)
-
-
-__all__ = ["abort_with", "gather_results", "prepare_module", "run_command", "run_distributed"]
+__all__ = ["abort_with", "gather_results", "prepare_module", "run_distributed"]

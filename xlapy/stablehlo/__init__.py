@@ -50,7 +50,7 @@ def parse_module_text(text: str):
     """HLO text or StableHLO text (told apart by content) as a Module."""
     if is_stablehlo_text(text):
         return parse_stablehlo(text)
-    from xlapy import parse_hlo_module
+    from xlapy.parser import parse_hlo_module
 
     return parse_hlo_module(text)
 

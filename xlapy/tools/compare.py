@@ -35,10 +35,12 @@ from typing import Any
 
 import numpy as np
 
+from xlapy.backends.base import backend_names
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.ir import Computation, Instruction, Module, callees_first
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions
 from xlapy.interpreter.values import TOKEN, flatten
+from xlapy.opdefs import make_instruction
 from xlapy.shape import Shape, dtypes
 
 DEFAULT_ABS_ERROR = 1e-3
@@ -68,9 +70,7 @@ class Tolerance:
 
 
 def registered_backends() -> list[str]:
-    from xlapy.runtime.client import BACKENDS
-
-    return sorted(BACKENDS)
+    return backend_names()
 
 
 def check_backend(name: str) -> None:
@@ -341,22 +341,12 @@ def single_instruction_module(instr: Instruction) -> tuple[Module, list[Instruct
     params: dict[int, Instruction] = {}
     for op in instr.operands:
         if id(op) not in params:
-            p = Instruction("parameter", op.shape, [], {"parameter_number": len(distinct)},
-                            f"p{len(distinct)}.{op.name}")
+            p = make_instruction("parameter", [], {"parameter_number": len(distinct)},
+                                 shape=op.shape, name=f"p{len(distinct)}.{op.name}")
             params[id(op)] = p
             distinct.append(op)
             entry.add_instruction(p, uniquify=False)
-    attrs = {}
-    for k, v in instr.attrs.items():
-        if isinstance(v, Computation):
-            v = cmap.get(id(v), v)
-        elif isinstance(v, tuple) and v and all(isinstance(c, Computation) for c in v):
-            v = tuple(cmap.get(id(c), c) for c in v)
-        attrs[k] = v
-    copy = Instruction(instr.opcode, instr.shape, [params[id(o)] for o in instr.operands], attrs,
-                       instr.name, metadata=instr.metadata,
-                       frontend_attributes=instr.frontend_attributes, sharding=instr.sharding,
-                       backend_config=instr.backend_config, extras=instr.extras)
+    copy = instr.clone([params[id(o)] for o in instr.operands], cmap)
     entry.add_instruction(copy, uniquify=False)
     entry.set_root(copy)
     module.add_computation(entry, entry=True, uniquify=False)
@@ -442,14 +432,14 @@ def bisect(module: Module, inputs: list, backend: str, reference: str = "interpr
     (``reference`` is checked, and the reference backend must agree with the interpreter
     when it is not the interpreter: its whole-module result is not re-derived per op), or,
     for reference ``xla``, from real XLA:CPU computing the whole module with every entry
-    instruction made an output (xlapy.jax_bridge.xla_values): each value is XLA's in the
+    instruction made an output (xlapy.backends.xla.xla_values): each value is XLA's in the
     context of the module. ``on_step(i, total)``: progress."""
     from xlapy.hlo.printer import instruction_to_string
 
     check_backend(backend)
     check_backend(reference)
     if reference == "xla":
-        from xlapy.jax_bridge import xla_values
+        from xlapy.backends.xla import xla_values
 
         values = xla_values(module, inputs)
     else:

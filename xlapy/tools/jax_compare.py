@@ -7,7 +7,7 @@ where does it go wrong?
 
 The function is lowered by jax (as ``jax.jit`` would, static arguments and pytrees
 included; xlapy/jit.py), the module runs on real XLA:CPU (the reference, through jax:
-xlapy.jax_bridge) and on an xlapy backend (``backend="interpreter"`` by default: the
+xlapy.backends.xla) and on an xlapy backend (``backend="interpreter"`` by default: the
 reference semantics; or ``cpu``), and every output leaf is compared (xlapy.tools.compare:
 an element passes within ``abs_error`` or ``rel_error``; the largest error in ulps is
 reported too). When an output differs, the bisection looks for the first entry instruction
@@ -82,8 +82,8 @@ def compare(f: Callable, *args, backend: str = "interpreter",
     compare every output and, when one differs, bisect to the first instruction."""
     import numpy as np
 
+    from xlapy.backends.xla import lower_to_module
     from xlapy.interpreter.values import to_value
-    from xlapy.jax_bridge import lower_to_module
     from xlapy.jit import JitFunction
 
     kwargs = dict(kwargs or {})

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from xlapy.backends.cpu.backend import CpuBackend, InterpretStep, KernelStep, compile_module
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter.evaluator import evaluate
 from xlapy.interpreter.values import flatten
+from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))

@@ -15,9 +15,9 @@ from xlapy.backends.cpu import control_flow as cf
 from xlapy.backends.cpu import reduction
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.scalar_computation import supports_computation
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
 from xlapy.interpreter.values import flatten
+from xlapy.parser import parse_hlo_module
 from xlapy.passes.fusion import MAX_FUSION_SIZE
 from xlapy.runtime import Client
 

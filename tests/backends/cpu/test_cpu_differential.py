@@ -40,10 +40,10 @@ import numpy as np
 import pytest
 
 import xlapy.backends  # noqa: F401 - registers the "cpu" backend
-from xlapy.hlo.parser import parse_hlo_module
-from xlapy.hlo.verifier import verify_module
 from xlapy.interpreter import evaluate
+from xlapy.parser import parse_hlo_module
 from xlapy.passes import make_pipeline
+from xlapy.verifier import verify_module
 
 _OPS = Path(__file__).resolve().parents[2] / "ops"
 if str(_OPS) not in sys.path:

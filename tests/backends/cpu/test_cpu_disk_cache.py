@@ -23,7 +23,7 @@ import pytest
 from xlapy.backends.cpu import jit
 from xlapy.backends.cpu.backend import clear_cache, compile_module
 from xlapy.backends.cpu.jit import FORMAT, pack_entry, unpack_entry
-from xlapy.hlo.parser import parse_hlo_module
+from xlapy.parser import parse_hlo_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 

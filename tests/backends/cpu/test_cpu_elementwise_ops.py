@@ -24,10 +24,10 @@ import pytest
 
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu.fmath import ULP_BOUNDS
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter.evaluator import evaluate
 from xlapy.interpreter.kernels.numeric import convert, total_order_key
 from xlapy.interpreter.values import flatten
+from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
 from xlapy.shape import dtypes
 

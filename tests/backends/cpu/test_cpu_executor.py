@@ -16,14 +16,14 @@ import pytest
 from xlapy.backends.cpu import backend as be
 from xlapy.backends.cpu import control_flow as cf
 from xlapy.backends.cpu import executor
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter.evaluator import EvalOptions, evaluate
+from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
 from xlapy.runtime.threaded_collectives import RendezvousAbortedError
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import suite  # noqa: E402  benchmarks/suite.py: the lstm_scan case's inputs
+import suite
 
 
 def _steps(plan, seen=None):

@@ -17,10 +17,10 @@ import pytest
 
 import xlapy.backends  # noqa: F401 - registers the "cpu" backend
 from xlapy.errors import XlaError
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter import evaluate
 from xlapy.interpreter.values import flatten
 from xlapy.npz import load_npz
+from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
 
 _TESTS = Path(__file__).resolve().parents[2]

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from xlapy.backends.cpu import blas, library
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions, EvaluationError, evaluate
 from xlapy.interpreter.values import flatten
 from xlapy.npz import load_npz
+from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
 from xlapy.shape import dtypes
 

@@ -23,8 +23,8 @@ from xlapy.backends import cpu
 from xlapy.backends.cpu import backend as be
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs import Attrs
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter.evaluator import evaluate
+from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
 from xlapy.shape import Layout, Shape, parse_shape
 from xlapy.shape.literal import Literal

@@ -26,9 +26,9 @@ from xlapy.backends.cpu import reduction
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.scalar_computation import inline_computation, supports_computation
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.parser import parse_hlo_module
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions, evaluate
 from xlapy.npz import load_npz
+from xlapy.parser import parse_hlo_module
 from xlapy.passes import make_pipeline
 from xlapy.shape import dtypes
 

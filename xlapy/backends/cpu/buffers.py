@@ -79,7 +79,7 @@ POOL = BufferPool()
 
 def _out_of_memory(shape, dtype: np.dtype, nbytes: int):
     """XLA's RESOURCE_EXHAUSTED for an output buffer: its shape in HLO syntax and bytes (the
-    step running names the instruction, see backend.Plan.execute)."""
+    step running names the instruction, see steps.Plan.execute)."""
     from xlapy.errors import ResourceExhaustedError, human_bytes
     from xlapy.shape import dtypes
 

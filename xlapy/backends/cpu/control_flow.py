@@ -64,10 +64,19 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import buffers
+from xlapy.backends.cpu import buffers, executor
 from xlapy.backends.cpu import elemental as el
-from xlapy.backends.cpu import executor
 from xlapy.backends.cpu.kernel_abi import I64, KERNEL_TYPE, KernelSpec
+from xlapy.backends.cpu.steps import (
+    CallStep,
+    ConditionalStep,
+    ConstantStep,
+    KernelStep,
+    LibraryStep,
+    SwappedDotStep,
+    ValueStep,
+    WhileStep,
+)
 from xlapy.errors import InvalidArgumentError
 from xlapy.shape import dtypes
 from xlapy.shape.tree import build_shaped, flatten_tuples
@@ -136,15 +145,13 @@ def _plan_supported(plan, seen: dict) -> bool:
 
 
 def _step_supported(step, seen: set) -> bool:
-    from xlapy.backends.cpu import backend as be
-
     if _leaf_shapes(step.instr.shape) is None:
         return False
-    if isinstance(step, (be.ConstantStep, be.ValueStep, CompiledWhileStep, be.KernelStep)):
+    if isinstance(step, (ConstantStep, ValueStep, CompiledWhileStep, KernelStep)):
         return True  # a kernel too big for one thread is a host call (run_parallel)
-    if isinstance(step, be.CallStep) and _plan_supported(step.body, seen):
+    if isinstance(step, CallStep) and _plan_supported(step.body, seen):
         return True
-    if isinstance(step, be.ConditionalStep):
+    if isinstance(step, ConditionalStep):
         selector = step.instr.operands[0].shape
         if selector.element_type in (el.PT.PRED, el.PT.S32) and not selector.dimensions and \
                 all(_plan_supported(p, seen) for p in step.branches):
@@ -155,9 +162,7 @@ def _step_supported(step, seen: set) -> bool:
 def _host_callable(step) -> bool:
     """A step native code runs through a host call (executor.StepCall): its operands and
     result are arrays (or tuples of them) of kernel element types."""
-    from xlapy.backends.cpu import backend as be
-
-    if isinstance(step, be.WhileStep):  # a loop that could not be compiled (too deep, or
+    if isinstance(step, WhileStep):  # a loop that could not be compiled (too deep, or
         return False  # a state of tokens): the loops around it stay in Python too
     reads = getattr(step, "reads", None) or step.instr.operands
     return all(_leaf_shapes(o.shape) is not None for o in reads)
@@ -166,15 +171,13 @@ def _host_callable(step) -> bool:
 def _nesting_depth(plans) -> int:
     """How deeply ``plans`` nest calls, conditionals (one level each) and compiled whiles
     (their own depth); computed children first with a stack, each plan once."""
-    from xlapy.backends.cpu import backend as be
-
     depth: dict[int, int] = {}
 
     def children(plan):
         for st in plan.steps:
-            if isinstance(st, be.CallStep):
+            if isinstance(st, CallStep):
                 yield st.body
-            elif isinstance(st, be.ConditionalStep):
+            elif isinstance(st, ConditionalStep):
                 yield from st.branches
 
     for top in plans:
@@ -194,8 +197,8 @@ def _nesting_depth(plans) -> int:
                 for st in plan.steps:
                     if isinstance(st, CompiledWhileStep):
                         d = max(d, st.depth)
-                    elif isinstance(st, (be.CallStep, be.ConditionalStep)):
-                        subs = [st.body] if isinstance(st, be.CallStep) else st.branches
+                    elif isinstance(st, (CallStep, ConditionalStep)):
+                        subs = [st.body] if isinstance(st, CallStep) else st.branches
                         d = max([d] + [1 + depth.get(id(x), 0) for x in subs])
                 depth[id(plan)] = d
     return max((depth[id(p)] for p in plans), default=0)
@@ -539,15 +542,13 @@ class _Emitter:
         return root
 
     def _emit_step(self, step, env) -> None:
-        from xlapy.backends.cpu import backend as be
-
         instr = step.instr
-        if isinstance(step, be.ConstantStep):
+        if isinstance(step, ConstantStep):
             shapes = _leaf_shapes(instr.shape)
             values = _flatten(step.value)
             self._set(env, instr, _build(instr.shape, iter(
                 [self._const(v, s) for v, s in zip(values, shapes)])))
-        elif isinstance(step, be.ValueStep):
+        elif isinstance(step, ValueStep):
             op = instr.opcode
             if op == "tuple":
                 ref = tuple(env[id(o)] for o in instr.operands)
@@ -557,15 +558,15 @@ class _Emitter:
                 src = env[id(instr.operands[0])]
                 ref = _Leaf(instr.shape, src.ptr, src.slot)
             self._set(env, instr, ref)
-        elif isinstance(step, be.KernelStep):
+        elif isinstance(step, KernelStep):
             self._emit_kernel(step, env)
         elif isinstance(step, CompiledWhileStep):
             self._emit_nested_while(step, env)
-        elif isinstance(step, be.CallStep) and id(step.body) in self._native_plans:
+        elif isinstance(step, CallStep) and id(step.body) in self._native_plans:
             root = self.emit_plan(step.body, [env[id(o)] for o in instr.operands])
             self._set(env, instr, root)
             self._drop(root)
-        elif isinstance(step, be.ConditionalStep) and all(
+        elif isinstance(step, ConditionalStep) and all(
                 id(p) in self._native_plans for p in step.branches):
             self._emit_conditional(step, env)
         else:  # anything else: a call out to Python (compile_while checked it can)
@@ -630,7 +631,7 @@ class _Emitter:
                         instr.name)
         self._set(env, instr, _build(instr.shape, iter(outs)))
 
-    def _in_place_output(self, step, k_in: int, ins) -> "_Leaf | None":
+    def _in_place_output(self, step, k_in: int, ins) -> _Leaf | None:
         """The input leaf ``k_in`` itself when the kernel may write its output there: the
         input's slot dies with this step and no other input reads it."""
         if k_in >= len(step.inputs):
@@ -728,8 +729,6 @@ class _Emitter:
         """Leaf k -> id(instruction) for the state leaves the body computes with a kernel of
         its own (the root tuple's operand k, used once there, a kernel's only output) and
         that are big enough for a copy to matter: those are double-buffered."""
-        from xlapy.backends.cpu import backend as be
-
         root = body.comp.root
         if len(self.leaf_shapes) == 1 and not root.shape.is_tuple():
             operands = [root]
@@ -739,8 +738,8 @@ class _Emitter:
         else:
             return {}
         kernels = {id(st.instr) for st in body.steps
-                   if (isinstance(st, be.KernelStep) and not st.tuple_result) or
-                   (isinstance(st, (be.LibraryStep, be.SwappedDotStep)) and
+                   if (isinstance(st, KernelStep) and not st.tuple_result) or
+                   (isinstance(st, (LibraryStep, SwappedDotStep)) and
                     st.instr.shape.is_array())}
         out = {}
         for k, o in enumerate(operands):

@@ -61,7 +61,7 @@ class Run:
     """One native call in progress on this thread: the host table its ids index, the
     ``plan_ctx`` host steps run with, the first error a callback raised."""
 
-    __slots__ = ("table", "plan_ctx", "error", "what")
+    __slots__ = ("error", "plan_ctx", "table", "what")
 
     def __init__(self, table, plan_ctx, what: str):
         self.table, self.plan_ctx, self.error, self.what = table, plan_ctx, None, what
@@ -140,7 +140,7 @@ def table_address() -> int:
 class Context:
     """A native call's context buffer (see the module docstring)."""
 
-    __slots__ = ("words", "address")
+    __slots__ = ("address", "words")
 
     def __init__(self):
         self.words = (ctypes.c_int64 * 3)(0, table_address(), POLL_PERIOD)
@@ -181,7 +181,7 @@ def _view(address: int, dtype: np.dtype, dims: tuple, nbytes: int) -> np.ndarray
 
 
 class _LeafType:
-    __slots__ = ("dtype", "dims", "nbytes")
+    __slots__ = ("dims", "dtype", "nbytes")
 
     def __init__(self, shape):
         self.dtype = np.dtype(dtypes.to_dtype(shape.element_type))
@@ -208,9 +208,9 @@ class StepCall:
         self._out = [_LeafType(s) for _, s in self.instr.shape.leaves()]
         self.n_ptrs = sum(len(x) for x in self._in) + len(self._out)
         self._library_out = False
-        from xlapy.backends.cpu import backend as be
+        from xlapy.backends.cpu.steps import LibraryStep, SwappedDotStep
 
-        if isinstance(step, (be.LibraryStep, be.SwappedDotStep)) and \
+        if isinstance(step, (LibraryStep, SwappedDotStep)) and \
                 self.instr.shape.is_array():
             self._library_out = True
 
@@ -224,7 +224,7 @@ class StepCall:
                 k += 1
             if o.shape.is_tuple():
                 it = iter(leaves)
-                values.append(self._build(o.shape, lambda _s, _p: next(it)))
+                values.append(self._build(o.shape, lambda _s, _p, it=it: next(it)))
             else:
                 values.append(leaves[0])
         return values, k
@@ -272,5 +272,14 @@ class KernelCall:
                                  then.parallel)
 
 
-__all__ = ["Context", "HostTable", "KernelCall", "POLL_PERIOD", "StepCall", "TABLE", "context",
-           "running", "table_address"]
+__all__ = [
+    "POLL_PERIOD",
+    "TABLE",
+    "Context",
+    "HostTable",
+    "KernelCall",
+    "StepCall",
+    "context",
+    "running",
+    "table_address",
+]

@@ -1,14 +1,16 @@
-"""Everything of xlapy that uses jax (an optional extra: ``pip install 'xlapy[jax]'``).
+"""Backend ``xla`` (real XLA:CPU through jax) and the rest of xlapy that calls jax (an
+optional extra: ``pip install 'xlapy[jax]'``).
 
-Nothing else in xlapy imports jax; this module imports it only inside its functions, so
-``import xlapy`` works without it. Owns:
+Besides this module only the jax front ends (xlapy/jit.py, xlapy/tools/jax_compare.py)
+import jax; this module imports it only inside its functions, so ``import xlapy`` works
+without it. Owns:
 
 - ``require_jax()``: jax, or an InvalidArgumentError saying how to install it.
 - ``lower_to_module(lowered)``: the xlapy Module of a ``jax.jit(f).lower(...)`` result, read
   from the HloModuleProto jax hands XLA (``compiler_ir("hlo")``): the proto is lossless,
   where jax's ``as_text(dialect="hlo")`` is a print of it.
-- Running any HLO module on real XLA:CPU through jaxlib (``XlaCpuBackend``, registered with
-  the runtime as backend ``xla``; ``run_on_xla(module, args)``): the module is serialized
+- Running any HLO module on real XLA:CPU through jaxlib (``XlaCpuBackend``, registered as
+  backend ``xla``; ``run_on_xla(module, args)``): the module is serialized
   as an HloModuleProto (xlapy.proto), turned into a jaxlib XlaComputation, converted to
   StableHLO by jaxlib's ``xla_computation_to_mlir_module`` and compiled by jax's CPU client.
   Tuple-shaped parameters and nested results are flattened by a wrapper entry that calls
@@ -27,10 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from xlapy.backends.base import Backend, DeviceProgram
 from xlapy.errors import InvalidArgumentError, XlaError
 from xlapy.hlo.ir import Computation, Instruction, Module
 from xlapy.interpreter.values import TOKEN, to_value
-from xlapy.runtime.client import Backend, DeviceProgram
+from xlapy.proto import module_to_proto
 from xlapy.shape import Shape
 
 _LOCK = threading.Lock()
@@ -207,7 +210,7 @@ class XlaCpuExecutable:
         self.flat = _flat_interface(module)
         self.entry = module.entry
         try:
-            data = self.flat.module.to_proto().SerializeToString()
+            data = module_to_proto(self.flat.module).SerializeToString()
             computation = xc.XlaComputation(data)
             mlir = xc._xla.mlir.xla_computation_to_mlir_module(computation)
             self.backend = jax.extend.backend.get_backend("cpu")

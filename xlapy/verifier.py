@@ -8,14 +8,21 @@ and computation names; parameters numbered 0..n-1; every computation has a root 
 own; the entry computation layout matches the entry computation; channel ids pair
 send/recv with their -done halves; operands do not mix floating-point precisions unless
 allowed (XLA's allow_mixed_precision, false by default); a sharding fits its instruction's
-shape (HloSharding::Validate). Messages show the failing instruction with its
-operands and users.
+shape (HloSharding::Validate); every instruction carries its opcode's attribute schema (it was
+made by ``make_instruction`` or cloned from one that was). Messages show the failing
+instruction with its operands and users.
+
+Sits above the op definitions (XLA's xla/service/hlo_verifier): imports the IR, its printer
+(for the messages) and opdefs.
 """
 
 from __future__ import annotations
 
 from xlapy.errors import InvalidArgumentError, XlaError
+from xlapy.hlo.attrs.sharding import validate_sharding
 from xlapy.hlo.ir import Computation, Instruction, Module
+from xlapy.hlo.printer import instruction_to_string
+from xlapy.opdefs import get_opdef
 from xlapy.shape import dtypes
 
 
@@ -24,8 +31,6 @@ class VerifierError(InvalidArgumentError):
 
 
 def _context(instr: Instruction) -> str:
-    from xlapy.hlo.printer import instruction_to_string
-
     def line(i: Instruction, mark: str) -> str:
         try:
             text = instruction_to_string(i, print_metadata=False)
@@ -84,8 +89,6 @@ def _check_mixed_precision(instr: Instruction) -> None:
 
 
 def verify_instruction(instr: Instruction, *, allow_mixed_precision: bool = False) -> None:
-    from xlapy.opdefs import get_opdef
-
     opdef = get_opdef(instr.opcode)
     if not allow_mixed_precision:
         _check_mixed_precision(instr)
@@ -99,8 +102,6 @@ def verify_instruction(instr: Instruction, *, allow_mixed_precision: bool = Fals
         _fail(instr, f"{instr.opcode}: shape {instr.shape} is not compatible with the shape "
                      f"its operands give, {inferred}")
     if instr.sharding is not None:
-        from xlapy.hlo.attrs.sharding import validate_sharding
-
         try:
             validate_sharding(instr.sharding, instr.shape)
         except XlaError as e:
@@ -111,6 +112,9 @@ def verify_instruction(instr: Instruction, *, allow_mixed_precision: bool = Fals
                 _fail(instr, f"Implicit broadcast is not allowed in HLO. Found different shapes "
                              f"for instruction {instr.opcode}: operand {o.shape} and result "
                              f"{instr.shape}.")
+    if instr.attr_specs is not opdef.attrs:
+        _fail(instr, f"{instr.opcode} %{instr.name} does not carry the {instr.opcode} attribute "
+                     f"schema (an Instruction made without make_instruction)")
 
 
 def verify_computation(comp: Computation, *, allow_mixed_precision: bool = False) -> None:

@@ -2,10 +2,11 @@
 
 Owns: the builder state (one computation under construction, its parameters), XlaOp (a
 handle to one instruction, with arithmetic operators as a convenience) and XlaComputation
-(a built Module with its program shape). The op functions themselves are in ``xlapy.ops``
-(one module per family); each turns its arguments into an opcode, operands and attributes
-and calls ``XlaBuilder.emit``, which runs the opcode's one shape rule, so errors raise at
-the call that caused them. Imports shape, hlo and opdefs.
+(a built Module with its program shape). The op functions are the other modules of
+``xlapy.ops`` (one per family; XLA keeps them with the builder too, in xla_builder.h); each
+turns its arguments into an opcode, operands and attributes and calls ``XlaBuilder.emit``,
+which runs the opcode's one shape rule, so errors raise at the call that caused them.
+Imports shape, hlo and opdefs; XlaOp's operators call the op functions of this package.
 """
 
 from __future__ import annotations

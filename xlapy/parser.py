@@ -11,6 +11,9 @@ generic per-instruction data (sharding, frontend_attributes, metadata, backend_c
 control-predecessors, result_accuracy...). Names end up unique across the module, as XLA's
 module makes them. Each attribute value is read by its kind (xlapy.hlo.attrs). Every
 failure is a ParseError with line, column and a caret; nothing else escapes.
+
+Sits above the op definitions (each instruction is made by ``make_instruction``, which checks
+its attributes and runs its shape rule); imports the IR, the attribute kinds and opdefs.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from xlapy.hlo.module_data import (
     read_frontend_attributes,
 )
 from xlapy.hlo.opcodes import ASYNC_OPCODES, OPCODE_NAMES
+from xlapy.opdefs import get_opdef, make_instruction
 from xlapy.shape import dtypes
 from xlapy.shape.text import MAX_RECURSION_DEPTH, Scanner, read_shape
 
@@ -376,8 +380,6 @@ class _Parser:
                 self.error(f"unknown opcode '{opcode}'", op_pos)
             opcode, wrapped = sugar
         sc.pos = m.end()
-        from xlapy.opdefs import get_opdef
-
         opdef = get_opdef(opcode)
         wrapped_def = get_opdef(wrapped) if wrapped is not None else None
         if wrapped_def is not None and any(s.in_parens for s in wrapped_def.attrs):
@@ -471,8 +473,6 @@ class _Parser:
 
     def _add(self, comp: Computation, opcode: str, operands, values, shape, name: str,
              data: dict, start: int) -> Instruction:
-        from xlapy.opdefs import make_instruction
-
         control = data.pop("control-predecessors", ())
         if opcode == "parameter":
             number = values.get("parameter_number")
@@ -545,8 +545,6 @@ class _Parser:
         UpdateAsyncWrappedComputation): operands the update's shape adds become new
         parameters and operands of the wrapped op, and a result shape the op's does not match
         (the update's {1}, the done's shape) becomes its result."""
-        from xlapy.opdefs import make_instruction
-
         root = comp.root
         operands, result = list(root.operands), root.shape
         if opcode == "async-update" and shape is not None:
@@ -584,8 +582,6 @@ class _Parser:
         """The computation ``<op>-start`` sugar stands for: parameters for the bound operand
         shapes and the op as root, with the async-start's result shape (XLA's
         CreateAsyncWrappedComputation)."""
-        from xlapy.opdefs import make_instruction
-
         operand_shapes = list(shape.tuple_shapes[0].tuple_shapes)
         called = values.get("to_apply") if wrapped == "call" else (
             values.get("calls") if wrapped == "fusion" else None)
@@ -703,8 +699,6 @@ class _Parser:
                     key = f"{name}#{index}"
                     gte = self.scope.get(key)
                     if gte is None:
-                        from xlapy.opdefs import make_instruction
-
                         gte = make_instruction("get-tuple-element", [instr], {"index": index},
                                                name=key.replace("#", "_"))
                         comp.add_instruction(gte)
