@@ -64,7 +64,9 @@ def test_lstm_scan_forward_and_backward_runs_natively():
     assert _loops(program) == (2, 0)
     body_dots = [s for s in _steps(program.entry) if isinstance(s, (be.LibraryStep,
                                                                       be.SwappedDotStep))]
-    assert body_dots  # dots inside the loops, run through host calls
+    assert body_dots  # dots inside the loops: xGEMM called from native code
+    loops = [s for s in program.entry.steps if isinstance(s, cf.CompiledWhileStep)]
+    assert not [c for c in loops[0].host_table.calls if isinstance(c, executor.StepCall)]
     got = Client(backend="cpu").compile(module)(*args)
     _close(got, evaluate(module, *args), rtol=1e-4)
     _close(got, case.numpy(case.sizes["tiny"], *args), rtol=1e-4)
@@ -111,7 +113,9 @@ def test_dots_and_updates_in_a_compiled_loop():
     h = rng.standard_normal((4, 8)).astype(np.float32)
     w = (rng.standard_normal((8, 8)) * 0.3).astype(np.float32)
     module = parse_hlo_module(SCAN_DOT)
-    assert _loops(be.compile_module(module)) == (1, 0)
+    program = be.compile_module(module)
+    assert _loops(program) == (1, 0)
+    assert not program.entry.steps[-1].host_table.calls  # both dots are native GEMM calls
     _close(Client(backend="cpu").compile(module)(h, w), evaluate(module, h, w))
 
 

@@ -569,6 +569,8 @@ class _Emitter:
         elif isinstance(step, ConditionalStep) and all(
                 id(p) in self._native_plans for p in step.branches):
             self._emit_conditional(step, env)
+        elif isinstance(step, (LibraryStep, SwappedDotStep)) and self._emit_gemm(step, env):
+            pass  # a 2-D f32/f64 dot: xGEMM called through the function table
         else:  # anything else: a call out to Python (compile_while checked it can)
             self._emit_host(step, env)
 
@@ -630,6 +632,62 @@ class _Emitter:
         self._call_host(call, [leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs],
                         instr.name)
         self._set(env, instr, _build(instr.shape, iter(outs)))
+
+    def _emit_gemm(self, step, env) -> bool:
+        """A dot of two row-major matrices of f32 or f64 (no batch dimensions, one
+        contracting dimension each, the result's type) as one xGEMM call from native code
+        (the BLAS routine's address from the function table). Row-major C[M,N] = A B is
+        column-major C^T = B^T A^T: B is passed first, each operand with the transpose flag
+        its contracting dimension asks for. False when the dot has another form."""
+        dot = getattr(step, "dot", None) or step.instr
+        if dot.opcode != "dot" or len(dot.operands) != 2:
+            return False
+        lhs, rhs = dot.operands
+        t = dot.shape.element_type
+        if t not in (el.PT.F32, el.PT.F64) or any(
+                o.shape.element_type != t or len(o.shape.dimensions) != 2 for o in (lhs, rhs)):
+            return False
+        dn = dot.attrs["dot_dimension_numbers"]
+        if dn.lhs_batch_dimensions or dn.rhs_batch_dimensions or \
+                len(dn.lhs_contracting_dimensions) != 1 or \
+                len(dn.rhs_contracting_dimensions) != 1:
+            return False
+        cl, cr = int(dn.lhs_contracting_dimensions[0]), int(dn.rhs_contracting_dimensions[0])
+        ld, rd = [int(d) for d in lhs.shape.dimensions], [int(d) for d in rhs.shape.dimensions]
+        m, k, n = ld[1 - cl], ld[cl], rd[1 - cr]
+        if min(m, n, k) < 1 or max(m, n, k, ld[1], rd[1]) > executor.INT_MAX or \
+                tuple(int(d) for d in dot.shape.dimensions) != (m, n):
+            return False
+        a, b_ = env[id(lhs)], env[id(rhs)]
+        placed = self._placement.get(id(step.instr))
+        out = placed if placed is not None else self._new_leaf(step.instr.shape)
+        real = ir.FloatType() if t == el.PT.F32 else ir.DoubleType()
+        pre = self.pre
+
+        def const(ty, value, name):
+            slot = pre.alloca(ty, name=name)
+            pre.store(ir.Constant(ty, value), slot)
+            return slot
+
+        def as_i8(ptr):
+            return pre.bitcast(ptr, I8P) if ptr.type != I8P else ptr
+
+        ta = const(I8, ord("N") if cr == 0 else ord("T"), "gemm.ta")
+        tb = const(I8, ord("N") if cl == 1 else ord("T"), "gemm.tb")
+        ints = [const(I32, v, name) for v, name in
+                ((n, "gemm.m"), (m, "gemm.n"), (k, "gemm.k"), (rd[1], "gemm.lda"),
+                 (ld[1], "gemm.ldb"), (n, "gemm.ldc"))]
+        one, zero = const(real, 1.0, "gemm.alpha"), const(real, 0.0, "gemm.beta")
+        fnty = ir.FunctionType(ir.VoidType(), [I8P, I8P, I32.as_pointer(), I32.as_pointer(),
+                                               I32.as_pointer(), real.as_pointer(), I8P,
+                                               I32.as_pointer(), I8P, I32.as_pointer(),
+                                               real.as_pointer(), I8P, I32.as_pointer()])
+        slot = executor.SGEMM if t == el.PT.F32 else executor.DGEMM
+        gemm = self._table_fn(slot, fnty, f"gemm.{step.instr.name}")
+        self.b.call(gemm, [ta, tb, ints[0], ints[1], ints[2], one, as_i8(b_.ptr), ints[3],
+                           as_i8(a.ptr), ints[4], zero, as_i8(out.ptr), ints[5]])
+        self._set(env, step.instr, out)
+        return True
 
     def _in_place_output(self, step, k_in: int, ins) -> _Leaf | None:
         """The input leaf ``k_in`` itself when the kernel may write its output there: the

@@ -46,6 +46,8 @@ import numpy as np
 from xlapy.backends.cpu import buffers
 from xlapy.shape import dtypes
 
+#: The largest dimension SciPy's BLAS takes (32-bit integers).
+INT_MAX = 2 ** 31 - 1
 #: Iterations of a native loop between two cancellation polls.
 POLL_PERIOD = 256
 
