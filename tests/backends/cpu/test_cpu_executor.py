@@ -288,3 +288,79 @@ def test_per_call_fast_path_checks_its_arguments():
     gone.delete()
     with pytest.raises(Exception, match="deleted"):
         exe.execute([[gone]], return_buffers=True)
+
+
+KEEP_OLD = """HloModule keepold
+c {
+  s = (s32[], f32[5,4,8], f32[4,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+b {
+  s = (s32[], f32[5,4,8], f32[4,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  st = f32[5,4,8] get-tuple-element(s), index=1
+  acc = f32[4,8] get-tuple-element(s), index=2
+  fi = f32[] convert(i)
+  u = f32[1,4,8] broadcast(fi), dimensions={}
+  zero = s32[] constant(0)
+  st1 = f32[5,4,8] dynamic-update-slice(st, u, i, zero, zero)
+  last = s32[] constant(4)
+  old = f32[1,4,8] dynamic-slice(st, last, zero, zero), dynamic_slice_sizes={1,4,8}
+  old2 = f32[4,8] reshape(old)
+  acc1 = f32[4,8] add(acc, old2)
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], f32[5,4,8], f32[4,8]) tuple(i1, st1, acc1)
+}
+ENTRY e {
+  st = f32[5,4,8] parameter(0)
+  acc = f32[4,8] parameter(1)
+  zero = s32[] constant(0)
+  init = (s32[], f32[5,4,8], f32[4,8]) tuple(zero, st, acc)
+  ROOT r = (s32[], f32[5,4,8], f32[4,8]) while(init), condition=c, body=b
+}
+"""
+
+
+@pytest.mark.parametrize("text, aliased", [(SCAN_DOT, True), (KEEP_OLD, False)])
+def test_in_place_update_of_the_loop_state(monkeypatch, text, aliased):
+    """A kernel declaring KernelSpec.in_place writes its operand's slot when that value dies
+    with the step - the loop state included (SCAN_DOT: the stack is updated where it
+    lies) - and a copy when the operand is read later (KEEP_OLD reads the old stack after
+    the update). The generated dynamic-update-slice kernel writes every element from the
+    same element of its operand, so declaring it in place is exact either way."""
+    import xlapy.backends.cpu.backend as backend_module
+
+    real_emit = backend_module.emit_loop
+
+    def emit(module, name, roots, inputs, scalars):
+        spec = real_emit(module, name, roots, inputs, scalars)
+        if len(roots) == 1 and roots[0].opcode == "dynamic-update-slice":
+            k = [j for j, x in enumerate(inputs) if x is roots[0].operands[0]]
+            if k:  # the operand, read by element k of the output only
+                spec.in_place = ((0, k[0]),)
+        return spec
+
+    chosen = []
+    real_choice = cf._Emitter._in_place_output
+
+    def choice(self, step, k_out, k_in, ins):
+        leaf = real_choice(self, step, k_out, k_in, ins)
+        chosen.append(leaf is not None)
+        return leaf
+
+    monkeypatch.setattr(backend_module, "emit_loop", emit)
+    monkeypatch.setattr(cf._Emitter, "_in_place_output", choice)
+    be.clear_cache()
+    try:
+        module = parse_hlo_module(text)
+        rng = np.random.default_rng(5)
+        args = [rng.standard_normal(tuple(p.shape.dimensions)).astype(np.float32)
+                for p in module.entry.parameters]
+        got = Client(backend="cpu").compile(module)(*args)
+    finally:
+        be.clear_cache()
+    assert chosen and any(chosen) == aliased
+    _close(got, evaluate(module, *args))

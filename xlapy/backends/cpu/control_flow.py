@@ -580,6 +580,8 @@ class _Emitter:
         """id(slot) of the workspace slots no value holds once ``drops`` are dropped."""
         count: dict[int, int] = {}
         for key in drops:
+            if key not in env:  # the step's own value, used by nobody
+                continue
             for slot_id in {id(leaf.slot) for leaf in _leaves(env[key])
                             if leaf.slot is not None}:
                 count[slot_id] = count.get(slot_id, 0) + 1
@@ -689,7 +691,7 @@ class _Emitter:
         self._set(env, step.instr, out)
         return True
 
-    def _in_place_output(self, step, k_in: int, ins) -> _Leaf | None:
+    def _in_place_output(self, step, k_out: int, k_in: int, ins) -> _Leaf | None:
         """The input leaf ``k_in`` itself when the kernel may write its output there: the
         input's slot dies with this step and no other input reads it."""
         if k_in >= len(step.inputs):
@@ -701,7 +703,7 @@ class _Emitter:
             return None
         if leaf.slot.pinned and not self._alias_state:
             return None  # the loop state, read by the condition: only the body may write it
-        if _nbytes(leaf.shape) != _nbytes(step.spec.outputs[0]):
+        if _nbytes(leaf.shape) != _nbytes(step.spec.outputs[k_out]):
             return None
         return leaf
 
@@ -713,7 +715,7 @@ class _Emitter:
         outs = [placed] if placed is not None else [None] * len(spec.outputs)
         for o, i in spec.in_place:  # the output starts as its input: alias a dying input
             if outs[o] is None:
-                leaf = self._in_place_output(step, i, ins)
+                leaf = self._in_place_output(step, o, i, ins)
                 if leaf is not None:
                     outs[o] = _Leaf(spec.outputs[o], leaf.ptr, leaf.slot)
         outs = [leaf if leaf is not None else self._new_leaf(s)
@@ -796,7 +798,8 @@ class _Emitter:
         else:
             return {}
         kernels = {id(st.instr) for st in body.steps
-                   if (isinstance(st, KernelStep) and not st.tuple_result) or
+                   if (isinstance(st, KernelStep) and not st.tuple_result and
+                       not st.spec.in_place) or  # in place: writes the dying state slot
                    (isinstance(st, (LibraryStep, SwappedDotStep)) and
                     st.instr.shape.is_array())}
         out = {}
