@@ -232,6 +232,7 @@ def compile_while(planner, step):
                                  emitter.arena.size)
     compiled.swapped = emitter.swapped
     compiled.host_table = planner.host_table
+    compiled.max_gemm = emitter.max_gemm
     compiled.depth = depth
     planner.kernels.append(compiled)
     return compiled
@@ -264,6 +265,7 @@ class CompiledWhileStep:
                                                     instr.shape.tuple_shapes)
         self._bufs_type = ctypes.c_void_p * (len(leaves) + 3 + len(consts))
         self.host_table = None  # the program's host calls (set by compile_while)
+        self.max_gemm = 0  # m*n*k of the largest GEMM its native code calls
         self._const_ptrs = [a.ctypes.data for a in consts]
         self._one_block = state_bytes + ws_bytes < buffers.POOL_MIN_BYTES
 
@@ -302,7 +304,11 @@ class CompiledWhileStep:
         if self._const_ptrs:
             bufs[n + 3:] = self._const_ptrs
         with executor.running(self.host_table, plan_ctx, f"while %{instr.name}") as run:
-            self.fn(bufs, 0, 1)
+            if 0 < self.max_gemm < executor.BIG_GEMM:  # small GEMMs: one BLAS thread
+                with executor.blas_threads(1):  # each (library's rule for one GEMM)
+                    self.fn(bufs, 0, 1)
+            else:
+                self.fn(bufs, 0, 1)
         if ctx.words[0]:
             ctx.reset()
             run.reraise()
@@ -421,6 +427,7 @@ class _Emitter:
         self._dying: set = set()  # id(slot) of the values whose last use is the current step
         self._alias_state = False  # whether a kernel may write a dying state slot in place
         self._counter = None  # the iteration counter of the cancel poll (an alloca)
+        self.max_gemm = 0  # m*n*k of the largest GEMM called natively (nested loops included)
         self.arena = _Arena()
         self.consts: list[np.ndarray] = []
         self._const_leaf: dict[int, _Leaf] = {}
@@ -684,6 +691,7 @@ class _Emitter:
                                                I32.as_pointer(), real.as_pointer(), I8P,
                                                I32.as_pointer(), I8P, I32.as_pointer(),
                                                real.as_pointer(), I8P, I32.as_pointer()])
+        self.max_gemm = max(self.max_gemm, m * n * k)
         slot = executor.SGEMM if t == el.PT.F32 else executor.DGEMM
         gemm = self._table_fn(slot, fnty, f"gemm.{step.instr.name}")
         self.b.call(gemm, [ta, tb, ints[0], ints[1], ints[2], one, as_i8(b_.ptr), ints[3],
@@ -753,6 +761,7 @@ class _Emitter:
         bufs = self._bufs_array(ptrs)
         self.b.call(step.function, [bufs, ir.Constant(I64, 0), ir.Constant(I64, 1)])
         self._check_status()
+        self.max_gemm = max(self.max_gemm, step.max_gemm)
         self._release_slot(ws)
         self._set(env, step.instr, _build(step.instr.shape, iter(outs)))
 

@@ -46,6 +46,9 @@ import numpy as np
 from xlapy.backends.cpu import buffers
 from xlapy.shape import dtypes
 
+#: m*n*k of a GEMM from which BLAS's own threads pay (below it, and in loops, whose GEMMs
+#: are small and many, the thread hand-offs cost more than the GEMM: one thread).
+BIG_GEMM = 1 << 24
 #: The largest dimension SciPy's BLAS takes (32-bit integers).
 INT_MAX = 2 ** 31 - 1
 #: Iterations of a native loop between two cancellation polls.
@@ -255,6 +258,28 @@ class StepCall:
                 np.copyto(dst, src.reshape(t.dims).view(t.dtype) if src.dtype.itemsize ==
                           t.dtype.itemsize and src.dtype != t.dtype else src.reshape(t.dims),
                           casting="unsafe")
+
+
+class blas_threads:
+    """Bound the calling thread's BLAS threads inside a with block (unchanged when SciPy's
+    BLAS cannot)."""
+
+    __slots__ = ("count", "previous")
+
+    def __init__(self, count: int):
+        self.count, self.previous = count, None
+
+    def __enter__(self):
+        from xlapy.backends.cpu import blas
+
+        self.previous = blas.set_local_threads(self.count)
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            from xlapy.backends.cpu import blas
+
+            blas.set_local_threads(self.previous)
+        return False
 
 
 class KernelCall:
