@@ -589,6 +589,78 @@ GEMM_CASES = ("matmul", "matmul_big", "mlp_train", "conv2d", "batched_matmul",
               "batched_matmul_bf16", "cnn_train", "transformer_fwd")
 
 
+# issue 14 part C -------------------------------------------------------------------------------
+# (the executor: a scan whose body holds dots runs in native code; the per-call cost)
+
+
+def _sigmoid(x):
+    return F32(1) / (F32(1) + np.exp(-x))
+
+
+def lstm_scan_np(p, wx, wh, b, xs, h0, c0):
+    """Gradients (wx, wh, b) of sum(h_t^2) over an LSTM run by lax.scan (gates i, f, g, o)."""
+    h, c = h0, c0
+    saved = []
+    for x in xs:
+        z = x @ wx + h @ wh + b
+        i, f, g, o = np.split(z, 4, axis=-1)
+        si, sf, tg, so = _sigmoid(i), _sigmoid(f), np.tanh(g), _sigmoid(o)
+        c_new = sf * c + si * tg
+        tc = np.tanh(c_new)
+        h_new = so * tc
+        saved.append((x, h, c, si, sf, tg, so, tc, h_new))
+        h, c = h_new, c_new
+    gwx, gwh, gb = np.zeros_like(wx), np.zeros_like(wh), np.zeros_like(b)
+    dh, dc = np.zeros_like(h0), np.zeros_like(c0)
+    for x, h_prev, c_prev, si, sf, tg, so, tc, h_t in reversed(saved):
+        dh_t = dh + F32(2) * h_t
+        dc_t = dc + dh_t * so * (F32(1) - tc * tc)
+        dz = np.concatenate([dc_t * tg * si * (F32(1) - si), dc_t * c_prev * sf * (F32(1) - sf),
+                             dc_t * si * (F32(1) - tg * tg), dh_t * tc * so * (F32(1) - so)],
+                            axis=-1)
+        gwx += x.T @ dz
+        gwh += h_prev.T @ dz
+        gb += dz.sum(axis=0)
+        dh = dz @ wh.T
+        dc = dc_t * sf
+    return (gwx, gwh, gb)
+
+
+def _lstm_inputs(rng, p):
+    t, b, d, h = p["steps"], p["batch"], p["input"], p["hidden"]
+    return [_normal(rng, d, 4 * h, scale=0.1), _normal(rng, h, 4 * h, scale=0.1),
+            np.zeros(4 * h, F32), _normal(rng, t, b, d), np.zeros((b, h), F32),
+            np.zeros((b, h), F32)]
+
+
+LSTM_SCAN = Case(
+    "lstm_scan", "LSTM via lax.scan, forward and backward (gradients of sum(h^2))",
+    sizes={"full": {"steps": 128, "batch": 32, "input": 64, "hidden": 128},
+           "quick": {"steps": 64, "batch": 32, "input": 64, "hidden": 128},
+           "tiny": {"steps": 8, "batch": 4, "input": 8, "hidden": 16}},
+    inputs=_lstm_inputs,
+    numpy=lstm_scan_np,
+    describe=lambda p: f"{p['steps']} steps, batch {p['batch']}, hidden {p['hidden']}",
+    rtol=1e-3,
+)
+
+
+def per_call_np(p, x):
+    for k in range(10):
+        x = np.sin(x) * F32(1.5) + x if k % 2 else np.tanh(x) - F32(0.5) * x
+    return x
+
+
+PER_CALL = Case(
+    "per_call", "10 small elementwise ops on f32[16] (one fusion): the cost of a call",
+    sizes={"full": {"n": 16}, "quick": {"n": 16}, "tiny": {"n": 16}},
+    inputs=lambda rng, p: [_normal(rng, p["n"])],
+    numpy=per_call_np,
+    describe=lambda p: f"f32[{p['n']}]",
+    target=1.5,
+)
+
+
 #: The execution cases, in the order of the table.
 CASES: dict[str, Case] = {c.name: c for c in (
     ELEMENTWISE, SOFTMAX, LAYERNORM, MATMUL, MATMUL_BIG, MLP_TRAIN, CONV2D, REDUCE_SUM,
@@ -596,6 +668,7 @@ CASES: dict[str, Case] = {c.name: c for c in (
     EMBEDDING_LOOKUP, EMBEDDING_GRAD, CNN_TRAIN, DUS_LOOP,  # issue 14 part A
     TOPK, CUMSUM, ARGMAX, SORT_KV,  # issue 14 part B
     BATCHED_MATMUL, BATCHED_MATMUL_BF16, TRANSFORMER_FWD, RNG_BITS,  # issue 14 part D
+    LSTM_SCAN, PER_CALL,  # issue 14 part C
 )}
 
 #: The compile-time case: the mlp_train module compiled cold (every xlapy cache bypassed;

@@ -686,13 +686,14 @@ ENTRY e {
 
 def test_chunked_reduction_on_one_thread(monkeypatch):
     """With one thread a chunked reduction (partials in scratch, a second kernel combining
-    them) runs inside the compiled loop; with two its chunks run on both cores and the
-    loop stays in Python."""
+    them) runs inside the compiled loop; with two the loop is compiled too and the kernel is
+    a call out that splits its chunks over both cores (executor.KernelCall)."""
     x = np.random.default_rng(4).integers(-1000, 1000, 262144).astype(np.int32)
     be.clear_cache()
     try:
         if buffers.THREADS >= 2:
-            _check(CHUNKED, x, compiled=0, python=1)
+            got = _check(CHUNKED, x)
+            assert int(got[2]) == 3 * int(x.sum(dtype=np.int64)) + 3
             be.clear_cache()
         monkeypatch.setattr(buffers, "THREADS", 1)
         module = parse_hlo_module(CHUNKED)
@@ -707,11 +708,12 @@ def test_chunked_reduction_on_one_thread(monkeypatch):
         be.clear_cache()
 
 
-# -- loops that stay in Python ----------------------------------------------------------------
+# -- loops whose bodies call out (executor) and loops that stay in Python ------------------
 
 
-def test_big_body_keeps_the_python_loop():
-    """A body whose kernel the runtime splits over both cores keeps the Python loop."""
+def test_big_body_calls_out_to_both_cores():
+    """A body whose kernel the runtime splits over both cores is compiled; the kernel is a
+    call out to run_parallel."""
     n = buffers.PARALLEL_MIN_WORK * 2
     text = (f"HloModule big\nc {{\n s = (s32[], f32[{n}]) parameter(0)\n"
             " i = s32[] get-tuple-element(s), index=0\n k = s32[] constant(3)\n"
@@ -725,8 +727,7 @@ def test_big_body_keeps_the_python_loop():
             f" init = (s32[], f32[{n}]) tuple(zero, x)\n"
             f" ROOT r = (s32[], f32[{n}]) while(init), condition=c, body=b\n}}\n")
     x = np.random.default_rng(5).standard_normal(n).astype(np.float32)
-    expected = (0, 1) if buffers.THREADS >= 2 else (1, 0)
-    got = _check(text, x, compiled=expected[0], python=expected[1])
+    got = _check(text, x)
     _same(got[1], x * np.float32(8))
 
 

@@ -49,6 +49,7 @@ from xlapy.backends.base import Backend, DeviceProgram
 from xlapy.backends.cpu import control_flow as _control_flow
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import emitters as _emitters
+from xlapy.backends.cpu import executor as _executor
 from xlapy.backends.cpu import gather_scatter, indexing
 from xlapy.backends.cpu import library as _library
 from xlapy.backends.cpu import reduction as _reduction
@@ -131,6 +132,7 @@ class Planner:
         self.kernels: list[KernelStep] = []
         self._plans: dict[int, Plan] = {}
         self._walked: set[int] = set()  # computations plan() has entered
+        self.host_table = _executor.HostTable()  # what native code calls out to
 
     def plan(self, comp) -> Plan:
         """The plan of ``comp``; the computations its while/call/conditional steps run are

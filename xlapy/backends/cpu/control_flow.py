@@ -69,7 +69,7 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import buffers
+from xlapy.backends.cpu import buffers, executor
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu.kernel_abi import I64, KERNEL_TYPE, KernelSpec
 from xlapy.backends.cpu.steps import (
@@ -77,7 +77,10 @@ from xlapy.backends.cpu.steps import (
     ConditionalStep,
     ConstantStep,
     KernelStep,
+    LibraryStep,
+    SwappedDotStep,
     ValueStep,
+    WhileStep,
 )
 from xlapy.errors import InvalidArgumentError
 from xlapy.shape import dtypes
@@ -87,6 +90,9 @@ I1 = ir.IntType(1)
 I8 = ir.IntType(8)
 I32 = ir.IntType(32)
 I8P = I8.as_pointer()
+#: i32 host(i8* ctx, i64 id, i8** ptrs) and i32 poll(i8* ctx): see executor
+_HOST_TYPE = ir.FunctionType(I32, [I8P, I64, I8P.as_pointer()])
+_POLL_TYPE = ir.FunctionType(I32, [I8P])
 
 #: Alignment of workspace slots (bytes).
 ALIGN = 64
@@ -131,34 +137,40 @@ def _single_threaded(spec) -> bool:
     return True
 
 
-def _plan_supported(plan, seen: set) -> bool:
+def _plan_supported(plan, seen: dict) -> bool:
+    """Whether ``plan`` can be emitted natively (``seen``: id(plan) -> the answer, for
+    every plan checked)."""
     if id(plan) in seen:  # a plan reached twice (a shared computation) was checked once
-        return True
-    seen.add(id(plan))
-    for p in plan.params:
-        if _leaf_shapes(p.shape) is None:
-            return False
-    for step in plan.steps:
-        if not _step_supported(step, seen):
-            return False
-    return True
+        return seen[id(plan)]
+    seen[id(plan)] = True
+    ok = all(_leaf_shapes(p.shape) is not None for p in plan.params) and \
+        all(_step_supported(step, seen) for step in plan.steps)
+    seen[id(plan)] = ok
+    return ok
 
 
 def _step_supported(step, seen: set) -> bool:
     if _leaf_shapes(step.instr.shape) is None:
         return False
-    if isinstance(step, (ConstantStep, ValueStep, CompiledWhileStep)):
+    if isinstance(step, (ConstantStep, ValueStep, CompiledWhileStep, KernelStep)):
+        return True  # a kernel too big for one thread is a host call (run_parallel)
+    if isinstance(step, CallStep) and _plan_supported(step.body, seen):
         return True
-    if isinstance(step, KernelStep):
-        return _single_threaded(step.spec)
-    if isinstance(step, CallStep):
-        return _plan_supported(step.body, seen)
     if isinstance(step, ConditionalStep):
         selector = step.instr.operands[0].shape
-        if selector.element_type not in (el.PT.PRED, el.PT.S32) or selector.dimensions:
-            return False
-        return all(_plan_supported(p, seen) for p in step.branches)
-    return False
+        if selector.element_type in (el.PT.PRED, el.PT.S32) and not selector.dimensions and \
+                all(_plan_supported(p, seen) for p in step.branches):
+            return True
+    return _host_callable(step)
+
+
+def _host_callable(step) -> bool:
+    """A step native code runs through a host call (executor.StepCall): its operands and
+    result are arrays (or tuples of them) of kernel element types."""
+    if isinstance(step, WhileStep):  # a loop that could not be compiled (too deep, or
+        return False  # a state of tokens): the loops around it stay in Python too
+    reads = getattr(step, "reads", None) or step.instr.operands
+    return all(_leaf_shapes(o.shape) is not None for o in reads)
 
 
 def _nesting_depth(plans) -> int:
@@ -208,7 +220,7 @@ def compile_while(planner, step):
     depth = 1 + _nesting_depth([step.cond, step.body])
     if depth > MAX_NATIVE_DEPTH:
         return None
-    seen: set = set()
+    seen: dict = {}
     if not (_plan_supported(step.cond, seen) and _plan_supported(step.body, seen)):
         return None
     cond_root = step.cond.comp.root.shape
@@ -217,12 +229,15 @@ def compile_while(planner, step):
         return None
     name = planner.irmod.get_unique_name(f"while.{instr.name}")
     emitter = _Emitter(planner, name, leaves)
+    emitter._native_plans = {k for k, ok in seen.items() if ok}
     emitter.emit_while(step.cond, step.body)
     spec = KernelSpec(name=name, n_inputs=len(leaves), outputs=[], domain=1, parallel=False)
     compiled = CompiledWhileStep(instr, step.cond, step.body, spec, emitter.fn, leaves,
                                  emitter.offsets, emitter.state_bytes, emitter.consts,
                                  emitter.arena.size)
     compiled.swapped = emitter.swapped
+    compiled.host_table = planner.host_table
+    compiled.max_gemm = emitter.max_gemm
     compiled.depth = depth
     planner.kernels.append(compiled)
     return compiled
@@ -253,7 +268,9 @@ class CompiledWhileStep:
         self._dims = [tuple(int(d) for d in s.dimensions) for s in leaves]
         self._flat = instr.shape.is_tuple() and all(s.is_array() for s in
                                                     instr.shape.tuple_shapes)
-        self._bufs_type = ctypes.c_void_p * (len(leaves) + 2 + len(consts))
+        self._bufs_type = ctypes.c_void_p * (len(leaves) + 3 + len(consts))
+        self.host_table = None  # the program's host calls (set by compile_while)
+        self.max_gemm = 0  # m*n*k of the largest GEMM its native code calls
         self._const_ptrs = [a.ctypes.data for a in consts]
         self._one_block = state_bytes + ws_bytes < buffers.POOL_MIN_BYTES
 
@@ -287,9 +304,19 @@ class CompiledWhileStep:
             ws = buffers.POOL.empty((max(self.ws_bytes, 1),), np.uint8)
             bufs[n] = _address(out)
             bufs[n + 1] = _address(ws)
+        ctx = executor.context()
+        bufs[n + 2] = ctx.address
         if self._const_ptrs:
-            bufs[n + 2:] = self._const_ptrs
-        self.fn(bufs, 0, 1)
+            bufs[n + 3:] = self._const_ptrs
+        with executor.running(self.host_table, plan_ctx, f"while %{instr.name}") as run:
+            if 0 < self.max_gemm < executor.BIG_GEMM:  # small GEMMs: one BLAS thread
+                with executor.blas_threads(1):  # each (library's rule for one GEMM)
+                    self.fn(bufs, 0, 1)
+            else:
+                self.fn(bufs, 0, 1)
+        if ctx.words[0]:
+            ctx.reset()
+            run.reraise()
         results = [np.ndarray(dims, dt, out, off)
                    for dims, dt, off in zip(self._dims, self._dtypes, self.offsets)]
         env[id(instr)] = tuple(results) if self._flat else _unflatten(instr.shape,
@@ -399,6 +426,13 @@ class _Emitter:
         self.b = ir.IRBuilder(self.fn.append_basic_block("start"))
         self.bufs = self.fn.args[0]
         self.ws = self._arg(self.n + 1, "ws")
+        self.ctx = self._arg(self.n + 2, "ctx")
+        self.host_table = planner.host_table
+        self._abort = None  # the block returning after a failed call out
+        self._dying: set = set()  # id(slot) of the values whose last use is the current step
+        self._alias_state = False  # whether a kernel may write a dying state slot in place
+        self._counter = None  # the iteration counter of the cancel poll (an alloca)
+        self.max_gemm = 0  # m*n*k of the largest GEMM called natively (nested loops included)
         self.arena = _Arena()
         self.consts: list[np.ndarray] = []
         self._const_leaf: dict[int, _Leaf] = {}
@@ -408,7 +442,6 @@ class _Emitter:
         self.memcpy = self._memcpy_fn()
         self.leaf_shapes = leaves
         self._placement: dict[int, _Leaf] = {}  # id(instr) -> where its kernel writes
-        self._dying: list = []  # the values the step being emitted reads for the last time
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -472,7 +505,7 @@ class _Emitter:
         else:
             arr = np.ascontiguousarray(array)
         self.consts.append(arr)
-        ptr = self._arg(self.n + 1 + len(self.consts), f"const{len(self.consts) - 1}")
+        ptr = self._arg(self.n + 2 + len(self.consts), f"const{len(self.consts) - 1}")
         leaf = _Leaf(shape, ptr, None)
         self._const_leaf[key] = leaf
         return leaf
@@ -509,8 +542,9 @@ class _Emitter:
         for p in plan.params:
             self._set(env, p, args[p.parameter_number])
         for step, drops in zip(plan.steps, plan.drops):
-            self._dying = [env[key] for key in drops if key in env]
+            self._dying = self._dead_after(env, drops)
             self._emit_step(step, env)
+            self._dying = set()
             for key in drops:
                 self._drop(env.pop(key))
         root = env[id(plan.comp.root)]
@@ -540,31 +574,174 @@ class _Emitter:
             self._emit_kernel(step, env)
         elif isinstance(step, CompiledWhileStep):
             self._emit_nested_while(step, env)
-        elif isinstance(step, CallStep):
+        elif isinstance(step, CallStep) and id(step.body) in self._native_plans:
             root = self.emit_plan(step.body, [env[id(o)] for o in instr.operands])
             self._set(env, instr, root)
             self._drop(root)
-        elif isinstance(step, ConditionalStep):
+        elif isinstance(step, ConditionalStep) and all(
+                id(p) in self._native_plans for p in step.branches):
             self._emit_conditional(step, env)
-        else:  # pragma: no cover - compile_while checked the steps
-            raise TypeError(f"compiled while: cannot emit {type(step).__name__} "
-                            f"for %{instr.name}")
+        elif isinstance(step, (LibraryStep, SwappedDotStep)) and self._emit_gemm(step, env):
+            pass  # a 2-D f32/f64 dot: xGEMM called through the function table
+        else:  # anything else: a call out to Python (compile_while checked it can)
+            self._emit_host(step, env)
+
+    # -- calls out and their failures ---------------------------------------------------------
+
+    def _dead_after(self, env, drops) -> set:
+        """id(slot) of the workspace slots no value holds once ``drops`` are dropped."""
+        count: dict[int, int] = {}
+        for key in drops:
+            if key not in env:  # the step's own value, used by nobody
+                continue
+            for slot_id in {id(leaf.slot) for leaf in _leaves(env[key])
+                            if leaf.slot is not None}:
+                count[slot_id] = count.get(slot_id, 0) + 1
+        return {k for k, n in count.items() if self._refs.get(k) == n}
+
+    def _abort_block(self):
+        """The block that marks the context failed and returns (created once)."""
+        if self._abort is None:
+            self._abort = self.fn.append_basic_block("abort")
+            b = ir.IRBuilder(self._abort)
+            b.store(ir.Constant(I64, 1), b.bitcast(self.ctx, I64.as_pointer()))
+            b.ret_void()
+        return self._abort
+
+    def _return_if(self, failed) -> None:
+        ok = self.fn.append_basic_block("ok")
+        self.b.cbranch(failed, self._abort_block(), ok)
+        self.b.position_at_end(ok)
+
+    def _table_fn(self, slot: int, fnty, name: str):
+        b = self.b
+        words = b.bitcast(self.ctx, I64.as_pointer())
+        table = b.inttoptr(b.load(b.gep(words, [ir.Constant(I64, 1)])), I8P.as_pointer())
+        raw = b.load(b.gep(table, [ir.Constant(I64, slot)]), name=name)
+        return b.bitcast(raw, fnty.as_pointer())
+
+    def _call_host(self, call, ptrs: list, what: str) -> None:
+        """Call host call ``call`` (an executor entry) with the bufs array of ``ptrs``;
+        return at once when it fails."""
+        ident = self.host_table.add(call)
+        bufs = self._bufs_array(ptrs)
+        host = self._table_fn(executor.HOST, _HOST_TYPE, f"host.{what}")
+        rc = self.b.call(host, [self.ctx, ir.Constant(I64, ident), bufs], name=f"rc.{what}")
+        self._return_if(self.b.icmp_signed("!=", rc, ir.Constant(I32, 0)))
+
+    def _check_status(self) -> None:
+        """After a nested native call: return when it failed."""
+        status = self.b.load(self.b.bitcast(self.ctx, I64.as_pointer()), name="status")
+        self._return_if(self.b.icmp_signed("!=", status, ir.Constant(I64, 0)))
+
+    def _emit_host(self, step, env) -> None:
+        """A step native code cannot run itself: a call out (executor.StepCall)."""
+        instr = step.instr
+        reads = getattr(step, "reads", None) or list(instr.operands)
+        ins = [leaf for o in reads for leaf in _leaves(env[id(o)])]
+        placed = self._placement.get(id(instr))
+        outs = [placed] if placed is not None else \
+            [self._new_leaf(s) for s in _leaf_shapes(instr.shape)]
+        call = executor.StepCall(step, reads)
+        self._call_host(call, [leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs],
+                        instr.name)
+        self._set(env, instr, _build(instr.shape, iter(outs)))
+
+    def _emit_gemm(self, step, env) -> bool:
+        """A dot of two row-major matrices of f32 or f64 (no batch dimensions, one
+        contracting dimension each, the result's type) as one xGEMM call from native code
+        (the BLAS routine's address from the function table). Row-major C[M,N] = A B is
+        column-major C^T = B^T A^T: B is passed first, each operand with the transpose flag
+        its contracting dimension asks for. False when the dot has another form."""
+        dot = getattr(step, "dot", None) or step.instr
+        if dot.opcode != "dot" or len(dot.operands) != 2:
+            return False
+        lhs, rhs = dot.operands
+        t = dot.shape.element_type
+        if t not in (el.PT.F32, el.PT.F64) or any(
+                o.shape.element_type != t or len(o.shape.dimensions) != 2 for o in (lhs, rhs)):
+            return False
+        dn = dot.attrs["dot_dimension_numbers"]
+        if dn.lhs_batch_dimensions or dn.rhs_batch_dimensions or \
+                len(dn.lhs_contracting_dimensions) != 1 or \
+                len(dn.rhs_contracting_dimensions) != 1:
+            return False
+        cl, cr = int(dn.lhs_contracting_dimensions[0]), int(dn.rhs_contracting_dimensions[0])
+        ld, rd = [int(d) for d in lhs.shape.dimensions], [int(d) for d in rhs.shape.dimensions]
+        m, k, n = ld[1 - cl], ld[cl], rd[1 - cr]
+        if min(m, n, k) < 1 or max(m, n, k, ld[1], rd[1]) > executor.INT_MAX or \
+                tuple(int(d) for d in dot.shape.dimensions) != (m, n):
+            return False
+        a, b_ = env[id(lhs)], env[id(rhs)]
+        placed = self._placement.get(id(step.instr))
+        out = placed if placed is not None else self._new_leaf(step.instr.shape)
+        real = ir.FloatType() if t == el.PT.F32 else ir.DoubleType()
+        pre = self.pre
+
+        def const(ty, value, name):
+            slot = pre.alloca(ty, name=name)
+            pre.store(ir.Constant(ty, value), slot)
+            return slot
+
+        def as_i8(ptr):
+            return pre.bitcast(ptr, I8P) if ptr.type != I8P else ptr
+
+        ta = const(I8, ord("N") if cr == 0 else ord("T"), "gemm.ta")
+        tb = const(I8, ord("N") if cl == 1 else ord("T"), "gemm.tb")
+        ints = [const(I32, v, name) for v, name in
+                ((n, "gemm.m"), (m, "gemm.n"), (k, "gemm.k"), (rd[1], "gemm.lda"),
+                 (ld[1], "gemm.ldb"), (n, "gemm.ldc"))]
+        one, zero = const(real, 1.0, "gemm.alpha"), const(real, 0.0, "gemm.beta")
+        fnty = ir.FunctionType(ir.VoidType(), [I8P, I8P, I32.as_pointer(), I32.as_pointer(),
+                                               I32.as_pointer(), real.as_pointer(), I8P,
+                                               I32.as_pointer(), I8P, I32.as_pointer(),
+                                               real.as_pointer(), I8P, I32.as_pointer()])
+        self.max_gemm = max(self.max_gemm, m * n * k)
+        slot = executor.SGEMM if t == el.PT.F32 else executor.DGEMM
+        gemm = self._table_fn(slot, fnty, f"gemm.{step.instr.name}")
+        self.b.call(gemm, [ta, tb, ints[0], ints[1], ints[2], one, as_i8(b_.ptr), ints[3],
+                           as_i8(a.ptr), ints[4], zero, as_i8(out.ptr), ints[5]])
+        self._set(env, step.instr, out)
+        return True
+
+    def _in_place_output(self, step, k_out: int, k_in: int, ins) -> _Leaf | None:
+        """The input leaf ``k_in`` itself when the kernel may write its output there: the
+        input's slot dies with this step and no other input reads it."""
+        if k_in >= len(step.inputs):
+            return None  # a bound constant
+        leaf = ins[k_in]
+        if leaf.slot is None or id(leaf.slot) not in self._dying:
+            return None
+        if any(j != k_in and other.slot is leaf.slot for j, other in enumerate(ins)):
+            return None
+        if leaf.slot.pinned and not self._alias_state:
+            return None  # the loop state, read by the condition: only the body may write it
+        if _nbytes(leaf.shape) != _nbytes(step.spec.outputs[k_out]):
+            return None
+        return leaf
 
     def _emit_kernel(self, step, env) -> None:
         spec = step.spec
         ins = [env[id(i)] for i in step.inputs]
         ins += [self._const(a) for a in step.bound]
         placed = self._placement.get(id(step.instr))
-        aliased = {} if placed is not None else self._in_place(spec, ins)
-        outs = [placed] if placed is not None else [
-            aliased.get(o) or self._new_leaf(s) for o, s in enumerate(spec.outputs)]
-        for o, i in spec.in_place:  # the output starts as a copy of its input
-            if o not in aliased:
+        outs = [placed] if placed is not None else [None] * len(spec.outputs)
+        for o, i in spec.in_place:  # the output starts as its input: alias a dying input
+            if outs[o] is None:
+                leaf = self._in_place_output(step, o, i, ins)
+                if leaf is not None:
+                    outs[o] = _Leaf(spec.outputs[o], leaf.ptr, leaf.slot)
+        outs = [leaf if leaf is not None else self._new_leaf(s)
+                for leaf, s in zip(outs, spec.outputs)]
+        for o, i in spec.in_place:  # otherwise the output starts as a copy of its input
+            if outs[o].ptr is not ins[i].ptr:
                 self._copy(outs[o].ptr, ins[i].ptr, _nbytes(spec.outputs[o]))
         scratch = [self._bytes_slot(int(n) * np.dtype(dt).itemsize) for dt, n in spec.scratch]
         ptrs = [leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs] + \
             [s.ptr for s in scratch]
-        if spec.domain:
+        if spec.domain and not _single_threaded(spec):  # split over threads: a call out
+            self._call_host(executor.KernelCall(step), ptrs, step.instr.name)
+        elif spec.domain:
             bufs = self._bufs_array(ptrs)
             mod = self.planner.irmod
             self.b.call(mod.get_global(spec.name),
@@ -577,23 +754,6 @@ class _Emitter:
             self._release_slot(s)
         self._set(env, step.instr, tuple(outs) if step.tuple_result else outs[0])
 
-    def _in_place(self, spec, ins) -> dict:
-        """Output k -> the input leaf it may be written over (``spec.in_place``): the input
-        lives in a workspace slot that nothing reads after this step (every env entry
-        holding the slot dies here) and no other input of the kernel shares it. The kernel
-        then writes only what it changes (a dynamic-update-slice of a row into a big loop
-        state costs the row, not a copy of the state)."""
-        out = {}
-        for o, i in spec.in_place:
-            slot = ins[i].slot
-            if slot is None or any(leaf.slot is slot for j, leaf in enumerate(ins) if j != i):
-                continue
-            holders = sum(any(leaf.slot is slot for leaf in _leaves(ref))
-                          for ref in self._dying)
-            if self._refs.get(id(slot)) == holders and holders:
-                out[o] = _Leaf(spec.outputs[o], ins[i].ptr, slot)
-        return out
-
     def _emit_nested_while(self, step, env) -> None:
         init = _leaves(env[id(step.instr.operands[0])])
         block = self._bytes_slot(step.state_bytes)
@@ -601,9 +761,12 @@ class _Emitter:
                 for s, off in zip(step.leaves, step.offsets)]
         ws = self._bytes_slot(step.ws_bytes)
         consts = [self._const(a) for a in step.consts]
-        ptrs = [leaf.ptr for leaf in init] + [block.ptr, ws.ptr] + [leaf.ptr for leaf in consts]
+        ptrs = [leaf.ptr for leaf in init] + [block.ptr, ws.ptr, self.ctx] + \
+            [leaf.ptr for leaf in consts]
         bufs = self._bufs_array(ptrs)
         self.b.call(step.function, [bufs, ir.Constant(I64, 0), ir.Constant(I64, 1)])
+        self._check_status()
+        self.max_gemm = max(self.max_gemm, step.max_gemm)
         self._release_slot(ws)
         self._set(env, step.instr, _build(step.instr.shape, iter(outs)))
 
@@ -648,15 +811,34 @@ class _Emitter:
             operands = list(root.operands)
         else:
             return {}
-        kernels = {id(st.instr) for st in body.steps  # in-place kernels write their input
-                   if isinstance(st, KernelStep) and not st.tuple_result and
-                   not st.spec.in_place}
+        kernels = {id(st.instr) for st in body.steps
+                   if (isinstance(st, KernelStep) and not st.tuple_result and
+                       not st.spec.in_place) or  # in place: writes the dying state slot
+                   (isinstance(st, (LibraryStep, SwappedDotStep)) and
+                    st.instr.shape.is_array())}
         out = {}
         for k, o in enumerate(operands):
             if id(o) in kernels and sum(x is o for x in operands) == 1 and \
                     _nbytes(o.shape) >= SWAP_MIN_BYTES:
                 out[k] = id(o)
         return out
+
+    def _poll(self) -> None:
+        """Every ``ctx[2]`` iterations (executor.POLL_PERIOD) call the cancel poll; return
+        when it says the run was given up."""
+        if self._counter is None:
+            self._counter = self.pre.alloca(I64, name="polls")
+            self.pre.store(ir.Constant(I64, 0), self._counter)
+        b = self.b
+        words = b.bitcast(self.ctx, I64.as_pointer())
+        period = b.load(b.gep(words, [ir.Constant(I64, 2)]), name="period")
+        count = b.add(b.load(self._counter), ir.Constant(I64, 1), name="count")
+        due = b.icmp_signed(">=", count, period, name="due")
+        b.store(b.select(due, ir.Constant(I64, 0), count), self._counter)
+        with b.if_then(due, likely=False):
+            poll = self._table_fn(executor.POLL, _POLL_TYPE, "poll")
+            rc = b.call(poll, [self.ctx], name="rc.poll")
+            self._return_if(b.icmp_signed("!=", rc, ir.Constant(I32, 0)))
 
     def emit_while(self, cond, body) -> None:
         n = self.n
@@ -680,6 +862,7 @@ class _Emitter:
             nxt = halves[(h + 1) % len(halves)]
             ref = _build(cond.params[0].shape, iter(state))
             b.position_at_end(header)
+            self._poll()
             pred = self.emit_plan(cond, [ref])
             go = b.load(pred.ptr, name="pred")
             self._drop(pred)
@@ -687,7 +870,9 @@ class _Emitter:
 
             b.position_at_end(loop)
             self._placement = {swap[k]: nxt[k] for k in swap}
+            self._alias_state = True
             root = self.emit_plan(body, [ref])
+            self._alias_state = False
             self._placement = {}
             self._move_results(state, nxt, _leaves(root), swap)
             self._drop(root)

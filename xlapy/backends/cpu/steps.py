@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from xlapy.backends.cpu import library as _library
-from xlapy.backends.cpu.buffers import POOL, run_parallel
+from xlapy.backends.cpu.buffers import PARALLEL_MIN_WORK, POOL, POOL_MIN_BYTES, run_parallel
 from xlapy.backends.cpu.kernel_abi import KernelSpec
 from xlapy.errors import ResourceExhaustedError
 from xlapy.shape import dtypes
@@ -28,6 +29,27 @@ from xlapy.shape.shape import out_of_memory
 
 def _dtype(shape) -> np.dtype:
     return np.dtype(dtypes.to_dtype(shape.element_type))
+
+
+_ADDRESSOF = ctypes.addressof
+_FROM_BUFFER = ctypes.c_char.from_buffer
+_READ_ONLY: dict = {}  # id(array) -> (weak reference, address) of read-only arrays
+
+
+def _address(a: np.ndarray) -> int:
+    """The data address of a C-contiguous array: through a writable buffer when it has one
+    (several times faster than ``a.ctypes.data``); a read-only one (a Buffer's storage,
+    passed call after call) from a small cache checked by weak reference."""
+    if a.flags.writeable and a.size and a.dtype.isbuiltin == 1:
+        return _ADDRESSOF(_FROM_BUFFER(a))
+    hit = _READ_ONLY.get(id(a))
+    if hit is not None and hit[0]() is a:
+        return hit[1]
+    address = a.__array_interface__["data"][0]
+    if len(_READ_ONLY) >= 64:
+        _READ_ONLY.clear()
+    _READ_ONLY[id(a)] = (weakref.ref(a), address)
+    return address
 
 
 def _contiguous(value) -> np.ndarray:
@@ -55,18 +77,43 @@ class KernelStep:
     def __post_init__(self):
         self._outputs = [(tuple(s.dimensions), _dtype(s)) for s in self.spec.outputs]
         self._keys = [id(i) for i in self.inputs]
+        spec = self.spec
+        # per-call work kept small (issue 14 item 7): the bufs array type, whether outputs
+        # bypass the pool, whether the kernel can only run on one thread
+        self._bufs_type = ctypes.c_void_p * (len(self.inputs) + len(self.bound) +
+                                             len(spec.outputs) + len(spec.scratch))
+        self._small = all(int(np.prod(d, dtype=np.int64)) * dt.itemsize < POOL_MIN_BYTES
+                          for d, dt in self._outputs)
+        self._serial = spec.then is None and not spec.scratch and (
+            not spec.parallel or spec.domain < 2 or spec.domain * spec.cost < PARALLEL_MIN_WORK)
+        self._bound_ptrs = None
 
     def run(self, env, plan_ctx):
         spec = self.spec
-        arrays = [_contiguous(env[k]) for k in self._keys]
-        arrays += self.bound
-        outs = [POOL.empty(dims, dt) for dims, dt in self._outputs]
+        arrays = []
+        for k in self._keys:
+            a = env[k]
+            if type(a) is not np.ndarray or not a.flags.c_contiguous:
+                a = _contiguous(a)
+            arrays.append(a)
+        if self._small:
+            outs = [np.empty(dims, dt) for dims, dt in self._outputs]
+        else:
+            outs = [POOL.empty(dims, dt) for dims, dt in self._outputs]
         for o, i in spec.in_place:  # the output starts as a copy of its input
-            np.copyto(outs[o].reshape(-1), arrays[i].reshape(-1).view(outs[o].dtype))
-        arrays += outs
-        arrays += [np.zeros(n, dt) for dt, n in spec.scratch]
-        if spec.domain:
-            bufs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+            src = arrays[i] if i < len(arrays) else self.bound[i - len(arrays)]
+            np.copyto(outs[o].reshape(-1), src.reshape(-1).view(outs[o].dtype))
+        if not spec.domain:
+            env[id(self.instr)] = tuple(outs) if self.tuple_result else outs[0]
+            return
+        if self._bound_ptrs is None:
+            self._bound_ptrs = [a.ctypes.data for a in self.bound]
+        scratch = [np.zeros(n, dt) for dt, n in spec.scratch]
+        bufs = self._bufs_type(*[_address(a) for a in arrays], *self._bound_ptrs,
+                               *[_address(a) for a in outs], *[_address(a) for a in scratch])
+        if self._serial:
+            self.fn(bufs, 0, spec.domain)
+        else:
             run_parallel(self.fn, bufs, spec.domain, spec.domain * spec.cost, spec.parallel)
             then = spec.then
             if then is not None and then.domain:
@@ -188,8 +235,8 @@ class InterpretStep:
 @dataclass
 class WhileStep:
     instr: object
-    cond: "Plan"
-    body: "Plan"
+    cond: Plan
+    body: Plan
 
     def frames(self, env, plan_ctx):
         """A generator yielding ``(plan, args)`` for each plan to run and getting its value
@@ -212,7 +259,7 @@ class WhileStep:
 @dataclass
 class CallStep:
     instr: object
-    body: "Plan"
+    body: Plan
 
     def frames(self, env, plan_ctx):
         env[id(self.instr)] = yield self.body, [env[id(o)] for o in self.instr.operands]
