@@ -665,7 +665,7 @@ def run(args) -> int:
         else:
             bench.rows.append(bench.run_case(suite.CASES[name]))
     bench.blas, bench.unpinned, bench.unpinned_error = None, [], None
-    if args.backend == "cpu":  # issue 14 item 6: the BLAS kernel, and GEMMs unpinned
+    if args.backend == "cpu":  # the BLAS kernel, and GEMMs unpinned
         from xlapy.cli import bench_blas
 
         bench.blas = bench_blas.blas_state()

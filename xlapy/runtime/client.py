@@ -594,7 +594,7 @@ class Executable:
         (``_plain_module``) without input_output_alias, every argument a live Buffer of
         that device holding an array of its parameter's shape, an array result. The
         checks are per signature: a Buffer's Shape object, once found to match, is
-        remembered (issue 14 item 7: per-call cost)."""
+        remembered (per-call cost)."""
         if self._stragglers or self.aliases or type(args_per_device) is not list or \
                 len(args_per_device) != 1 or self.num_devices != 1:
             return None

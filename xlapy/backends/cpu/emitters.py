@@ -1,4 +1,4 @@
-"""The CPU backend's emitters as tables (issue 14 item 4): what each emitter compiles, keyed
+"""The CPU backend's emitters as tables: what each emitter compiles, keyed
 by (opcode, type class), and why an instruction runs on the interpreter.
 
 Every emitter has ONE table: ``(opcode, type class) -> check``, where the type class is

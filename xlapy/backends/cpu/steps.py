@@ -78,7 +78,7 @@ class KernelStep:
         self._outputs = [(tuple(s.dimensions), _dtype(s)) for s in self.spec.outputs]
         self._keys = [id(i) for i in self.inputs]
         spec = self.spec
-        # per-call work kept small (issue 14 item 7): the bufs array type, whether outputs
+        # per-call work kept small: the bufs array type, whether outputs
         # bypass the pool, whether the kernel can only run on one thread
         self._bufs_type = ctypes.c_void_p * (len(self.inputs) + len(self.bound) +
                                              len(spec.outputs) + len(spec.scratch))
