@@ -207,7 +207,8 @@ def make_instruction(
             raise
         except ShapeError:
             pass
-        return Instruction(opcode, shape, operands, checked, name, **data)
+        return Instruction(opcode, shape, operands, checked, name, attr_specs=opdef.attrs,
+                           **data)
     inferred = opdef.infer_shape([o.shape for o in operands], checked, shape)
     if shape is None:
         shape = inferred

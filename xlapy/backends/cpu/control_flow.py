@@ -164,11 +164,23 @@ def _step_supported(step, seen: set) -> bool:
     return _host_callable(step)
 
 
+#: Instructions a host call cannot run from inside native code: they meet other devices
+#: (collectives, channels), read the device's identity, or keep state between calls.
+_DEVICE_BOUND = frozenset({
+    "all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter",
+    "collective-broadcast", "all-reduce-start", "all-reduce-done", "all-gather-start",
+    "all-gather-done", "collective-permute-start", "collective-permute-done", "send", "recv",
+    "send-done", "recv-done", "infeed", "outfeed", "replica-id", "partition-id", "rng",
+    "custom-call", "async-start", "async-update", "async-done"})
+
+
 def _host_callable(step) -> bool:
     """A step native code runs through a host call (executor.StepCall): its operands and
     result are arrays (or tuples of them) of kernel element types."""
     if isinstance(step, WhileStep):  # a loop that could not be compiled (too deep, or
         return False  # a state of tokens): the loops around it stay in Python too
+    if step.instr.opcode in _DEVICE_BOUND or step.instr.has_side_effect:
+        return False  # talks to other devices or the host, or depends on which device runs
     reads = getattr(step, "reads", None) or step.instr.operands
     return all(_leaf_shapes(o.shape) is not None for o in reads)
 
