@@ -93,14 +93,15 @@ def test_list(capsys):
     code, out, _ = _run(["opt", "--list"], capsys)
     assert code == 0
     assert [line.split()[0] for line in out.splitlines()] == [
-        "inline", "simplify", "constant-folding", "cse", "dce", "fusion", "layout-assignment"]
+        "inline", "simplify", "constant-folding", "cse", "dce", "fusion", "layout-assignment",
+        "excess-precision"]
 
 
 def test_errors_are_one_line_exit_2(tmp_path, capsys, monkeypatch):
     code, _, err = _run(["opt", "-", "--passes=dce,bogus"], capsys, TEXT, monkeypatch)
     assert code == 2
     assert err == ("xlapy opt: error: --passes: unknown pass 'bogus' (known: inline, simplify, "
-                   "constant-folding, cse, dce, fusion, layout-assignment)\n")
+                   "constant-folding, cse, dce, fusion, layout-assignment, excess-precision)\n")
     code, _, err = _run(["opt", str(tmp_path / "missing.hlo")], capsys)
     assert code == 2 and err.startswith("xlapy opt: error: cannot read ") and err.count("\n") == 1
     code, _, err = _run(["opt"], capsys)

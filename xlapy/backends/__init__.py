@@ -9,10 +9,10 @@ so registering costs nothing until a Client asks for the backend.
 from xlapy.runtime.client import register_backend
 
 
-def _cpu_factory():
+def _cpu_factory(**options):
     from xlapy.backends.cpu.backend import CpuBackend
 
-    return CpuBackend()
+    return CpuBackend(**options)
 
 
 def _xla_factory():

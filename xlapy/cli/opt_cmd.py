@@ -39,6 +39,8 @@ _SUMMARIES = {
     "constant-folding": "evaluate instructions whose operands are all constants",
     "cse": "merge identical instructions",
     "dce": "remove dead instructions and unreachable computations",
+    "excess-precision": "XLA:CPU's default bf16 excess precision: f32 convert(bf16 op) "
+                        "-> the op in f32 (changes results, as XLA:CPU does)",
 }
 
 

@@ -119,23 +119,34 @@ class Backend:
 
 
 class InterpreterProgram(DeviceProgram):
-    def __init__(self, module: Module):
+    def __init__(self, module: Module, flush_denormals: bool = False):
         self.module = module
+        self.flush_denormals = flush_denormals
 
     def run(self, args, options):
+        if self.flush_denormals:  # XLA:CPU's FTZ/DAZ for this thread (see that module)
+            from xlapy.backends.cpu.denormals import flushing
+
+            with flushing():
+                return EvalContext(self.module, options).call(self.module.entry, list(args))
         return EvalContext(self.module, options).call(self.module.entry, list(args))
 
 
 class InterpreterBackend(Backend):
-    """The reference interpreter (xlapy.interpreter): nothing to compile."""
+    """The reference interpreter (xlapy.interpreter): nothing to compile. The exact HLO
+    semantics: denormals are kept unless ``flush_denormals=True`` (XLA:CPU's MXCSR FTZ/DAZ
+    around the run, xlapy.backends.cpu.denormals)."""
 
     name = "interpreter"
+
+    def __init__(self, *, flush_denormals: bool = False):
+        self.flush_denormals = bool(flush_denormals)
 
     def compile(self, module):
         # Load every kernel now: the registry loads them lazily on first lookup, which is
         # not safe to do from several device threads at once.
         get_kernel("parameter")
-        return InterpreterProgram(module)
+        return InterpreterProgram(module, self.flush_denormals)
 
 
 BACKENDS: dict[str, Callable[[], Backend]] = {"interpreter": InterpreterBackend}
@@ -759,19 +770,24 @@ class Client:
     """Runs HLO on devices of one process. ``timeout``: seconds any device waits in a
     collective, a channel or a feed, and at the end of an execution for the other devices
     to finish, before giving up (None: forever; see the module docstring); ``rng_seed``:
-    the seed of the ``rng`` op on every device.
+    the seed of the ``rng`` op on every device; ``backend_options``: keyword arguments of
+    the backend (cpu: ``allow_excess_precision``, see xlapy.backends.cpu.backend.CpuBackend).
 
     >>> client = Client()
     >>> client.compile(hlo_text)(np.ones(3, np.float32))
     """
 
     def __init__(self, backend: str = "interpreter", *, timeout: float | None = DEFAULT_TIMEOUT,
-                 rng_seed: int = 0, num_devices: int = 1):
+                 rng_seed: int = 0, num_devices: int = 1, backend_options: dict | None = None):
         factory = BACKENDS.get(backend)
         if factory is None:
             raise InvalidArgumentError(f"Client: unknown backend {backend!r}; available: "
                                        f"{', '.join(sorted(BACKENDS))}")
-        self.backend = factory()
+        try:
+            self.backend = factory(**(backend_options or {}))
+        except TypeError as e:
+            raise InvalidArgumentError(f"Client: backend {backend!r} does not take the options "
+                                       f"{sorted(backend_options or {})}: {e}") from None
         self.platform = backend
         self.timeout = timeout
         self.rng_seed = rng_seed
