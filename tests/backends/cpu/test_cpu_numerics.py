@@ -26,6 +26,20 @@ DENORMALS = ["denormals_f32", "denormals_f64", "denormals_bf16", "denormals_f16"
 STRICT = {"allow_excess_precision": False, "flush_denormals": False}
 
 
+@pytest.fixture(autouse=True)
+def _xla_cpu_defaults(monkeypatch):
+    # tests/conftest.py runs the suite with the exact semantics; here the shipped defaults
+    for key, value in cpu_backend.XLA_CPU_DEFAULTS.items():
+        monkeypatch.setitem(cpu_backend.DEFAULT_OPTIONS, key, value)
+
+
+def test_shipped_defaults_are_xla_cpus():
+    assert cpu_backend.XLA_CPU_DEFAULTS == {"allow_excess_precision": True,
+                                            "flush_denormals": True}
+    backend = cpu_backend.CpuBackend()
+    assert backend.allow_excess_precision and backend.flush_denormals
+
+
 def _load(name):
     with open(os.path.join(FIXTURES, f"{name}.hlo")) as f:
         text = f.read()

@@ -77,7 +77,8 @@ EXCESS_PRECISION_PIPELINE = ("inline", "excess-precision") + PIPELINE[1:]
 
 #: The options a CpuBackend made without them takes (the ``xlapy run`` flags set these for
 #: the process, as XLA_FLAGS does for XLA).
-DEFAULT_OPTIONS = {"allow_excess_precision": True, "flush_denormals": True}
+XLA_CPU_DEFAULTS = {"allow_excess_precision": True, "flush_denormals": True}
+DEFAULT_OPTIONS = dict(XLA_CPU_DEFAULTS)
 
 #: The compiled programs, by fingerprint (LRU, bounded: see program_cache).
 PROGRAMS = ProgramCache()
