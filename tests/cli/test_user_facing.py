@@ -249,7 +249,7 @@ def test_progress_on_a_terminal(tmp_path):
     end; stdout (a pipe) holds only the result."""
     import pty
 
-    module = _loop_module(tmp_path, 3000)
+    module = _loop_module(tmp_path, 20000)  # ~1 s: several of the line's 0.25 s redraws
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "xlapy", "run", str(module), "--backend",
                              "interpreter"], stdout=subprocess.PIPE, stderr=slave, cwd=ROOT,

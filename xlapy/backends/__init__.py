@@ -10,22 +10,22 @@ their backends lazily, so registering costs nothing until a Client asks for one.
 from xlapy.backends.base import register_backend
 
 
-def _interpreter_factory():
+def _interpreter_factory(**options):
     from xlapy.backends.interpreter import InterpreterBackend
 
-    return InterpreterBackend()
+    return InterpreterBackend(**options)
 
 
-def _cpu_factory():
+def _cpu_factory(**options):
     from xlapy.backends.cpu.backend import CpuBackend
 
-    return CpuBackend()
+    return CpuBackend(**options)
 
 
-def _xla_factory():
+def _xla_factory(**options):
     from xlapy.backends.xla import XlaCpuBackend  # imports jax; raises if it is missing
 
-    return XlaCpuBackend()
+    return XlaCpuBackend(**options)
 
 
 register_backend("interpreter", _interpreter_factory)

@@ -38,11 +38,11 @@ class Backend:
 
 
 #: Backend factories by name.
-BACKENDS: dict[str, Callable[[], Backend]] = {}
+BACKENDS: dict[str, Callable[..., Backend]] = {}
 
 
-def register_backend(name: str, factory: Callable[[], Backend]) -> None:
-    """Make ``Client(backend=name)`` use ``factory()``."""
+def register_backend(name: str, factory: Callable[..., Backend]) -> None:
+    """Make ``Client(backend=name)`` use ``factory(**backend_options)``."""
     BACKENDS[name] = factory
 
 
@@ -59,13 +59,18 @@ def check_backend(name: str) -> None:
                                    f"{', '.join(names)}")
 
 
-def get_backend(name: str, what: str = "Client") -> Backend:
-    """A new backend ``name`` (``what`` names the caller in the error for an unknown one)."""
+def get_backend(name: str, what: str = "Client", options: dict | None = None) -> Backend:
+    """A new backend ``name`` made with ``options`` (keyword arguments of its factory, e.g.
+    the cpu backend's ``flush_denormals``); ``what`` names the caller in the errors."""
     factory = BACKENDS.get(name)
     if factory is None:
         raise InvalidArgumentError(f"{what}: unknown backend {name!r}; available: "
                                    f"{', '.join(backend_names())}")
-    return factory()
+    try:
+        return factory(**(options or {}))
+    except TypeError as e:
+        raise InvalidArgumentError(f"{what}: backend {name!r} does not take the options "
+                                   f"{sorted(options or {})}: {e}") from None
 
 
 __all__ = ["BACKENDS", "Backend", "DeviceProgram", "backend_names", "check_backend",

@@ -10,23 +10,34 @@ from xlapy.interpreter.registry import get_kernel
 
 
 class InterpreterProgram(DeviceProgram):
-    def __init__(self, module: Module):
+    def __init__(self, module: Module, flush_denormals: bool = False):
         self.module = module
+        self.flush_denormals = flush_denormals
 
     def run(self, args, options):
+        if self.flush_denormals:  # XLA:CPU's FTZ/DAZ for this thread (see that module)
+            from xlapy.backends.cpu.denormals import flushing
+
+            with flushing():
+                return EvalContext(self.module, options).call(self.module.entry, list(args))
         return EvalContext(self.module, options).call(self.module.entry, list(args))
 
 
 class InterpreterBackend(Backend):
-    """The reference interpreter (xlapy.interpreter): nothing to compile."""
+    """The reference interpreter (xlapy.interpreter): nothing to compile. The exact HLO
+    semantics: denormals are kept unless ``flush_denormals=True`` (XLA:CPU's MXCSR FTZ/DAZ
+    around the run, xlapy.backends.cpu.denormals)."""
 
     name = "interpreter"
+
+    def __init__(self, *, flush_denormals: bool = False):
+        self.flush_denormals = bool(flush_denormals)
 
     def compile(self, module):
         # Load every kernel now: the registry loads them lazily on first lookup, which is
         # not safe to do from several device threads at once.
         get_kernel("parameter")
-        return InterpreterProgram(module)
+        return InterpreterProgram(module, self.flush_denormals)
 
 
 __all__ = ["InterpreterBackend", "InterpreterProgram"]

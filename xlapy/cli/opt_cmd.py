@@ -26,6 +26,8 @@ _SUMMARIES = {
     "spmd-partition": "the SPMD partitioner: a sharded module (GSPMD or Shardy, e.g. a jax "
                       "dump) becomes the program of one partition (partitions: the module's "
                       "num_partitions, else the devices its shardings name)",
+    "excess-precision": "XLA:CPU's default bf16 excess precision: f32 convert(bf16 op) -> the "
+                        "op in f32 (changes results, as XLA:CPU does)",
 }
 
 #: What runs without --passes (xlapy.passes.DEFAULT_PASSES; a test checks they agree).

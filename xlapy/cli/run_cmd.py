@@ -35,6 +35,8 @@ input (with several modules, every module runs; 2 wins over 1)."""
 
 from __future__ import annotations
 
+import argparse
+
 from xlapy.cli.common import CommandError, add_command, check_output_path
 from xlapy.errors import XlaError
 
@@ -107,6 +109,15 @@ def register(subparsers) -> None:
     p.add_argument("--backend", default=None, metavar="NAME",
                    help=f"runtime backend to run on (default {DEFAULT_BACKEND}; "
                    "interpreter: the reference interpreter)")
+    p.add_argument("--xla_allow_excess_precision", type=_flag_bool, default=True,
+                   metavar="true|false",
+                   help="cpu backend: XLA:CPU's default bf16 numerics (true, the default: a "
+                   "bf16 operation converted to f32 gives its f32 value unrounded) or the HLO's "
+                   "exact roundings, the interpreter's answers (false); XLA's flag of that name")
+    p.add_argument("--flush-denormals", type=_flag_bool, default=True, metavar="true|false",
+                   help="cpu backend: denormal inputs and results of float arithmetic are "
+                   "zeros, as on XLA:CPU (true, the default) or kept, the interpreter's answers "
+                   "(false)")
     p.add_argument("--reference", metavar="NAME",
                    help="also run on this backend and compare the results (exit 1 if they "
                    "differ); a difference is bisected to its first instruction; xla: real "
@@ -133,6 +144,14 @@ def register(subparsers) -> None:
     from xlapy.cli import spmd_run
 
     spmd_run.add_options(p)
+
+
+def _flag_bool(text: str) -> bool:
+    """true/false as XLA_FLAGS spells booleans (also 1/0)."""
+    value = {"true": True, "1": True, "false": False, "0": False}.get(text.strip().lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value
 
 
 def _arguments_from_npz(module, path: str, arrays: dict | None = None,
@@ -297,6 +316,10 @@ def _check_options(args, paths: list[str]) -> None:
     if args.backend is None:
         args.backend = "interpreter" if args.distributed else DEFAULT_BACKEND
     check_backend(args.backend)
+    from xlapy.backends.cpu.backend import DEFAULT_OPTIONS
+
+    DEFAULT_OPTIONS["allow_excess_precision"] = args.xla_allow_excess_precision
+    DEFAULT_OPTIONS["flush_denormals"] = args.flush_denormals
     if args.reference is not None:
         check_backend(args.reference)
     if args.output:

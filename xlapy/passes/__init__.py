@@ -4,8 +4,9 @@
     make_pipeline(["inline", "simplify", "constant-folding", "cse", "dce"]).run(module)
 
 Every pass is exact: the optimised module computes the same bits as the original (see
-each module's docstring for what it leaves alone to stay so). ``PASSES`` maps the
-``--passes`` names of ``xlapy opt`` to the pass classes.
+each module's docstring for what it leaves alone to stay so) - except ``excess-precision``,
+which gives XLA:CPU's default bf16 numbers (xla_allow_excess_precision) on purpose.
+``PASSES`` maps the ``--passes`` names of ``xlapy opt`` to the pass classes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable
 from xlapy.passes.constant_folding import ConstantFolding
 from xlapy.passes.cse import Cse
 from xlapy.passes.dce import DeadCodeElimination
+from xlapy.passes.excess_precision import ExcessPrecision
 from xlapy.passes.fusion import InstructionFusion
 from xlapy.passes.inline_calls import CallInliner, inline_call
 from xlapy.passes.layout_assignment import LayoutAssignment
@@ -32,6 +34,7 @@ PASSES: dict[str, type[HloPass]] = {
     "fusion": InstructionFusion,
     "layout-assignment": LayoutAssignment,
     "spmd-partition": SpmdPartition,
+    "excess-precision": ExcessPrecision,
 }
 
 #: What ``xlapy opt`` runs without ``--passes``.
@@ -66,6 +69,7 @@ __all__ = [
     "ConstantFolding",
     "Cse",
     "DeadCodeElimination",
+    "ExcessPrecision",
     "HloPass",
     "InstructionFusion",
     "LayoutAssignment",

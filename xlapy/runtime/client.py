@@ -780,15 +780,17 @@ class Client:
     (``xla``: real XLA:CPU through jax, one device). ``timeout``: seconds any device waits in a
     collective, a channel or a feed, and at the end of an execution for the other devices
     to finish, before giving up (None: forever; see the module docstring); ``rng_seed``:
-    the seed of the ``rng`` op on every device.
+    the seed of the ``rng`` op on every device; ``backend_options``: keyword arguments of
+    the backend (cpu: ``allow_excess_precision``, see xlapy.backends.cpu.backend.CpuBackend).
 
     >>> client = Client()
     >>> client.compile(hlo_text)(np.ones(3, np.float32))
     """
 
     def __init__(self, backend: str = DEFAULT_BACKEND, *,
-                 timeout: float | None = DEFAULT_TIMEOUT, rng_seed: int = 0, num_devices: int = 1):
-        self.backend = get_backend(backend, "Client")
+                 timeout: float | None = DEFAULT_TIMEOUT, rng_seed: int = 0, num_devices: int = 1,
+                 backend_options: dict | None = None):
+        self.backend = get_backend(backend, "Client", backend_options)
         self.platform = backend
         self.timeout = timeout
         self.rng_seed = rng_seed

@@ -55,6 +55,7 @@ from xlapy.backends.cpu import library as _library
 from xlapy.backends.cpu import reduction as _reduction
 from xlapy.backends.cpu import rng_kernel as _rng_kernel
 from xlapy.backends.cpu import sort as _native_sort
+from xlapy.backends.cpu.denormals import flush_in_module, flushing
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.loop_emitter import emit_loop, members_of
 from xlapy.backends.cpu.program_cache import ENGINE_BYTES, INSTRUCTION_BYTES, ProgramCache
@@ -80,20 +81,35 @@ from xlapy.interpreter.evaluator import EvalContext
 from xlapy.interpreter.registry import get_kernel
 
 #: The passes run before planning: names of xlapy.passes.PASSES, and "row-fusion", this
-#: backend's own (backends/cpu/row_fusion.py).
+#: backend's own (backends/cpu/row_fusion.py). ``excess-precision`` (XLA:CPU's
+#: xla_allow_excess_precision, on by default) runs right after inlining, as XLA's bf16 float
+#: normalization does, unless the backend was made with allow_excess_precision=False.
 PIPELINE = ("inline", "simplify", "cse", "dce", "row-fusion", "fusion")
+EXCESS_PRECISION_PIPELINE = ("inline", "excess-precision") + PIPELINE[1:]
+
+#: The options a CpuBackend made without them takes (the ``xlapy run`` flags set these for
+#: the process, as XLA_FLAGS does for XLA).
+XLA_CPU_DEFAULTS = {"allow_excess_precision": True, "flush_denormals": True}
+DEFAULT_OPTIONS = dict(XLA_CPU_DEFAULTS)
 
 #: The compiled programs, by fingerprint (LRU, bounded: see program_cache).
 PROGRAMS = ProgramCache()
 _KERNEL_PROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-_BUILD: list[str] = []  # the pipeline and the JIT's identity, made once
+_BUILD: dict = {}  # (pipeline, flush) -> the build's description and the JIT's identity
 
 
-def fingerprint(module) -> str:
-    """The key of ``module``'s compiled program (program_cache.fingerprint)."""
-    if not _BUILD:
-        _BUILD.append(f"{PIPELINE}\n{json.dumps(get_jit().identity, sort_keys=True)}")
-    return _fingerprint(module, _BUILD[0])
+def _pipeline(allow_excess_precision: bool) -> tuple:
+    return EXCESS_PRECISION_PIPELINE if allow_excess_precision else PIPELINE
+
+
+def fingerprint(module, allow_excess_precision: bool = True, flush_denormals: bool = True) -> str:
+    """The key of ``module``'s compiled program (program_cache.fingerprint); the backend's
+    numerics options (its pipeline, denormal flushing) are part of it."""
+    build = (_pipeline(allow_excess_precision), bool(flush_denormals))
+    if build not in _BUILD:
+        _BUILD[build] = (f"{build[0]}\nflush_denormals={build[1]}\n"
+                         f"{json.dumps(get_jit().identity, sort_keys=True)}")
+    return _fingerprint(module, _BUILD[build])
 
 
 def _generated(instr) -> bool:
@@ -403,8 +419,11 @@ class CpuProgram(DeviceProgram):
         self._compiled = compiled  # keeps the machine code alive
         self.nbytes = _estimated_bytes(self)
 
+    flush_denormals = True  # the run holds MXCSR FTZ|DAZ (denormals.flushing)
+
     def run(self, args, options):
-        return self.entry.execute(list(args), _LazyContext(self.module, options))
+        with flushing(self.flush_denormals):
+            return self.entry.execute(list(args), _LazyContext(self.module, options))
 
     def steps(self) -> list:
         return list(self.entry.steps)
@@ -442,23 +461,31 @@ def _estimated_bytes(program: CpuProgram) -> int:
     return size
 
 
-def compile_module(module) -> CpuProgram:
-    """Compile ``module`` (not modified) for the CPU backend, or take it from the cache."""
+def compile_module(module, *, allow_excess_precision: bool = True,
+                   flush_denormals: bool = True) -> CpuProgram:
+    """Compile ``module`` (not modified) for the CPU backend, or take it from the cache.
+    ``allow_excess_precision``: XLA:CPU's default bf16 numerics (xlapy.passes.excess_precision);
+    ``flush_denormals``: XLA:CPU's FTZ/DAZ (xlapy.backends.cpu.denormals); both False: the
+    HLO's exact semantics, as the interpreter computes them."""
     from xlapy.passes import make_pipeline
 
-    key = fingerprint(module)
+    key = fingerprint(module, allow_excess_precision, flush_denormals)
     hit = PROGRAMS.get(key)
     if hit is not None:
         return hit
     work = module.clone(suffix="")
-    k = PIPELINE.index("row-fusion")
-    make_pipeline(PIPELINE[:k], verify=False).run(work)
+    names = _pipeline(allow_excess_precision)
+    k = names.index("row-fusion")
+    make_pipeline(names[:k], verify=False).run(work)
     RowFusion().run(work)
-    make_pipeline(PIPELINE[k + 1:], verify=False).run(work)
+    make_pipeline(names[k + 1:], verify=False).run(work)
     planner = Planner(work)
     entry = planner.plan(work.entry)
+    if flush_denormals:
+        flush_in_module(planner.irmod)
     compiled = planner.compile()
     program = CpuProgram(work, entry, planner.kernels, compiled)
+    program.flush_denormals = bool(flush_denormals)
     PROGRAMS.put(key, program, program.nbytes)
     return program
 
@@ -490,17 +517,35 @@ def clear_caches(disk: bool = True) -> None:
 
 class CpuBackend(Backend):
     """Compiled kernels for fusions, library calls for dot/conv/sort/fft, the interpreter's
-    kernels for the rest."""
+    kernels for the rest.
+
+    ``allow_excess_precision`` (XLA's ``xla_allow_excess_precision``; None: DEFAULT_OPTIONS,
+    True unless ``xlapy run --xla_allow_excess_precision=false`` set it, as on XLA:CPU): a
+    bf16 operation converted to f32 gives its f32 value unrounded, as XLA:CPU does; False:
+    every rounding the HLO asks for. ``flush_denormals`` (default True, as XLA:CPU): denormal
+    inputs and results of float arithmetic are zeros (see ``denormals``). Both False: bit for
+    bit the interpreter's answers."""
 
     name = "cpu"
 
+    def __init__(self, *, allow_excess_precision: bool | None = None,
+                 flush_denormals: bool | None = None):
+        if allow_excess_precision is None:
+            allow_excess_precision = DEFAULT_OPTIONS["allow_excess_precision"]
+        if flush_denormals is None:
+            flush_denormals = DEFAULT_OPTIONS["flush_denormals"]
+        self.allow_excess_precision = bool(allow_excess_precision)
+        self.flush_denormals = bool(flush_denormals)
+
     def lookup(self, module) -> CpuProgram | None:
         """The cached program of ``module`` (same fingerprint), or None."""
-        return PROGRAMS.get(fingerprint(module), count_miss=False)  # compile counts it
+        key = fingerprint(module, self.allow_excess_precision, self.flush_denormals)
+        return PROGRAMS.get(key, count_miss=False)  # compile counts it
 
     def compile(self, module) -> CpuProgram:
         get_kernel("parameter")  # load the kernels before device threads start
-        return compile_module(module)
+        return compile_module(module, allow_excess_precision=self.allow_excess_precision,
+                              flush_denormals=self.flush_denormals)
 
 
 __all__ = ["PROGRAMS", "CpuBackend", "CpuProgram", "KernelStep", "Plan", "clear_cache",

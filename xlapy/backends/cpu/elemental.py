@@ -173,6 +173,13 @@ def decode(b: ir.IRBuilder, raw, fmt: FloatFormat, name: str):
                        name=f"{name}.placed")
     v = b.bitcast(b.fmul(placed, _c(F32, 2.0 ** (127 - fmt.bias)), name=f"{name}.scaled"),
                   I32, name=f"{name}.vb")
+    # a zero exponent (the format's denormals): mantissa * 2^(1 - bias - m), a normal f32,
+    # so the widening stays exact when the CPU flushes f32 denormals (DAZ: see denormals.py)
+    tiny = b.bitcast(b.fmul(b.uitofp(mag, F32, name=f"{name}.int"),
+                            _c(F32, 2.0 ** (1 - fmt.bias - m)), name=f"{name}.tiny"),
+                     I32, name=f"{name}.tb")
+    v = b.select(b.icmp_unsigned("<", mag, _c(I32, 1 << m), name=f"{name}.isden"), tiny, v,
+                 name=f"{name}.vd")
     if fmt.special == "ieee":
         inf = ((1 << fmt.exponent) - 1) << m
         mant = b.and_(mag, _c(I32, (1 << m) - 1), name=f"{name}.mant")

@@ -1,0 +1,131 @@
+"""Regenerate tests/fixtures/numerics/: XLA:CPU's default numerics, pinned.
+
+Two behaviours of XLA:CPU that the HLO text does not show (see docs/numerics.md):
+
+- excess precision (``xla_allow_excess_precision``, on by default): bf16 programs, run by
+  real XLA:CPU twice (only exactly rounded operations - add, multiply, divide, sqrt,
+  conversions - so that the comparison sees the numerics options and not the accuracy of
+  a transcendental kernel; softmax's exp is rounded to bf16 before it is seen), with the default flags and with
+  ``XLA_FLAGS=--xla_allow_excess_precision=false`` (a separate process each: XLA reads
+  XLA_FLAGS once);
+- denormals flushed (FTZ/DAZ): f32, f64, bf16 and f16 programs over denormal inputs.
+
+For each program ``<name>``: ``<name>.hlo`` (jax's HLO before any XLA pass, what xlapy
+runs) and ``<name>.npz`` (``arg0..``, then ``out0..`` from XLA:CPU's default flags and, for
+the excess-precision programs, ``strict0..`` with excess precision off), written with
+xlapy.npz (bf16 as its bits). Run from the repository root:
+
+    python tools/gen_numerics_fixtures.py          # needs jax/jaxlib 0.10.2
+
+jax is a test-only dependency; the tests read these files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "tests", "fixtures", "numerics")
+
+
+def _programs():
+    import jax
+    import jax.numpy as jnp
+    import ml_dtypes
+    import numpy as np
+
+    jax.config.update("jax_enable_x64", True)
+    bf16 = ml_dtypes.bfloat16
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((16, 128)).astype(bf16)
+    w = rng.standard_normal((128, 16)).astype(bf16)
+    progs = {  # name -> (function, args, excess-precision program?)
+        "bf16_softmax": (lambda x: jax.nn.softmax(x, axis=-1), (x,), True),
+        "bf16_chain_to_f32": (lambda x: (x * x + x).astype(jnp.float32) * 3, (x,), True),
+        "bf16_div_to_f32": (lambda x: (x / (x * x + 3)).astype(jnp.float32) + 1, (x,), True),
+        "bf16_dot_to_f32": (lambda x, w: (x @ w).astype(jnp.float32), (x, w), True),
+        "bf16_explicit_roundtrip": (
+            lambda x: jnp.sin(x.astype(jnp.float32)).astype(bf16).astype(jnp.float32), (x,), True),
+    }
+
+    def denormal_ops(x):
+        zero = jnp.zeros_like(x)
+        return (jnp.sign(x), jnp.round(x), jax.lax.rsqrt(x), jnp.sqrt(x), jnp.floor(x),
+                x.astype(jnp.int32), x / jnp.asarray(2, x.dtype), x * x[::-1], x == zero,
+                jnp.abs(x), -x, x.astype(jnp.float64), x.astype(jnp.float32))
+
+    for dt, tag in ((np.float32, "f32"), (np.float64, "f64"), (bf16, "bf16"),
+                    (np.float16, "f16")):
+        fi = ml_dtypes.finfo(dt)
+        d = np.array([fi.smallest_subnormal, -fi.smallest_subnormal, fi.smallest_normal / 2,
+                      -fi.smallest_normal / 4, fi.smallest_normal, -fi.smallest_normal * 3,
+                      1.0, 2.0, 0.0, 0.5], dt)
+        progs[f"denormals_{tag}"] = (denormal_ops, (d,), False)
+    return progs
+
+
+def _run(names: list[str]) -> dict:
+    """Run ``names`` on XLA:CPU with this process's XLA_FLAGS; their outputs, flattened."""
+    import jax
+    import numpy as np
+
+    progs = _programs()
+    results = {}
+    for name in names:
+        f, args, _ = progs[name]
+        outs = jax.tree_util.tree_leaves(jax.jit(f)(*args))
+        results[name] = [np.asarray(o) for o in outs]
+    return results
+
+
+def _child(flags: str, names: list[str]) -> dict:
+    """The outputs of ``names`` from a fresh process with XLA_FLAGS=flags."""
+    import ml_dtypes
+    import numpy as np
+
+    env = dict(os.environ, XLA_FLAGS=flags)
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (f"import json, sys; sys.path.insert(0, {here!r}); import gen_numerics_fixtures as g;"
+            f"r = g._run({names!r}); print(json.dumps({{k: [[str(a.dtype), a.shape, a.reshape(-1)"
+            ".view(f'u{a.dtype.itemsize}').tolist()] for a in v] for k, v in r.items()}))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
+                         text=True).stdout
+    decoded = {}
+    for k, v in json.loads(out.strip().splitlines()[-1]).items():
+        arrays = []
+        for dtype, shape, bits in v:
+            dt = np.dtype(getattr(ml_dtypes, dtype, None) or dtype)
+            arrays.append(np.array(bits, f"u{dt.itemsize}").view(dt).reshape(shape))
+        decoded[k] = arrays
+    return decoded
+
+
+def main() -> int:
+    import jax
+
+    sys.path.insert(0, ROOT)
+    from xlapy.npz import save_npz
+
+    os.makedirs(OUT, exist_ok=True)
+    progs = _programs()
+    default = _child("", list(progs))
+    excess = [n for n, (_, _, e) in progs.items() if e]
+    strict = _child("--xla_allow_excess_precision=false", excess)
+    for name, (f, args, _) in progs.items():
+        text = jax.jit(f).lower(*args).as_text(dialect="hlo")
+        with open(os.path.join(OUT, f"{name}.hlo"), "w") as fh:
+            fh.write(text)
+        arrays = {f"arg{i}": a for i, a in enumerate(args)}
+        arrays.update({f"out{i}": a for i, a in enumerate(default[name])})
+        if name in strict:
+            arrays.update({f"strict{i}": a for i, a in enumerate(strict[name])})
+        save_npz(os.path.join(OUT, f"{name}.npz"), arrays)
+        print(f"{name}: {len(default[name])} outputs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
