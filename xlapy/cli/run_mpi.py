@@ -22,9 +22,10 @@ def run_mpi(args) -> int:
     reads mpiexec's stdin) and broadcasts it; every rank reads the same ``--inputs`` (shared
     ``arg<i>`` or per-device ``r<k>.arg<i>`` keys, as the in-process run) and runs its device;
     rank 0 prints and writes ``--output`` exactly as ``xlapy run --replicas`` does
-    (``r<k>.out<i>``; one rank: as a single-device ``xlapy run``). Devices: ``--replicas``/``--partitions`` or the module's header, else
-    one replica per rank; their product must equal the number of ranks. Any error on any
-    rank is printed (``xlapy: rank N: ...``) and aborts the job: mpiexec exits non-zero."""
+    (``r<k>.out<i>``; one rank: as a single-device ``xlapy run``). Devices: ``--replicas`` /
+    ``--partitions`` or the module's header, else one replica per rank; their product must
+    equal the number of ranks. Any error on any rank is printed (``xlapy: rank N: ...``) and
+    aborts the job: mpiexec exits non-zero."""
     MPI = import_mpi()
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
