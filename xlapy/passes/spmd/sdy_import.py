@@ -357,11 +357,11 @@ def _import_instruction(comp, instr, meshes, bodies, entry, results, manual=None
     elif target == "xla.sdy.GlobalToLocalShape":
         shardings = read_sharding_per_value(fe["xla.sdy.in_shardings"], meshes)
         manual = read_manual_axes(fe["xla.sdy.manual_axes"])
-        _global_to_local(comp, instr, shardings, manual)
+        _cross_manual(comp, instr, shardings, manual, to_local=True)
     elif target == "xla.sdy.LocalToGlobalShape":
         shardings = read_sharding_per_value(fe["xla.sdy.out_shardings"], meshes)
         manual = read_manual_axes(fe["xla.sdy.manual_axes"])
-        _local_to_global(comp, instr, shardings, manual)
+        _cross_manual(comp, instr, shardings, manual, to_local=False)
     elif target == "xla.sdy.ShardingGroup":
         if not instr.users and instr is not comp.root:
             comp.remove_instruction(instr)
@@ -425,42 +425,27 @@ def _set_root_sharding(comp, results: dict) -> None:
                                            ).to_text()
 
 
-def _global_to_local(comp, instr, shardings, manual) -> None:
+def _cross_manual(comp, instr, shardings, manual, to_local: bool) -> None:
+    """xla.sdy.GlobalToLocalShape (``to_local``) or LocalToGlobalShape as XLA exports them: per
+    operand a ``Sharding`` custom call on the side it comes from, then
+    SPMDFullToShardShape / SPMDShardToFullShape into the other side; the values the call
+    produced are replaced by those, and the call removed."""
+    target = "SPMDFullToShardShape" if to_local else "SPMDShardToFullShape"
     values = _values(instr, len(instr.operands))
     for i, operand in enumerate(instr.operands):
-        local = values[i]
-        local_shape = instr.shape.tuple_shapes[i] if instr.shape.is_tuple() else instr.shape
+        old = values[i]
+        new_shape = instr.shape.tuple_shapes[i] if instr.shape.is_tuple() else instr.shape
         named = shardings[i]
-        full = _custom_call(comp, "Sharding", operand, operand.shape,
-                            manual_sharding(named, manual, local=False), instr)
-        shard = _custom_call(comp, "SPMDFullToShardShape", full, local_shape,
-                             manual_sharding(named, manual, local=True), instr)
-        if local is not None:
-            local.replace_all_uses_with(shard)
-            if not local.users and local is not comp.root and local is not instr:
-                comp.remove_instruction(local)
-        if local is instr:
-            instr.replace_all_uses_with(shard)
-    if not instr.users and instr is not comp.root:
-        comp.remove_instruction(instr)
-
-
-def _local_to_global(comp, instr, shardings, manual) -> None:
-    values = _values(instr, len(instr.operands))
-    for i, operand in enumerate(instr.operands):
-        glob = values[i]
-        global_shape = instr.shape.tuple_shapes[i] if instr.shape.is_tuple() else instr.shape
-        named = shardings[i]
-        local = _custom_call(comp, "Sharding", operand, operand.shape,
-                             manual_sharding(named, manual, local=True), instr)
-        full = _custom_call(comp, "SPMDShardToFullShape", local, global_shape,
-                            manual_sharding(named, manual, local=False), instr)
-        if glob is not None:
-            glob.replace_all_uses_with(full)
-            if not glob.users and glob is not comp.root and glob is not instr:
-                comp.remove_instruction(glob)
-        if glob is instr:
-            instr.replace_all_uses_with(full)
+        first = _custom_call(comp, "Sharding", operand, operand.shape,
+                             manual_sharding(named, manual, local=not to_local), instr)
+        crossed = _custom_call(comp, target, first, new_shape,
+                               manual_sharding(named, manual, local=to_local), instr)
+        if old is not None:
+            old.replace_all_uses_with(crossed)
+            if not old.users and old is not comp.root and old is not instr:
+                comp.remove_instruction(old)
+        if old is instr:
+            instr.replace_all_uses_with(crossed)
     if not instr.users and instr is not comp.root:
         comp.remove_instruction(instr)
 
