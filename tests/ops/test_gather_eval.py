@@ -186,13 +186,12 @@ def test_gather_batching_dims_with_window_and_index_vector_dim_in_the_middle():
     assert got.shape == (2, 3, 3, 4)
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_gather_random_configurations(seed):
-    """Random dimension numbers, index vector positions and out-of-range starts, checked
-    against the per-element definition."""
-    rng = np.random.default_rng(seed)
+def random_configuration(rng, dim_high: int = 5, batch_high: int = 4, index_high: int = 7):
+    """A random gather: (operand, start indices, offset_dims, collapsed_slice_dims,
+    start_index_map, index_vector_dim, slice_sizes) - random dimension numbers, index vector
+    positions and starts out of range (from -3 to ``index_high``)."""
     rank = int(rng.integers(1, 4))
-    shape = [int(s) for s in rng.integers(1, 5, rank)]
+    shape = [int(s) for s in rng.integers(1, dim_high, rank)]
     x = rng.standard_normal(shape).astype(np.float32)
     dims = list(range(rank))
     n_map = int(rng.integers(1, rank + 1))
@@ -200,14 +199,21 @@ def test_gather_random_configurations(seed):
     collapsed = sorted(int(d) for d in rng.permutation(dims)[:int(rng.integers(0, rank + 1))])
     slice_sizes = [1 if d in collapsed else int(rng.integers(0, shape[d] + 1)) for d in dims]
     n_batch = int(rng.integers(0, 3))
-    batch = [int(s) for s in rng.integers(1, 4, n_batch)]
+    batch = [int(s) for s in rng.integers(1, batch_high, n_batch)]
     ivd = int(rng.integers(0, n_batch + 1))
     ishape = batch[:ivd] + [n_map] + batch[ivd:]
-    idx = rng.integers(-3, 7, ishape).astype(np.int32)
+    idx = rng.integers(-3, index_high, ishape).astype(np.int32)
     n_window = rank - len(collapsed)
     out_rank = n_batch + n_window
     offset_dims = sorted(int(d) for d in rng.permutation(out_rank)[:n_window])
-    check(x, idx, offset_dims, collapsed, start_index_map, ivd, slice_sizes)
+    return x, idx, offset_dims, collapsed, start_index_map, ivd, slice_sizes
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_gather_random_configurations(seed):
+    """Random dimension numbers, index vector positions and out-of-range starts, checked
+    against the per-element definition."""
+    check(*random_configuration(np.random.default_rng(seed)))
 
 
 @pytest.mark.parametrize("it", ["s8", "u8", "s16", "u32", "s64", "u64"])

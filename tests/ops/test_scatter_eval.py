@@ -311,9 +311,8 @@ ENTRY e {
     assert_same(got[1], np.array([2, 1, 5], np.int32))
 
 
-def test_scatter_with_a_combiner_that_is_not_elementwise():
-    # The update computation reduces a broadcast: evaluated element by element.
-    text = """HloModule m
+#: A scatter whose update computation reduces a broadcast (not elementwise).
+NON_ELEMENTWISE_COMBINER = """HloModule m
 
 sum {
   p = f32[] parameter(0)
@@ -336,6 +335,11 @@ ENTRY e {
   u = f32[5] parameter(2)
   ROOT s = f32[4] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
 }"""
+
+
+def test_scatter_with_a_combiner_that_is_not_elementwise():
+    # The update computation reduces a broadcast: evaluated element by element.
+    text = NON_ELEMENTWISE_COMBINER
     x = np.zeros(4, np.float32)
     idx = np.array([[0], [3], [0], [9], [1]], np.int32)
     u = np.array([1, 2, 3, 4, 5], np.float32)

@@ -33,25 +33,10 @@ def _gather(x, idx, offset_dims, collapsed, start_index_map, ivd, slice_sizes,
 
 @pytest.mark.parametrize("seed", range(24))
 def test_random_configurations(seed):
-    """As the interpreter's test: random dimension numbers, index vector positions and
-    start indices out of range."""
-    rng = np.random.default_rng(seed)
-    rank = int(rng.integers(1, 4))
-    shape = [int(s) for s in rng.integers(1, 6, rank)]
-    x = rng.standard_normal(shape).astype(np.float32)
-    dims = list(range(rank))
-    n_map = int(rng.integers(1, rank + 1))
-    start_index_map = [int(d) for d in rng.permutation(dims)[:n_map]]
-    collapsed = sorted(int(d) for d in rng.permutation(dims)[:int(rng.integers(0, rank + 1))])
-    slice_sizes = [1 if d in collapsed else int(rng.integers(0, shape[d] + 1)) for d in dims]
-    n_batch = int(rng.integers(0, 3))
-    batch = [int(s) for s in rng.integers(1, 5, n_batch)]
-    ivd = int(rng.integers(0, n_batch + 1))
-    ishape = batch[:ivd] + [n_map] + batch[ivd:]
-    idx = rng.integers(-3, 8, ishape).astype(np.int32)
-    n_window = rank - len(collapsed)
-    offset_dims = sorted(int(d) for d in rng.permutation(n_batch + n_window)[:n_window])
-    _gather(x, idx, offset_dims, collapsed, start_index_map, ivd, slice_sizes)
+    """As the interpreter's test (its generator, with larger dimensions and starts):
+    random dimension numbers, index vector positions and start indices out of range."""
+    _gather(*G.random_configuration(np.random.default_rng(seed), dim_high=6, batch_high=5,
+                                    index_high=8))
 
 
 def test_rows_clamped_and_spec_examples():

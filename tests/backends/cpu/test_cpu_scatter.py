@@ -148,29 +148,7 @@ ENTRY e {
 
 
 def test_a_combiner_that_is_not_elementwise_stays_interpreted():
-    text = """HloModule m
-
-sum {
-  p = f32[] parameter(0)
-  q = f32[] parameter(1)
-  ROOT r = f32[] add(p, q)
-}
-
-comb {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  bb = f32[3] broadcast(b), dimensions={}
-  zero = f32[] constant(0)
-  s = f32[] reduce(bb, zero), dimensions={0}, to_apply=sum
-  ROOT r = f32[] add(a, s)
-}
-
-ENTRY e {
-  x = f32[4] parameter(0)
-  i = s32[5,1] parameter(1)
-  u = f32[5] parameter(2)
-  ROOT s = f32[4] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
-}"""
+    text = S.NON_ELEMENTWISE_COMBINER
     got = check(text, np.zeros(4, np.float32), np.array([[0], [3], [0], [9], [1]], np.int32),
                 np.arange(1, 6, dtype=np.float32), opcode="scatter", compiled=False)
     np.testing.assert_array_equal(got, np.array([12, 15, 0, 6], np.float32))
