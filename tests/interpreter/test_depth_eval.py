@@ -35,15 +35,16 @@ def call_chain(depth: int) -> str:
     return "\n".join(out)
 
 
-def nested_whiles(depth: int) -> str:
-    """``depth`` while loops, each body running the next one once; the innermost doubles."""
+def nested_whiles(depth: int, innermost: str = "x1 = f32[4] add(x, x)") -> str:
+    """``depth`` while loops, each body running the next one once; the innermost computes
+    ``x1`` from ``x`` by the ``innermost`` lines (default: doubles)."""
     state = "(s32[], f32[4])"
     out = ["HloModule whiles",
            (f"cond {{\n  p = {state} parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
            f"  n = s32[] constant(1)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}}"),
            (f"b0 {{\n  p = {state} parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
            f"  x = f32[4] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
-           f"  i1 = s32[] add(i, one)\n  x1 = f32[4] add(x, x)\n"
+           f"  i1 = s32[] add(i, one)\n  {innermost}\n"
            f"  ROOT t = {state} tuple(i1, x1)\n}}")]
     for k in range(1, depth + 1):
         out.append(

@@ -6,6 +6,7 @@ stack of frames; compiled whiles nest at most MAX_NATIVE_DEPTH deep), and a redu
 calling a deep chain of computations inlined into a reduction kernel."""
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,9 @@ from xlapy.interpreter.values import flatten
 from xlapy.parser import parse_hlo_module
 from xlapy.passes.fusion import MAX_FUSION_SIZE
 from xlapy.runtime import Client
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "interpreter"))
+from test_depth_eval import nested_whiles  # noqa: E402 - the interpreter's deep modules
 
 
 @pytest.fixture(autouse=True)
@@ -115,28 +119,9 @@ def test_conditionals_nested_2000_deep():
 
 def test_while_loops_nested_deeper_than_the_native_limit():
     depth = cf.MAX_NATIVE_DEPTH + 8
-    state = "(s32[], f32[4])"
-    out = ["HloModule whiles",
-           (f"cond {{\n  p = {state} parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
-           f"  n = s32[] constant(1)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}}"),
-           (f"b0 {{\n  p = {state} parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
-           f"  x = f32[4] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
-           f"  i1 = s32[] add(i, one)\n  h = f32[] constant(1.25)\n"
-           f"  hb = f32[4] broadcast(h), dimensions={{}}\n  x1 = f32[4] multiply(x, hb)\n"
-           f"  ROOT t = {state} tuple(i1, x1)\n}}")]
-    for k in range(1, depth + 1):
-        out.append(
-            f"b{k} {{\n  p = {state} parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
-            f"  x = f32[4] get-tuple-element(p), index=1\n  z = s32[] constant(0)\n"
-            f"  init = {state} tuple(z, x)\n"
-            f"  w = {state} while(init), condition=cond, body=b{k - 1}\n"
-            f"  x2 = f32[4] get-tuple-element(w), index=1\n  one = s32[] constant(1)\n"
-            f"  i1 = s32[] add(i, one)\n  ROOT t = {state} tuple(i1, x2)\n}}")
-    out.append(f"ENTRY e {{\n  p = f32[4] parameter(0)\n  z = s32[] constant(0)\n"
-               f"  init = {state} tuple(z, p)\n"
-               f"  w = {state} while(init), condition=cond, body=b{depth}\n"
-               f"  ROOT r = f32[4] get-tuple-element(w), index=1\n}}")
-    module = parse_hlo_module("\n".join(out))
+    module = parse_hlo_module(nested_whiles(
+        depth, "h = f32[] constant(1.25)\n  hb = f32[4] broadcast(h), dimensions={}\n"
+        "  x1 = f32[4] multiply(x, hb)"))
     x = np.float32([1, -2, 3.5, 0])
     same(compile_cpu(module)(x), evaluate(module, x))
     program = be.compile_module(module)
