@@ -174,6 +174,14 @@ def test_no_import_cycle_between_packages():
     assert analyse()["cycles"] == []
 
 
+def test_every_package_directory_is_a_regular_package():
+    # The wheel ships what setuptools' find_packages finds: a folder of modules without an
+    # __init__.py is left out of it, and the installed xlapy then fails to import.
+    folders = {p.parent for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
+    missing = sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").exists())
+    assert missing == []
+
+
 def test_the_reader_sees_every_kind_of_import(tmp_path):
     # Guards the graph itself: each import form counts.
     result = analyse()
