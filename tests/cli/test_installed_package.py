@@ -52,8 +52,10 @@ def test_bench_and_run_from_an_installed_wheel(tmp_path):
     (wheel,) = wheels.glob("xlapy-*.whl")
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
+    # --ignore-installed: this Python may hold an xlapy of the same version already (CI's
+    # `pip install .`), which the venv sees through its system site-packages; pip would keep it.
     installed = _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
-                      "-q", wheel], cwd=tmp_path)
+                      "--ignore-installed", "-q", wheel], cwd=tmp_path)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     where = _run([python, "-c", "import xlapy; print(xlapy.__file__)"], cwd=elsewhere)
     assert where.stdout.strip() == str(env_dir / "lib" / f"python{sys.version_info.major}."

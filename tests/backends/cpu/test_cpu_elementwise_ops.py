@@ -217,6 +217,24 @@ def same(got, want, what: str, ulps: int = 0) -> None:
                            f"{bad[:5]} got {got[bad[:5]]} want {want[bad[:5]]}")
 
 
+def near(got, want, what: str, eps: float) -> None:
+    """Complex values within ``eps`` machine epsilons of ``want``, relative to ``|want|``
+    (norm-wise, as complex functions' accuracy is stated); NaN and infinities where ``want``
+    has them."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, what
+    finite = np.isfinite(want)
+    nan = np.isnan(want)
+    bad = np.nonzero((np.isnan(got) != nan) | (~finite & ~nan & (got != want)))[0]
+    assert bad.size == 0, f"{what}: at {bad[:5]} got {got[bad[:5]]} want {want[bad[:5]]}"
+    scale = np.maximum(np.abs(want[finite]), np.finfo(want.real.dtype).tiny)
+    rel = np.abs(got[finite] - want[finite]) / scale / np.finfo(want.real.dtype).eps
+    worst = np.argsort(rel)[::-1][:5]
+    assert not (rel > eps).any(), (f"{what}: {int((rel > eps).sum())} elements further than "
+                                   f"{eps} eps, e.g. got {got[finite][worst]} want "
+                                   f"{want[finite][worst]}")
+
+
 def ulp_tolerance(op: str, t: str) -> int:
     if op in POLY:
         if t in ("f32", "f64"):
@@ -617,10 +635,14 @@ def test_complex(t):
         g, w = np.asarray(g), np.asarray(w)
         # c128: the f64 pieces (exp, log, pow, sin, atan2, ...) are glibc's in the backend and
         # NumPy's in the interpreter, which on AVX-512 hosts are NumPy's own SIMD loops, not
-        # glibc: those ops agree to 2 ulp there (bit for bit on AVX2 hosts). c64 computes the
-        # pieces in f64 and rounds, so it stays bit-exact everywhere.
-        ulps = 2 if t == "c128" and op in COMPLEX_LIBM else 0
-        if g.dtype.kind == "c":
+        # glibc (bit for bit on AVX2 hosts). A part that cancels (expm1's imaginary part,
+        # rsqrt's real part) can then differ by many of its own ulps while the complex value
+        # is within 1.4 eps of the other: those ops are held to 4 eps relative to |want|.
+        # c64 computes the pieces in f64 and rounds, so it stays bit-exact everywhere.
+        ulps = 2 if t == "c128" and op in COMPLEX_LIBM else 0  # abs: a real result
+        if t == "c128" and op in COMPLEX_LIBM and g.dtype.kind == "c":
+            near(g, w, f"{name} {t}", 4)
+        elif g.dtype.kind == "c":
             same(g.real.copy(), w.real.copy(), f"{name} {t} real part", ulps)
             same(g.imag.copy(), w.imag.copy(), f"{name} {t} imaginary part", ulps)
         else:
