@@ -55,7 +55,7 @@ from xlapy.backends.cpu import library as _library
 from xlapy.backends.cpu import reduction as _reduction
 from xlapy.backends.cpu import rng_kernel as _rng_kernel
 from xlapy.backends.cpu import sort as _native_sort
-from xlapy.backends.cpu.denormals import flush_in_module, flushing
+from xlapy.backends.cpu.denormals import entry_name, flush_in_module, flushing
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.loop_emitter import emit_loop, members_of
 from xlapy.backends.cpu.program_cache import ENGINE_BYTES, INSTRUCTION_BYTES, ProgramCache
@@ -355,18 +355,25 @@ class Planner:
         self.kernels.append(step)
         return step
 
-    def compile(self):
-        """Compile every kernel; bind the function pointers; drop the LLVM IR (nothing
-        needs it once the machine code is loaded, and it is the bulk of a plan's Python
+    def compile(self, flush_denormals: bool = False):
+        """Compile every kernel; bind the function pointers (the flushing entry points when
+        ``flush_denormals``: ``denormals.flush_in_module``); drop the LLVM IR (nothing needs
+        it once the machine code is loaded, and it is the bulk of a plan's Python
         objects)."""
         irmod, self.irmod = self.irmod, None
         if not self.kernels:
             return None
+        if flush_denormals:
+            flush_in_module(irmod)
         compiled = get_jit().compile(irmod, keep_assembly=False)
+
+        def bind(name):
+            return _KERNEL_PROTO(compiled.function_address(entry_name(name, flush_denormals)))
+
         for step in self.kernels:
-            step.fn = _KERNEL_PROTO(compiled.function_address(step.spec.name))
+            step.fn = bind(step.spec.name)
             if step.spec.then is not None:
-                step.then_fn = _KERNEL_PROTO(compiled.function_address(step.spec.then.name))
+                step.then_fn = bind(step.spec.then.name)
             if getattr(step, "function", None) is not None:  # a compiled while's ir.Function
                 step.function = None
         return compiled
@@ -394,7 +401,7 @@ class _LazyContext:
     """The interpreter's EvalContext for a run, made when a step first needs one (most
     programs never do, and making one costs more than a small kernel)."""
 
-    __slots__ = ("module", "options", "_ctx")
+    __slots__ = ("_ctx", "module", "options")
 
     def __init__(self, module, options):
         self.module, self.options, self._ctx = module, options, None
@@ -481,9 +488,7 @@ def compile_module(module, *, allow_excess_precision: bool = True,
     make_pipeline(names[k + 1:], verify=False).run(work)
     planner = Planner(work)
     entry = planner.plan(work.entry)
-    if flush_denormals:
-        flush_in_module(planner.irmod)
-    compiled = planner.compile()
+    compiled = planner.compile(bool(flush_denormals))
     program = CpuProgram(work, entry, planner.kernels, compiled)
     program.flush_denormals = bool(flush_denormals)
     PROGRAMS.put(key, program, program.nbytes)

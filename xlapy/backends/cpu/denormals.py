@@ -13,8 +13,12 @@ normal f32 and narrows without FTZ, so f16 keeps its denormals.
 
 How the CPU backend does the same:
 
-- every generated kernel (``kernel_abi.KERNEL_TYPE`` entry points) sets FTZ|DAZ on entry and
-  restores the caller's MXCSR before returning, whichever thread runs it; every function of
+- every generated kernel (``kernel_abi.KERNEL_TYPE``) gets an entry point, the kernel's name
+  plus ``ENTRY_SUFFIX`` (``entry_name``), that sets FTZ|DAZ, calls the kernel and restores the
+  caller's MXCSR, whichever thread runs it; Python binds the entry points, while native code
+  (a compiled while calling its kernels) calls the kernels themselves, so MXCSR is written
+  once per call from Python, not once per kernel call inside a loop (``ldmxcsr`` costs tens
+  of cycles: three per iteration made a scalar loop 8x slower than XLA's); every function of
   the LLVM module carries ``"denormal-fp-math"="preserve-sign,preserve-sign"`` (and the f32
   variant) so that LLVM's constant folding agrees with the hardware;
 - the thread running a program holds FTZ|DAZ for the whole run (``flushing``), so the steps
@@ -61,9 +65,20 @@ def _intrinsic(module: ir.Module, name: str):
     return existing if existing is not None else module.declare_intrinsic(name, fnty=_MXCSR_FN)
 
 
+#: The suffix of a kernel's flushing entry point (``flush_in_module``).
+ENTRY_SUFFIX = ".ftz"
+
+
+def entry_name(name: str, flush: bool) -> str:
+    """The symbol Python calls for kernel ``name``: its flushing entry point when the module
+    was compiled with ``flush_in_module`` (``flush``), else the kernel itself."""
+    return name + ENTRY_SUFFIX if flush and supported() else name
+
+
 def flush_in_module(module: ir.Module) -> None:
-    """Make every kernel of ``module`` flush denormals (see the module docstring). Run once,
-    after the emitters added their functions and before the module is compiled."""
+    """Make every kernel of ``module`` flush denormals when called through its entry point
+    (see the module docstring). Run once, after the emitters added their functions and
+    before the module is compiled."""
     if not supported():
         return
     stmxcsr = _intrinsic(module, "llvm.x86.sse.stmxcsr")
@@ -75,18 +90,18 @@ def flush_in_module(module: ir.Module) -> None:
             set.add(fn.attributes, attribute)
         if fn.ftype != KERNEL_TYPE:
             continue
-        b = ir.IRBuilder()
-        b.position_at_start(fn.entry_basic_block)
+        entry = ir.Function(module, KERNEL_TYPE, name=fn.name + ENTRY_SUFFIX)
+        for attribute in ATTRIBUTES:
+            set.add(entry.attributes, attribute)
+        b = ir.IRBuilder(entry.append_basic_block("entry"))
         saved = b.alloca(_I32, name="mxcsr.saved")
         flushed = b.alloca(_I32, name="mxcsr.flush")
         b.call(stmxcsr, [b.bitcast(saved, _I8P)])
         b.store(b.or_(b.load(saved), ir.Constant(_I32, FTZ_DAZ)), flushed)
         b.call(ldmxcsr, [b.bitcast(flushed, _I8P)])
-        for block in fn.blocks:
-            term = block.terminator
-            if term is not None and term.opname == "ret":
-                b.position_before(term)
-                b.call(ldmxcsr, [b.bitcast(saved, _I8P)])
+        b.call(fn, list(entry.args))
+        b.call(ldmxcsr, [b.bitcast(saved, _I8P)])
+        b.ret_void()
 
 
 # -- the calling thread's MXCSR -------------------------------------------------------------------
@@ -149,4 +164,5 @@ def flushing(enabled: bool = True):
         put(saved)
 
 
-__all__ = ["ATTRIBUTES", "FTZ_DAZ", "flush_in_module", "flushing", "supported"]
+__all__ = ["ATTRIBUTES", "ENTRY_SUFFIX", "FTZ_DAZ", "entry_name", "flush_in_module", "flushing",
+           "supported"]
