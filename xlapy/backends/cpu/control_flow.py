@@ -415,7 +415,26 @@ class _Leaf:
 
 
 def _leaves(ref) -> list:
-    return flatten_tuples(ref)
+    """The leaves of a value at emission time (a part already released is None)."""
+    return [leaf for leaf in flatten_tuples(ref) if leaf is not None]
+
+
+def _last_part_reads(plan) -> dict:
+    """Step k -> (id(tuple), index) when step k is the last get-tuple-element reading that
+    element of a tuple value whose every user is a get-tuple-element (a loop body's state
+    parameter, typically): from then on the tuple need not keep the element alive. Without
+    this, the state parameter held every leaf until its last element was read, and no update
+    of the state could happen in place."""
+    last: dict[tuple[int, int], int] = {}
+    for k, step in enumerate(plan.steps):
+        instr = step.instr
+        if instr.opcode != "get-tuple-element" or not isinstance(step, ValueStep):
+            continue
+        t = instr.operands[0]
+        if t is plan.comp.root or any(u.opcode != "get-tuple-element" for u in t.users):
+            continue
+        last[(id(t), int(instr.attrs["index"]))] = k
+    return {k: key for key, k in last.items()}
 
 
 def _build(shape, leaves):
@@ -545,6 +564,22 @@ class _Emitter:
         env[id(instr)] = ref
         self._hold(ref)
 
+    def _release_part(self, env, key: int, index: int) -> None:
+        """The tuple value ``env[key]`` stops holding its element ``index`` (read for the
+        last time: see ``_last_part_reads``), so a kernel may write that element's slots in
+        place while the rest of the tuple is still needed."""
+        ref = env.get(key)
+        if ref is None or ref[index] is None:
+            return
+        rest = {id(leaf.slot) for j, x in enumerate(ref) if j != index
+                for leaf in _leaves(x) if leaf.slot is not None}
+        for slot_id in {id(leaf.slot) for leaf in _leaves(ref[index])
+                        if leaf.slot is not None} - rest:
+            self._refs[slot_id] -= 1
+            if self._refs[slot_id] == 0:
+                self._release_slot(self._slots[slot_id])
+        env[key] = tuple(None if j == index else x for j, x in enumerate(ref))
+
     # -- plans -----------------------------------------------------------------------------
 
     def emit_plan(self, plan, args: list):
@@ -553,10 +588,14 @@ class _Emitter:
         env: dict = {}
         for p in plan.params:
             self._set(env, p, args[p.parameter_number])
-        for step, drops in zip(plan.steps, plan.drops):
+        parts = _last_part_reads(plan)
+        for k, (step, drops) in enumerate(zip(plan.steps, plan.drops)):
             self._dying = self._dead_after(env, drops)
             self._emit_step(step, env)
             self._dying = set()
+            part = parts.get(k)
+            if part is not None:
+                self._release_part(env, *part)
             for key in drops:
                 self._drop(env.pop(key))
         root = env[id(plan.comp.root)]
