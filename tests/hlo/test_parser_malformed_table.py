@@ -1200,8 +1200,8 @@ def test_case_names_are_unique():
     assert len(names) == len(set(names)) and len(names) >= 100
 
 
-# XLA's DeeplyNested*ExceedsRecursionLimit set max_recursion_depth=10; xlapy has no such
-# option, so the nesting here goes past Python's own limit: still a ParseError.
+# XLA's DeeplyNested*ExceedsRecursionLimit set max_recursion_depth=10; here the default (500)
+# against 3000 levels (the limits themselves are pinned in test_depth.py).
 DEPTH = 3000
 
 
