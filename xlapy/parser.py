@@ -41,7 +41,7 @@ from xlapy.hlo.module_data import (
     read_frontend_attributes,
 )
 from xlapy.hlo.opcodes import ASYNC_OPCODES, OPCODE_NAMES
-from xlapy.opdefs import get_opdef, make_instruction
+from xlapy.opdefs import get_opdef, make_instruction, result_shape
 from xlapy.opdefs.registry import RESULT_ACCURACY
 from xlapy.shape import dtypes
 from xlapy.shape.text import MAX_RECURSION_DEPTH, Scanner, read_shape
@@ -821,14 +821,11 @@ class _Parser:
         if operands == root.operands and result is root.shape:
             return
         try:
-            new = make_instruction(root.opcode, operands, dict(root.attrs.items()), shape=result,
-                                   name=root.name, check_shape=self.verify,
-                                   metadata=root.metadata,
-                                   frontend_attributes=root.frontend_attributes,
-                                   sharding=root.sharding, backend_config=root.backend_config,
-                                   extras=root.extras)
+            result = result_shape(root.opcode, operands, dict(root.attrs.items()), result,
+                                  check_shape=self.verify)
         except XlaError as e:
             self.error(f"{opcode}: binding the wrapped {root.opcode} late: {e}", start)
+        new = root.clone(operands, shape=result)
         for op in root.operands:
             if id(root) in op._user_ids:
                 op._drop_user(root)
