@@ -171,7 +171,7 @@ def get_opdef(opcode: str) -> OpDef:
         return REGISTRY[opcode]
     except KeyError:
         if opcode in OPCODE_NAMES:
-            raise InvalidArgumentError(f"opcode '{opcode}' has no definition in xlapy yet") from None
+            raise InvalidArgumentError(f"opcode '{opcode}' has no op definition") from None
         raise InvalidArgumentError(f"unknown opcode '{opcode}'") from None
 
 
