@@ -44,11 +44,12 @@ EXPECTED = {
                                    "partition-major (stablehlo issue 1933)"),
     "reduce_precision.mlir:11": ("fail", "reduce_precision e5m0 of NaN: XLA:CPU gives NaN "
                                          "(checked through jax), the interpreter inf"),
-    # xlapy's kernels:
-    "maximum.mlir:153": ("fail", "xlapy: no maximum kernel for complex values"),
-    "maximum.mlir:163": ("fail", "xlapy: no maximum kernel for complex values"),
-    "minimum.mlir:153": ("fail", "xlapy: no minimum kernel for complex values"),
-    "minimum.mlir:163": ("fail", "xlapy: no minimum kernel for complex values"),
+    "maximum.mlir:153": ("fail", "complex maximum: XLA:CPU compares the real parts only "
+                                 "(lhs when equal; tests/fixtures/xla_hlo), the StableHLO "
+                                 "interpreter (real, imaginary) lexicographically"),
+    "maximum.mlir:163": ("fail", "as above (c128)"),
+    "minimum.mlir:153": ("fail", "complex minimum: as maximum"),
+    "minimum.mlir:163": ("fail", "as above (c128)"),
 }
 #: More on the cpu backend with XLA:CPU's default numerics (docs/numerics.md), which flushes
 #: denormals: ceil/floor of a denormal input give XLA:CPU's answer for zero.
