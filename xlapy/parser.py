@@ -49,7 +49,8 @@ from xlapy.shape.text import MAX_RECURSION_DEPTH, Scanner, read_shape
 _NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 _OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
 _ATTR_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
-_SHAPE_START = re.compile(r"\(|([a-z][a-z0-9]*)\[")
+# A shape: a tuple's '(', a buffer's 'b(' (group 1) or an array's type name and '[' (group 2).
+_SHAPE_START = re.compile(r"\(|(b)(?:[ \t\n\r]|/\*.*?\*/)*\(|([a-z][a-z0-9]*)\[", re.DOTALL)
 # What the lexer skips whole (strings, comments) and braces: pairing an inline computation's.
 _BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|/\*.*?\*/|//[^\n\r]*|[{}]', re.DOTALL)
 # Words XLA's lexer reserves (hlo_lexer.cc), and type names other than tuple: without a
@@ -272,7 +273,7 @@ class _Parser:
         sc.skip()
         start = sc.pos
         m = _SHAPE_START.match(sc.text, sc.pos)
-        if m and (m.group(0) == "(" or dtypes.is_type_name(m.group(1))):
+        if _is_shape_start(m):
             instr = self._drive(self._rhs(comp, "_", start, allow_attributes=True))
         else:
             instr, _ = self._drive(self.instruction(comp))
@@ -571,7 +572,7 @@ class _Parser:
         shape = None
         sc.skip()
         m = _SHAPE_START.match(sc.text, sc.pos)
-        if m and (m.group(0) == "(" or dtypes.is_type_name(m.group(1))):
+        if _is_shape_start(m):
             shape = self._shape()
         sc.skip()
         op_pos = sc.pos
@@ -932,7 +933,7 @@ class _Parser:
         start = sc.pos
         shape = None
         m = _SHAPE_START.match(sc.text, sc.pos)
-        if m and (m.group(0) == "(" or dtypes.is_type_name(m.group(1))):
+        if _is_shape_start(m):
             shape = self._shape()
         sc.skip()
         after_shape = sc.pos
@@ -981,6 +982,12 @@ class _Parser:
         instr = yield self._rhs(comp, "", start, allow_attributes=False)
         self.depth -= 1
         return instr
+
+
+def _is_shape_start(m: re.Match | None) -> bool:
+    """Whether a _SHAPE_START match opens a shape (a tuple, a buffer or an array type)."""
+    return m is not None and (m.group(0) == "(" or m.group(1) is not None
+                              or dtypes.is_type_name(m.group(2)))
 
 
 def _set_thread(comp: Computation, thread: str) -> None:

@@ -1232,11 +1232,9 @@ SHAPE_CASES = [
     # ParseShapeStringWithTilingLayout, the wrong minor_to_major
     ("f32[123,456,789]{1:T(2, * , 128)}",
      r"shape:1:17: Dimensions size is 3, but minor to major size is 1\."),
-    # ParseBufferEmptyElement, ParseBufferMoreThanOneElement: buffer shapes b(...) are not
-    # supported by xlapy, so both stop at the b (XLA: "expected primitive type" / "expects ')'
-    # at the end of buffer shape").
-    ("b()", r"shape:1:1: expected primitive type .* found 'b'"),
-    ("b(s32[], f32[])", r"shape:1:1: expected primitive type .* found 'b'"),
+    # ParseBufferEmptyElement, ParseBufferMoreThanOneElement: XLA's words.
+    ("b()", r"shape:1:3: expected primitive type .* found '\)'"),
+    ("b(s32[], f32[])", r"shape:1:8: expects '\)' at the end of buffer shape, found ','"),
 ]
 
 
