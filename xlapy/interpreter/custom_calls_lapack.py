@@ -1,7 +1,10 @@
 """The custom-call targets XLA:CPU programs from jax contain: jaxlib's LAPACK FFI kernels
 (lapack_<t>potrf_ffi, trsm, geqrf, orgqr/ungqr, syevd/heevd, gesdd, gesvd, getrf, geev for
-t = s, d, c, z), XLA:CPU's "TopK", and the sharding annotations of single-device programs
-(Sharding, SPMDFullToShardShape, SPMDShardToFullShape: identities on one device).
+t = s, d, c, z), XLA:CPU's "TopK", the sharding annotations of single-device programs
+(Sharding, SPMDFullToShardShape, SPMDShardToFullShape: identities on one device) and XLA's
+buffer custom calls: "Pin" (an array to the buffer ``b(...)`` holding it) and "Unpin" (back),
+both the value itself, and "CreateBuffer" (a new buffer of the result shape: XLA leaves its
+contents undefined, the interpreter gives zeros).
 
 The LAPACK targets call the same LAPACK routines as jaxlib (scipy.linalg.lapack, the library
 jaxlib binds to), with the same arguments (uplo/side/trans/diag/mode character codes from
@@ -400,6 +403,11 @@ def _identity(x, *_rest):
     return x
 
 
+def _create_buffer(*, instr):
+    shape = instr.shape
+    return np.zeros(shape.dimensions, dtypes.to_dtype(shape.element_type))
+
+
 def _register() -> None:
     def register(name, fn, source):
         if not is_registered(name):  # a target the user registered first wins
@@ -417,8 +425,9 @@ def _register() -> None:
         register(f"lapack_{p}getrf_ffi", _getrf(p), source=src)
         register(f"lapack_{p}geev_ffi", _geev(p), source=src)
     register("TopK", _top_k, source=src)
-    for name in ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"):
+    for name in ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "Pin", "Unpin"):
         register(name, _identity, source=src)
+    register("CreateBuffer", _create_buffer, source=src)
 
 
 _register()
