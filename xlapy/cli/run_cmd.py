@@ -311,10 +311,8 @@ def _check_options(args, paths: list[str]) -> None:
         value = getattr(args, name)
         if not value >= 0:
             raise CommandError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
-    if args.distributed and args.backend not in (None, "interpreter"):
-        raise CommandError("--distributed mpi runs the interpreter; it does not take --backend")
     if args.backend is None:
-        args.backend = "interpreter" if args.distributed else DEFAULT_BACKEND
+        args.backend = DEFAULT_BACKEND
     check_backend(args.backend)
     from xlapy.backends.cpu.backend import DEFAULT_OPTIONS
 
@@ -333,8 +331,8 @@ def _check_options(args, paths: list[str]) -> None:
         if "-" in paths:
             raise CommandError("- (stdin) cannot be combined with other modules")
     if args.distributed and (args.reference or args.iterations is not None):
-        raise CommandError("--distributed mpi runs the interpreter once; it does not take "
-                           "--backend, --reference or --iterations")
+        raise CommandError("--distributed mpi runs the module once; it does not take "
+                           "--reference or --iterations")
 
 
 def _run_module(args, path: str, progress) -> int:

@@ -211,8 +211,15 @@ class ExecutionState:
 def reduce_values(ctx, reducer, arrays: Sequence[np.ndarray], what: str) -> np.ndarray:
     """Fold ``arrays`` (one per member, in group order) with the scalar computation
     ``reducer`` applied elementwise: ((a0 + a1) + a2) + ...; the result keeps the dtype and
-    shape of ``arrays[0]``."""
+    shape of ``arrays[0]``. A context with ``fold_values(reducer, arrays, what)`` (a compiled
+    caller's: the same fold by its kernels) folds them itself unless that returns None."""
     from xlapy.interpreter.kernels.reduction import apply_computation
+
+    fold = getattr(ctx, "fold_values", None)
+    if fold is not None:
+        got = fold(reducer, arrays, what)
+        if got is not None:
+            return got
 
     acc = np.asarray(arrays[0])
     for other in arrays[1:]:

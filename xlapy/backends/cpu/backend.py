@@ -16,6 +16,9 @@
    - gather, scatter, select-and-scatter, dynamic-update-slice: their kernels
      (``gather_scatter``; scatter and dynamic-update-slice in place);
    - dot, convolution, sort, fft with a fast library path (``library``): a library call;
+   - collectives and replica-id/partition-id: ``collectives``' steps (native code meeting
+     the other devices in shared memory on the threaded runtime, the runtime's collectives
+     backend in Python otherwise);
    - while/conditional/call: the sub-plans of their computations, run in a loop here;
    - tuple/get-tuple-element/reshape of a contiguous array: no copy, no kernel;
    - anything else: the interpreter's kernel (``EvalContext.run_instruction``), so every

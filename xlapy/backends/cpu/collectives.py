@@ -262,7 +262,10 @@ class CollectiveStep:
         self._in = [_Leaf(o.shape) for o in instr.operands] if form else []
         self._out = [_Leaf(s) for _, s in instr.shape.leaves()] if form else []
         self._bufs_type = ctypes.c_void_p * (len(self._in) + len(self._out) + 1)
+        self.folders: dict = {}  # operand dtype -> (fold, accumulate) kernels
         self._groups: dict = {}
+        self._view_cache: dict = {}
+        self._folding: dict = {}  # id(EvalContext) -> (it, its _FoldingContext)
         self._tuple = instr.shape.is_tuple()
 
     # -- running from Python ---------------------------------------------------------------
@@ -304,6 +307,13 @@ class CollectiveStep:
         instr = self.instr
         op = instr.opcode
         ctx = plan_ctx.eval_context()
+        if self.folders:
+            got = self._folding.get(id(ctx))
+            if got is None or got[0] is not ctx:
+                if len(self._folding) >= 64:
+                    self._folding.clear()
+                got = self._folding[id(ctx)] = (ctx, _FoldingContext(ctx, self))
+            ctx = got[1]
         if op == "replica-id":
             return np.array(ctx.options.replica_id, np.uint32)
         if op == "partition-id":
@@ -339,17 +349,29 @@ class CollectiveStep:
 
     # -- calls out from native code ----------------------------------------------------------
 
+    def _views(self, addrs) -> list:
+        """Arrays over the leaves at ``addrs`` (operands, then results): made once per
+        address and kept (a compiled loop passes the same workspace addresses every
+        iteration; a view owns nothing, so one of a reused address is as good as new)."""
+        key = tuple(addrs)
+        got = self._view_cache.get(key)
+        if got is None:
+            got = [_view(a, t.dtype, t.dims, t.nbytes)
+                   for a, t in zip(key, self._in + self._out)]
+            if len(self._view_cache) >= 8:
+                self._view_cache.clear()
+            self._view_cache[key] = got
+        return got
+
     def host_generic(self, ptrs, plan_ctx) -> None:
         """The generic path called from native code: operand views in, results copied to
         the result leaves."""
         n_in = len(self._in)
-        addrs = (ctypes.c_uint64 * (n_in + len(self._out))).from_address(ptrs)
-        values = [_view(addrs[k], t.dtype, t.dims, t.nbytes) for k, t in enumerate(self._in)]
-        result = self.compute(values, plan_ctx)
+        views = self._views((ctypes.c_uint64 * (n_in + len(self._out))).from_address(ptrs))
+        result = self.compute(views[:n_in], plan_ctx)
         leaves = list(result) if self._tuple else [result]
-        for k, (t, value) in enumerate(zip(self._out, leaves)):
+        for t, dst, value in zip(self._out, views[n_in:], leaves):
             if t.nbytes:
-                dst = _view(addrs[n_in + k], t.dtype, t.dims, t.nbytes)
                 np.copyto(dst, np.asarray(value).reshape(t.dims), casting="unsafe")
 
     def host_setup(self, ptrs, plan_ctx) -> None:
@@ -365,6 +387,52 @@ class CollectiveStep:
         handle = plan_ctx.collectives.handles[self.index]
         with handle.state.cond:
             handle.state.cond.notify_all()
+
+
+class _FoldKernel:
+    """A fold kernel of the program (bound by Planner.compile like any kernel)."""
+
+    __slots__ = ("fn", "spec", "then_fn")
+
+    def __init__(self, spec):
+        self.spec, self.fn, self.then_fn = spec, None, None
+
+
+class _FoldingContext:
+    """The interpreter's context for a collectives backend, with ``fold_values``: the
+    group-order fold of the step's reduction by its compiled kernels (reduce_values in
+    xlapy/runtime/threaded_collectives.py uses it when given)."""
+
+    __slots__ = ("_ctx", "_step")
+
+    def __init__(self, ctx, step):
+        self._ctx, self._step = ctx, step
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+    def fold_values(self, reducer, arrays, what: str):
+        """``((a0 op a1) op a2) ...`` into a new array, or None (not this step's reducer, or
+        arrays it has no kernel for: the caller folds with the interpreter)."""
+        step = self._step
+        if reducer is not step.instr.attrs.get("to_apply") or len(arrays) < 2:
+            return None
+        first = np.asarray(arrays[0])
+        kernels = step.folders.get(first.dtype)
+        if kernels is None:
+            return None
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        if any(a.dtype != first.dtype or a.shape != first.shape for a in arrays):
+            return None
+        fold, acc = kernels
+        out = buffers.POOL.empty(first.shape, first.dtype)
+        count = first.size
+        if count:
+            fold.fn((ctypes.c_void_p * 3)(_address(arrays[0]), _address(arrays[1]),
+                                          _address(out)), 0, count)
+            for a in arrays[2:]:
+                acc.fn((ctypes.c_void_p * 2)(_address(out), _address(a)), 0, count)
+        return out
 
 
 class _HostCall:
@@ -749,6 +817,7 @@ class _NativeEmitter:
         self.n_out = len(step._out)
         self.P = self.n_in + self.n_out
         self._folds = planner.__dict__.setdefault("_collective_folds", {})
+        self._fold_kernel_of = planner.__dict__.setdefault("_collective_fold_kernels", {})
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -842,6 +911,9 @@ class _NativeEmitter:
             b.ret_void()
         words = b.inttoptr(b.load(self._word(h, H_BLOCK)), I64P, name="block")
         self.words = words
+        aborted = b.load_atomic(words, "monotonic", 8, name="aborted")
+        with b.if_then(b.icmp_signed("!=", aborted, _c(0)), likely=False):  # raises
+            self._fail_if(self._call_host(self._host(step.host_wait_arrival)))
         self.rank = b.load(self._word(h, H_RANK), name="rank")
         rnd = b.add(b.load(self._word(h, H_ROUND)), _c(1), name="round")
         b.store(rnd, self._word(h, H_ROUND))
@@ -879,6 +951,10 @@ class _NativeEmitter:
                     self._all_reduce(k, shape, reducer)
                 else:
                     self._reduce_scatter(k, shape, reducer)
+                key = (id(reducer), shape.element_type)
+                if key in self._fold_kernel_of:
+                    dt = np.dtype(dtypes.to_dtype(shape.element_type))
+                    self.step.folders[dt] = self._fold_kernel_of[key]
         elif form == "all-gather":
             for k in range(self.n_in):
                 self._all_gather(k, self.instr.operands[k].shape)
@@ -941,7 +1017,27 @@ class _NativeEmitter:
             b.ret_void()
             made.append(fn)
         self._folds[key] = tuple(made)
+        self._fold_kernels(reducer, et, made)
         return self._folds[key]
+
+    def _fold_kernels(self, reducer, et, functions) -> None:
+        """Kernels (the kernel signature: bufs = a, b, out / out, b; [lo, hi) elements) over
+        ``functions``, so the generic path folds with them too (``CollectiveStep.folders``)."""
+        isz = np.dtype(dtypes.to_dtype(et)).itemsize
+        made = []
+        for fn, n_bufs in zip(functions, (3, 2)):
+            name = self.mod.get_unique_name(f"{fn.name}.kernel")
+            kernel = ir.Function(self.mod, KERNEL_TYPE, name=name)
+            b = ir.IRBuilder(kernel.append_basic_block("entry"))
+            bufs, lo, hi = kernel.args
+            start = b.mul(lo, _c(isz))
+            ptrs = [b.gep(b.load(b.gep(bufs, [_c(k)])), [start]) for k in range(n_bufs)]
+            b.call(fn, ptrs + [b.sub(hi, lo)])
+            b.ret_void()
+            holder = _FoldKernel(KernelSpec(name=name, n_inputs=n_bufs, outputs=[], domain=0))
+            self.planner.kernels.append(holder)
+            made.append(holder)
+        self._fold_kernel_of[(id(reducer), et)] = tuple(made)
 
     def _fold_range(self, k: int, et, isz: int, reducer, in_off, out, count) -> None:
         """``out[0:count]`` = the members' operand ``k`` from byte ``in_off`` on, folded in
