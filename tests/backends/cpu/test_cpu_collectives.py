@@ -15,6 +15,7 @@ import pytest
 import xlapy
 from xlapy.backends.cpu import collectives as co
 from xlapy.backends.cpu import control_flow as cf
+from xlapy.backends.cpu.backend import clear_cache
 from xlapy.interpreter.custom_calls import unregister_custom_call
 from xlapy.runtime import Client, ExecutionError
 
@@ -209,9 +210,12 @@ def test_all_reduce_scalars_and_zero_sized(shape, native_only):
                                          ("c64", 333, 128), ("bf16", 1 << 19, None),
                                          ("f64", 5, 8)])
 def test_all_reduce_split_between_members(t, n, split, native_only, monkeypatch):
-    # operands of at least SPLIT_BYTES: each member folds its range for everyone
+    # operands of at least SPLIT_BYTES (and not staged): each member folds its range for
+    # everyone
     if split is not None:
         monkeypatch.setattr(co, "SPLIT_BYTES", split)
+        monkeypatch.setattr(co, "STAGE_BYTES", 0)
+        clear_cache()
     op = "add" if t != "s8" else "multiply"
     text = module(f"  x = {t}[{n}] parameter(0)\n"
                   f"  ROOT r = {t}[{n}] all-reduce(x), replica_groups={{}}, to_apply=red",
@@ -345,6 +349,31 @@ def test_forms_without_native_code_match_too():
     assert len(reasons) == 3 and all(r.startswith("collectives: ") for r in reasons), reasons
 
 
+@pytest.mark.parametrize("stage", [1 << 16, 0])
+def test_every_collective_staged_and_in_place(stage, native_only, monkeypatch):
+    # small operands are copied into the shared block (one rendezvous); larger ones are read
+    # in place by the other members (a departure barrier): both ways, every collective
+    monkeypatch.setattr(co, "STAGE_BYTES", stage)
+    clear_cache()
+    text = module("  x = f32[8,6] parameter(0)\n  y = s8[8,6] parameter(1)\n"
+                  "  a = f32[8,6] all-reduce(x), replica_groups={}, to_apply=add\n"
+                  "  g = s8[8,24] all-gather(y), dimensions={1}, replica_groups={}\n"
+                  "  r = f32[2,6] reduce-scatter(x), dimensions={0}, replica_groups={{3,2,1,0}}, "
+                  "to_apply=add\n"
+                  "  t = f32[8,6] all-to-all(x), dimensions={0}, replica_groups={}\n"
+                  "  u = (s8[8,6], s8[8,6], s8[8,6], s8[8,6]) all-to-all(y, y, y, y), "
+                  "replica_groups={}\n"
+                  "  b = f32[8,6] collective-broadcast(x), replica_groups={{2,3,0,1}}\n"
+                  "  p = (f32[8,6], s8[8,6]) collective-permute(x, y), "
+                  "source_target_pairs={{0,3},{3,1},{1,0}}\n"
+                  "  ROOT o = (f32[8,6], s8[8,24], f32[2,6], f32[8,6], (s8[8,6], s8[8,6], s8[8,6], "
+                  "s8[8,6]), f32[8,6], (f32[8,6], s8[8,6])) tuple(a, g, r, t, u, b, p)",
+                  reducer("add", "f32", "add"))
+    check(text, [[values("f32", (8, 6)), values("s8", (8, 6))] for _ in range(4)], replicas=4,
+          native=7)
+    clear_cache()
+
+
 # -- inside compiled loops -------------------------------------------------------------------------
 
 LOOP = """
@@ -394,6 +423,8 @@ def test_collectives_in_a_compiled_loop(native_only):
 
 def test_loop_of_large_all_reduces_split(native_only, monkeypatch):
     monkeypatch.setattr(co, "SPLIT_BYTES", 1024)
+    monkeypatch.setattr(co, "STAGE_BYTES", 0)
+    clear_cache()
     text = module("  x = f32[4099] parameter(0)\n  zero = s32[] constant(0)\n"
                   "  init = (s32[], f32[4099]) tuple(zero, x)\n"
                   "  w = (s32[], f32[4099]) while(init), condition=cond, body=body\n"

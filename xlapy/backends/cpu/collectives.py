@@ -26,12 +26,14 @@ words per member (arrival and departure counters) and a table of every member's 
 result addresses. A call: publish the addresses, store the arrival (sequentially
 consistent), wait until every member arrived, do this member's part reading the others'
 operands in place, store the departure, wait until every member departed (no member writes
-its operands again, or reads its results, before the others are done with them). Waiting
-spins natively (``SPIN_PAUSES`` pause instructions, then ``SPIN_YIELDS`` sched_yields when
-the execution has more devices than the process has cores); a peer later than that sends the
-waiter to Python (``_wait``: ``ExecutionState.wait``, so timeouts, a peer that finished or
-failed, deadlocks and aborts are reported exactly as the interpreter's collectives report
-them), and an arriving member that sees a waiter there wakes it through a call out.
+its operands again, or reads its results, before the others are done with them). A
+waiting member spins on pause instructions (``PAUSE_NS``), then sleeps on the block's epoch
+(a futex every member's store bumps; a sleeping thread keeps its claim on the scheduler, so
+under load it is running again soon after its peer arrives); a peer later than ``SPIN_NS``
+sends the waiter to Python (``_wait``: ``ExecutionState.wait``, so timeouts, a peer that
+finished or failed, deadlocks and aborts are reported exactly as the interpreter's
+collectives report them), and an arriving member that sees a waiter there wakes it through
+a call out.
 
 This member's part:
 - all-reduce: every member folds the members' operands in group order, ``((v0 op v1) op
@@ -87,19 +89,30 @@ OPCODES = frozenset({
 
 #: Operands of at least this many bytes are all-reduced split between the members.
 SPLIT_BYTES = 1 << 18
+#: Collectives whose operands (per member, 64-byte aligned) take at most this many bytes
+#: are staged: each member copies them into the block (two rounds' areas, used in turn), so
+#: nobody reads another member's own buffers and one rendezvous per call is enough.
+STAGE_BYTES = 1 << 16
 #: Bytes of an operand folded at a time (stays in the first-level caches).
 CHUNK_BYTES = 1 << 14
-#: Nanoseconds a waiting member spins on pause instructions (none when the execution has
-#: more devices than the process has cores: the peer being waited for needs the core).
-PAUSE_NS = 20_000
-#: Nanoseconds after which it stops spinning (calling sched_yield since PAUSE_NS) and waits
-#: in Python (ExecutionState.wait: blocking, with the runtime's timeout and error reports).
-SPIN_NS = 2_000_000
+#: Nanoseconds a waiting member spins on pause instructions before it sleeps on a futex
+#: (none when the execution has more devices than the process has cores: the peer being
+#: waited for needs the core).
+PAUSE_NS = 5_000
+#: Nanoseconds after which it stops waiting natively and waits in Python
+#: (ExecutionState.wait: blocking, with the runtime's timeout and error reports).
+SPIN_NS = 50_000_000
 
 # The handle's words (int64), one per device, instruction and run.
-(H_BLOCK, H_RANK, H_SIZE, H_ROUND, H_SOURCE, H_SPLIT, H_PAUSE_NS, H_SPIN_NS, H_YIELD_FN,
- H_CLOCK_FN) = range(10)
-_HANDLE_WORDS = 10
+(H_BLOCK, H_RANK, H_SIZE, H_ROUND, H_SOURCE, H_SPLIT, H_PAUSE_NS, H_SPIN_NS, H_SYSCALL_FN,
+ H_CLOCK_FN, H_STAGE) = range(11)
+_HANDLE_WORDS = 11
+# A block's first line: the abort flag, members waiting in Python, the epoch (a 32-bit
+# futex word), members sleeping on it.
+B_ABORT, B_WAITERS, B_EPOCH, B_SLEEPERS = range(4)
+#: How long one futex sleep lasts at most (the sleeper then looks at the abort flag and the
+#: clock again).
+FUTEX_SLICE_NS = 1_000_000
 #: The run table's first entries: the device's ids; handles follow.
 T_REPLICA, T_PARTITION, T_HANDLES = 0, 1, 2
 #: Words per member line of a block (a cache line: no false sharing).
@@ -255,6 +268,7 @@ class CollectiveStep:
         self.interpreted_reason = None if form else _no_native_reason(instr)
         self.reads = list(instr.operands)
         self.native_call = None  # the native function's name (control_flow calls it)
+        self.stage_bytes = 0  # per member and round, when the operands are staged
         self.spec = None  # its KernelSpec (Planner.compile binds ``fn``)
         self.fn = None
         self.then_fn = None
@@ -515,19 +529,22 @@ class bound:
 
 class _Block:
     """The memory a group's members meet in (see the module docstring): line 0 holds the
-    abort flag (word 0) and the number of members waiting in Python (word 1); line 1 + j
-    member j's arrival (word 0) and departure (word 1) counts; then ``n x P`` addresses."""
+    abort flag, the number of members waiting in Python, the epoch and the number of
+    members sleeping on it (``B_*``); line 1 + j member j's arrival (word 0) and departure
+    (word 1) counts; then ``n x P`` addresses; then (``stage`` > 0) two rounds' staging
+    areas of ``stage`` bytes per member (64-byte aligned)."""
 
-    def __init__(self, n: int, pointers: int):
+    def __init__(self, n: int, pointers: int, stage: int = 0):
         self.n = n
-        self.words = np.zeros(LINE * (n + 1) + n * pointers + LINE, np.int64)
-        # 64-byte aligned start
-        offset = (-self.words.ctypes.data % 64) // 8
-        self.view = self.words[offset:]
-        self.address = self.view.ctypes.data
+        header = -(-8 * (LINE * (n + 1) + n * pointers) // 64) * 64
+        self.raw = np.zeros(header + 2 * n * stage + 64, np.uint8)
+        offset = -self.raw.ctypes.data % 64
+        self.address = self.raw.ctypes.data + offset
+        self.view = self.raw[offset:offset + header].view(np.int64)
+        self.stage_address = self.address + header
 
     def abort(self) -> None:
-        self.view[0] = 1
+        self.view[B_ABORT] = 1
 
     def count(self, member: int, field: int) -> int:
         return int(self.view[LINE * (1 + member) + field])
@@ -552,11 +569,11 @@ _LIBC: list = []
 
 
 def _libc_addresses() -> tuple[int, int]:
-    """The addresses of libc's sched_yield and clock_gettime (the spin loop calls them)."""
+    """The addresses of libc's syscall and clock_gettime (the wait loop calls them)."""
     if not _LIBC:
         libc = ctypes.CDLL(None)
         _LIBC.append(tuple(ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
-                           for name in ("sched_yield", "clock_gettime")))
+                           for name in ("syscall", "clock_gettime")))
     return _LIBC[0]
 
 
@@ -616,19 +633,20 @@ def _setup(step, plan_ctx) -> None:
         pointers = len(step._in) + len(step._out)
 
         def make():
-            made = _Block(len(devices), pointers)
+            made = _Block(len(devices), pointers, step.stage_bytes)
             state.on_abort(made.abort)
             return made
 
         block = backend.shared(("xlapy.cpu.collectives", instr.opcode,
                                 instr.attrs.get("channel_id"), instr.name, devices), make, what)
         words[H_BLOCK] = block.address
+        words[H_STAGE] = block.stage_address
     oversubscribed = len(state.devices) > _cores()
     words[H_RANK] = rank
     words[H_SIZE] = len(devices)
     words[H_PAUSE_NS] = 0 if oversubscribed else PAUSE_NS
     words[H_SPIN_NS] = SPIN_NS
-    words[H_YIELD_FN], words[H_CLOCK_FN] = _libc_addresses()
+    words[H_SYSCALL_FN], words[H_CLOCK_FN] = _libc_addresses()
     words[H_SOURCE] = source
     words[H_SPLIT] = SPLIT_BYTES
     timeout = getattr(ctx.options, "timeout", None)
@@ -654,13 +672,13 @@ def _wait(step, plan_ctx, field: int) -> None:
 
     state = handle.state
     what = handle.what if field == 0 else f"{handle.what} (departure)"
-    atomic_add(block.address + 8, 1)
+    atomic_add(block.address + 8 * B_WAITERS, 1)
     try:
         with state.cond:
             state.check_abort(handle.what)
             state.wait(handle.me, what, ready, missing, handle.timeout)
     finally:
-        atomic_add(block.address + 8, -1)
+        atomic_add(block.address + 8 * B_WAITERS, -1)
 
 
 _ATOMIC: list = []
@@ -724,12 +742,18 @@ def _c(v: int) -> ir.Constant:
     return ir.Constant(I64, int(v))
 
 
+#: Linux's futex system call (x86-64 number) and its private wait/wake operations.
+SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129
+_SYSCALL_TYPE = ir.FunctionType(I64, [I64], var_arg=True)
+
+
 def _wait_function(mod):
-    """``i1 xlapy.coll.wait(i64* block, i64 n, i64 field, i64 round, i64* handle)``: spin
-    until word ``field`` of every member line is at least ``round`` - pause instructions for
-    the handle's ``H_PAUSE_NS`` nanoseconds, then sched_yield until ``H_SPIN_NS``
-    (CLOCK_MONOTONIC through the handle's clock_gettime); 0 when that ran out or the block's
-    abort flag is set."""
+    """``i1 xlapy.coll.wait(i64* block, i64 n, i64 field, i64 round, i64* handle)``: wait
+    until word ``field`` of every member line is at least ``round``: pause instructions for
+    the handle's ``H_PAUSE_NS`` nanoseconds, then sleep on the block's epoch (a futex every
+    member's store bumps; slices of ``FUTEX_SLICE_NS``) until ``H_SPIN_NS`` passed
+    (CLOCK_MONOTONIC through the handle's clock_gettime); 0 when that ran out or the
+    block's abort flag is set (the caller then waits in Python)."""
     name = "xlapy.coll.wait"
     fn = mod.globals.get(name)
     if fn is not None:
@@ -744,32 +768,35 @@ def _wait_function(mod):
     clock = fn.append_basic_block("clock")
     relax = fn.append_basic_block("relax")
     do_pause = fn.append_basic_block("pause")
-    do_yield = fn.append_basic_block("yield")
+    do_sleep = fn.append_basic_block("sleep")
     ok = fn.append_basic_block("ok")
     b = ir.IRBuilder(entry)
     j_slot = b.alloca(I64, name="j")
     s_slot = b.alloca(I64, name="spins")
-    y_slot = b.alloca(I1, name="yielding")
+    sleep_slot = b.alloca(I1, name="sleeping")
     ts = b.alloca(ir.ArrayType(I64, 2), name="ts")
     ts_ptr = b.bitcast(ts, I8P)
+    sec_p = b.gep(ts, [ir.Constant(I32, 0), ir.Constant(I32, 0)])
+    nsec_p = b.gep(ts, [ir.Constant(I32, 0), ir.Constant(I32, 1)])
     clock_fn = b.inttoptr(b.load(b.gep(h, [_c(H_CLOCK_FN)])),
                           ir.FunctionType(I32, [I32, I8P]).as_pointer())
-    yield_fn = b.inttoptr(b.load(b.gep(h, [_c(H_YIELD_FN)])), ir.FunctionType(I32, []).as_pointer())
+    syscall = b.inttoptr(b.load(b.gep(h, [_c(H_SYSCALL_FN)])), _SYSCALL_TYPE.as_pointer())
     pause_ns = b.load(b.gep(h, [_c(H_PAUSE_NS)]), name="pause_ns")
     spin_ns = b.load(b.gep(h, [_c(H_SPIN_NS)]), name="spin_ns")
+    epoch = b.bitcast(b.gep(words, [_c(B_EPOCH)]), I32.as_pointer(), name="epoch")
+    sleepers = b.gep(words, [_c(B_SLEEPERS)], name="native_sleepers")
 
     def now():
         b.call(clock_fn, [ir.Constant(I32, 1), ts_ptr])  # CLOCK_MONOTONIC
-        sec = b.load(b.gep(ts, [ir.Constant(I32, 0), ir.Constant(I32, 0)]))
-        nsec = b.load(b.gep(ts, [ir.Constant(I32, 0), ir.Constant(I32, 1)]))
-        return b.add(b.mul(sec, _c(1_000_000_000)), nsec)
+        return b.add(b.mul(b.load(sec_p), _c(1_000_000_000)), b.load(nsec_p))
 
     b.store(_c(0), j_slot)
     b.store(_c(0), s_slot)
-    b.store(b.icmp_signed("<=", pause_ns, _c(0)), y_slot)
+    b.store(b.icmp_signed("<=", pause_ns, _c(0)), sleep_slot)
     t0 = now()
     b.branch(head)
     b.position_at_end(head)
+    seen = b.load_atomic(epoch, "acquire", 4, name="seen")  # before the counts: no lost wake
     j = b.load(j_slot, name="j")
     b.cbranch(b.icmp_signed(">=", j, n), ok, check)
     b.position_at_end(check)
@@ -785,23 +812,56 @@ def _wait_function(mod):
         b.ret(ir.Constant(I1, 0))
     spins = b.add(b.load(s_slot), _c(1), name="spins")
     b.store(spins, s_slot)
-    b.cbranch(b.icmp_signed("==", b.and_(spins, _c(63)), _c(0)), clock, relax)
+    sleeping = b.load(sleep_slot)
+    due = b.or_(sleeping, b.icmp_signed("==", b.and_(spins, _c(63)), _c(0)))
+    b.cbranch(due, clock, relax)
     b.position_at_end(clock)
     elapsed = b.sub(now(), t0, name="elapsed")
     with b.if_then(b.icmp_signed(">", elapsed, spin_ns), likely=False):
         b.ret(ir.Constant(I1, 0))
-    b.store(b.icmp_signed(">", elapsed, pause_ns), y_slot)
+    b.store(b.icmp_signed(">", elapsed, pause_ns), sleep_slot)
     b.branch(relax)
     b.position_at_end(relax)
-    b.cbranch(b.load(y_slot), do_yield, do_pause)
+    b.cbranch(b.load(sleep_slot), do_sleep, do_pause)
     b.position_at_end(do_pause)
     b.call(_pause(mod), [])
     b.branch(head)
-    b.position_at_end(do_yield)
-    b.call(yield_fn, [])
+    b.position_at_end(do_sleep)
+    # announce the sleep, then look again: a member storing its count after our look sees
+    # the sleeper and bumps the epoch, so the futex wait returns at once
+    b.atomic_rmw("add", sleepers, _c(1), "seq_cst")
+    again = b.load_atomic(b.gep(words, [at]), "seq_cst", 8, name="again")
+    with b.if_then(b.icmp_signed("<", again, rnd)):
+        b.store(_c(0), sec_p)
+        b.store(_c(FUTEX_SLICE_NS), nsec_p)
+        b.call(syscall, [_c(SYS_FUTEX), b.ptrtoint(epoch, I64), _c(FUTEX_WAIT_PRIVATE),
+                         b.zext(seen, I64), b.ptrtoint(ts_ptr, I64), _c(0), _c(0)])
+    b.atomic_rmw("sub", sleepers, _c(1), "seq_cst")
     b.branch(head)
     b.position_at_end(ok)
     b.ret(ir.Constant(I1, 1))
+    return fn
+
+
+def _wake_function(mod):
+    """``void xlapy.coll.wake(i64* block, i64* handle)``: after a member stored a count,
+    bump the block's epoch and wake the members sleeping on it (if any)."""
+    name = "xlapy.coll.wake"
+    fn = mod.globals.get(name)
+    if fn is not None:
+        return fn
+    fn = ir.Function(mod, ir.FunctionType(VOID, [I64P, I64P]), name)
+    fn.linkage = "internal"
+    words, h = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    epoch = b.bitcast(b.gep(words, [_c(B_EPOCH)]), I32.as_pointer(), name="epoch")
+    b.atomic_rmw("add", epoch, ir.Constant(I32, 1), "seq_cst")
+    count = b.load_atomic(b.gep(words, [_c(B_SLEEPERS)]), "seq_cst", 8, name="sleepers")
+    with b.if_then(b.icmp_signed("!=", count, _c(0)), likely=False):
+        syscall = b.inttoptr(b.load(b.gep(h, [_c(H_SYSCALL_FN)])), _SYSCALL_TYPE.as_pointer())
+        b.call(syscall, [_c(SYS_FUTEX), b.ptrtoint(epoch, I64), _c(FUTEX_WAKE_PRIVATE),
+                         _c(2 ** 31 - 1)])
+    b.ret_void()
     return fn
 
 
@@ -816,6 +876,14 @@ class _NativeEmitter:
         self.n_in = len(step._in)
         self.n_out = len(step._out)
         self.P = self.n_in + self.n_out
+        self.offsets = []  # each operand's offset in a member's staging area
+        size = 0
+        for t in step._in:
+            self.offsets.append(size)
+            size += -(-t.nbytes // 64) * 64
+        self.staged = step.form not in ("replica-id", "partition-id") and size <= STAGE_BYTES
+        if self.staged:
+            step.stage_bytes = max(size, 64)
         self._folds = planner.__dict__.setdefault("_collective_folds", {})
         self._fold_kernel_of = planner.__dict__.setdefault("_collective_fold_kernels", {})
 
@@ -858,10 +926,20 @@ class _NativeEmitter:
         return self.b.gep(ptr, [nbytes if isinstance(nbytes, ir.Value) else _c(nbytes)])
 
     def _member_ptr(self, j, p):
-        """Member ``j``'s pointer ``p`` (its operands, then its results) from the block."""
+        """Member ``j``'s pointer ``p`` (its operands, then its results): from the block's
+        table, or for a staged operand its copy in this round's staging area."""
         b = self.b
-        at = b.add(b.mul(j if isinstance(j, ir.Value) else _c(j), _c(self.P)), _c(p))
+        j = j if isinstance(j, ir.Value) else _c(j)
+        if self.staged and p < self.n_in:
+            return self._offset(self._stage_of(j), _c(self.offsets[p]))
+        at = b.add(b.mul(j, _c(self.P)), _c(p))
         return b.inttoptr(b.load(b.gep(self.table, [at])), I8P)
+
+    def _stage_of(self, j):
+        """Member ``j``'s staging area of this round."""
+        b = self.b
+        slot = b.add(b.mul(self.parity, self.n), j)
+        return self._offset(self.stage, b.mul(slot, _c(self.step.stage_bytes)))
 
     # -- the function ---------------------------------------------------------------------------
 
@@ -918,12 +996,22 @@ class _NativeEmitter:
         rnd = b.add(b.load(self._word(h, H_ROUND)), _c(1), name="round")
         b.store(rnd, self._word(h, H_ROUND))
         self.table = b.gep(words, [b.mul(b.add(n, _c(1)), _c(LINE))], name="ptrs")
-        mine = b.mul(self.rank, _c(self.P))
-        for p in range(self.P):
-            b.store(b.ptrtoint(self._buf(p), I64), b.gep(self.table, [b.add(mine, _c(p))]))
-        self._meet(0, rnd, step.host_wait_arrival)
-        self._work()
-        self._meet(1, rnd, step.host_wait_departure)
+        if self.staged:  # copies of the operands in this round's area: one rendezvous
+            self.parity = b.and_(rnd, _c(1), name="parity")
+            self.stage = b.inttoptr(b.load(self._word(h, H_STAGE)), I8P, name="stage")
+            mine = self._stage_of(self.rank)
+            for k, t in enumerate(step._in):
+                if t.nbytes:
+                    self._copy(self._offset(mine, _c(self.offsets[k])), self._buf(k), t.nbytes)
+            self._meet(0, rnd, step.host_wait_arrival)
+            self._work()
+        else:  # the operands read in place: a departure barrier before anyone goes on
+            mine = b.mul(self.rank, _c(self.P))
+            for p in range(self.P):
+                b.store(b.ptrtoint(self._buf(p), I64), b.gep(self.table, [b.add(mine, _c(p))]))
+            self._meet(0, rnd, step.host_wait_arrival)
+            self._work()
+            self._meet(1, rnd, step.host_wait_departure)
         b.ret_void()
 
     def _meet(self, field: int, rnd, wait_method) -> None:
@@ -932,7 +1020,9 @@ class _NativeEmitter:
         b = self.b
         mine = b.gep(self.words, [b.add(b.mul(b.add(self.rank, _c(1)), _c(LINE)), _c(field))])
         b.store_atomic(rnd, mine, "seq_cst", 8)
-        sleepers = b.load_atomic(b.gep(self.words, [_c(1)]), "seq_cst", 8, name="sleepers")
+        b.call(_wake_function(self.mod), [self.words, self.h])
+        sleepers = b.load_atomic(b.gep(self.words, [_c(B_WAITERS)]), "seq_cst", 8,
+                                 name="waiters")
         with b.if_then(b.icmp_signed("!=", sleepers, _c(0)), likely=False):
             self._fail_if(self._call_host(self._host(self.step.host_notify)))
         ok = b.call(_wait_function(self.mod), [self.words, self.n, _c(field), rnd, self.h])
@@ -963,8 +1053,7 @@ class _NativeEmitter:
         elif form == "all-to-all-tuple":
             nbytes = self.step._in[0].nbytes
             for j in range(self.n_in):
-                dst = self._member_ptr(self.rank, self.n_in + j)
-                self._copy(dst, self._member_ptr_at_rank(j), nbytes)
+                self._copy(self._buf(self.n_in + j), self._member_ptr_at_rank(j), nbytes)
         elif form in ("broadcast", "permute"):
             b = self.b
             source = b.load(self._word(self.h, H_SOURCE), name="source")
@@ -980,8 +1069,12 @@ class _NativeEmitter:
                         self._zero(self._buf(self.n_in + k), t.nbytes)
 
     def _member_ptr_at_rank(self, j: int):
-        """Member ``j``'s operand number <this member's rank> (all-to-all's tuple form)."""
+        """Member ``j``'s operand number <this member's rank> (all-to-all's tuple form: the
+        operands have one shape, so their staged offsets are multiples of one size)."""
         b = self.b
+        if self.staged:
+            stride = self.offsets[1] - self.offsets[0] if self.n_in > 1 else 0
+            return self._offset(self._stage_of(_c(j)), b.mul(self.rank, _c(stride)))
         at = b.add(_c(j * self.P), self.rank)
         return b.inttoptr(b.load(b.gep(self.table, [at])), I8P)
 
@@ -1073,6 +1166,9 @@ class _NativeEmitter:
             return
         n, rank = self.n, self.rank
         out_me = self._buf(self.n_in + k)
+        if self.staged:  # small: every member folds the staged copies into its own result
+            self._fold_range(k, et, isz, reducer, _c(0), out_me, _c(count))
+            return
         split = b.icmp_signed(">=", _c(count * isz), b.load(self._word(self.h, H_SPLIT)))
         split = b.and_(split, b.icmp_signed(">", n, _c(1)))
         with b.if_else(split) as (big, small):

@@ -609,7 +609,9 @@ class _Emitter:
         result, then the context; it reports a failure in the context's status word."""
         instr = step.instr
         ins = [leaf for o in step.reads for leaf in _leaves(env[id(o)])]
-        outs = [self._new_leaf(s) for s in _leaf_shapes(instr.shape)]
+        placed = self._placement.get(id(instr))  # a double-buffered state leaf
+        outs = [placed] if placed is not None else \
+            [self._new_leaf(s) for s in _leaf_shapes(instr.shape)]
         bufs = self._bufs_array([leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs] +
                                 [self.ctx])
         self.b.call(self.planner.irmod.get_global(step.native_call),
@@ -846,6 +848,8 @@ class _Emitter:
                    if (isinstance(st, KernelStep) and not st.tuple_result and
                        not st.spec.in_place) or  # in place: writes the dying state slot
                    (isinstance(st, (LibraryStep, SwappedDotStep)) and
+                    st.instr.shape.is_array()) or
+                   (getattr(st, "native_call", None) is not None and
                     st.instr.shape.is_array())}
         out = {}
         for k, o in enumerate(operands):
