@@ -13,8 +13,9 @@ by ``bound`` around ``CpuProgram.run``): entry 0 and 1 the device's replica and 
 id, entry 2 + k the *handle* of collective k of the program on this device in this run,
 made on first use by a call out to Python (``_setup``). A handle of 1, or no table, sends
 the collective to the *generic path*: the runtime's CollectivesBackend methods in Python
-with NumPy arrays (``CollectiveStep.compute``; the reductions folded by the interpreter's
-``apply_computation`` in group order) - MPI, a single device, and the forms without native
+with NumPy arrays (``CollectiveStep.compute``; reductions folded in group order by the
+step's compiled fold kernels, ``_FoldingContext``, else by the interpreter) - MPI, a
+single device, and the forms without native
 code (ragged-all-to-all, a dynamic broadcast root, collective-permute with slices, the
 tuple-shaped -start forms, groups that do not fit the shapes, which then raise the
 interpreter's error).
@@ -545,9 +546,6 @@ class _Block:
 
     def abort(self) -> None:
         self.view[B_ABORT] = 1
-
-    def count(self, member: int, field: int) -> int:
-        return int(self.view[LINE * (1 + member) + field])
 
 
 class _Handle:
