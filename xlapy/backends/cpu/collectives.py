@@ -101,7 +101,8 @@ CHUNK_BYTES = 1 << 14
 #: waited for needs the core).
 PAUSE_NS = 5_000
 #: Nanoseconds after which it stops waiting natively and waits in Python
-#: (ExecutionState.wait: blocking, with the runtime's timeout and error reports).
+#: (ExecutionState.wait: blocking, with the runtime's timeout and error reports); at most a
+#: tenth of the execution's timeout.
 SPIN_NS = 50_000_000
 
 # The handle's words (int64), one per device, instruction and run.
@@ -643,11 +644,12 @@ def _setup(step, plan_ctx) -> None:
     words[H_RANK] = rank
     words[H_SIZE] = len(devices)
     words[H_PAUSE_NS] = 0 if oversubscribed else PAUSE_NS
-    words[H_SPIN_NS] = SPIN_NS
+    timeout = getattr(ctx.options, "timeout", None)
+    # the native wait is part of the timeout: at most a tenth of it before Python's
+    words[H_SPIN_NS] = SPIN_NS if timeout is None else min(SPIN_NS, int(timeout * 1e8))
     words[H_SYSCALL_FN], words[H_CLOCK_FN] = _libc_addresses()
     words[H_SOURCE] = source
     words[H_SPLIT] = SPLIT_BYTES
-    timeout = getattr(ctx.options, "timeout", None)
     run.handles[k] = _Handle(words, block, devices, devices[rank] if devices else None, state,
                              what, timeout)
     run.table[T_HANDLES + k] = words.ctypes.data
