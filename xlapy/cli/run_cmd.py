@@ -60,8 +60,8 @@ def register(subparsers) -> None:
             ("xlapy run examples/mlp.hlo", "random inputs, print the results"),
             ("xlapy run m.hlo --inputs in.npz --output out.npz", "arrays in and out as .npz"),
             ("cat m.hlo | xlapy run -", "module text from stdin"),
-            ("xlapy run f.mlir", "StableHLO text (jax's lower(...).as_text()), told apart by "
-             "content"),
+            ("xlapy run f.mlir", ("StableHLO text (jax's lower(...).as_text()), told apart by "
+             "content")),
             ("xlapy run snapshot.pb", "an HloSnapshot, run on the arguments it holds"),
             ("xlapy run 'dump/*before_optimizations*' --reference xla",
              "every module of an XLA dump against real XLA:CPU (jax)"),

@@ -401,7 +401,7 @@ class _Arena:
 class _Slot:
     """A workspace range holding one array value; ``pinned`` slots are never freed."""
 
-    __slots__ = ("offset", "nbytes", "ptr", "pinned")
+    __slots__ = ("nbytes", "offset", "pinned", "ptr")
 
     def __init__(self, offset, nbytes, ptr, pinned=False):
         self.offset, self.nbytes, self.ptr, self.pinned = offset, nbytes, ptr, pinned
@@ -411,7 +411,7 @@ class _Leaf:
     """An array value at emission time: its shape, its address (an i8* computed in the
     entry block) and the workspace slot it lives in (None: a constant)."""
 
-    __slots__ = ("shape", "ptr", "slot")
+    __slots__ = ("ptr", "shape", "slot")
 
     def __init__(self, shape, ptr, slot):
         self.shape, self.ptr, self.slot = shape, ptr, slot
