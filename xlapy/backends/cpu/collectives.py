@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 
 import numpy as np
@@ -567,12 +568,18 @@ def _cores() -> int:
 _LIBC: list = []
 
 
-def _libc_addresses() -> tuple[int, int]:
-    """The addresses of libc's syscall and clock_gettime (the wait loop calls them)."""
+def _libc_addresses() -> tuple[int, int] | None:
+    """The addresses of libc's syscall and clock_gettime (the wait loop calls them; its
+    futex is Linux's), or None where there are none (then the generic path runs)."""
     if not _LIBC:
-        libc = ctypes.CDLL(None)
-        _LIBC.append(tuple(ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
-                           for name in ("syscall", "clock_gettime")))
+        try:
+            libc = ctypes.CDLL(None)
+            found = tuple(ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
+                          for name in ("syscall", "clock_gettime"))
+        except (OSError, AttributeError):
+            found = None
+        _LIBC.append(found if sys.platform.startswith("linux") and found and all(found)
+                     else None)
     return _LIBC[0]
 
 
@@ -615,7 +622,8 @@ def _setup(step, plan_ctx) -> None:
     k = step.index
     ctx = plan_ctx.eval_context()
     backend = backend_of(ctx)
-    if not getattr(backend, "in_process", False):
+    libc = _libc_addresses()
+    if not getattr(backend, "in_process", False) or libc is None:
         run.table[T_HANDLES + k] = GENERIC
         return
     members = _members(step, ctx)
@@ -647,7 +655,7 @@ def _setup(step, plan_ctx) -> None:
     timeout = getattr(ctx.options, "timeout", None)
     # the native wait is part of the timeout: at most a tenth of it before Python's
     words[H_SPIN_NS] = SPIN_NS if timeout is None else min(SPIN_NS, int(timeout * 1e8))
-    words[H_SYSCALL_FN], words[H_CLOCK_FN] = _libc_addresses()
+    words[H_SYSCALL_FN], words[H_CLOCK_FN] = libc
     words[H_SOURCE] = source
     words[H_SPLIT] = SPLIT_BYTES
     run.handles[k] = _Handle(words, block, devices, devices[rank] if devices else None, state,
