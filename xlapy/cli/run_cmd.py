@@ -60,8 +60,8 @@ def register(subparsers) -> None:
             ("xlapy run examples/mlp.hlo", "random inputs, print the results"),
             ("xlapy run m.hlo --inputs in.npz --output out.npz", "arrays in and out as .npz"),
             ("cat m.hlo | xlapy run -", "module text from stdin"),
-            ("xlapy run f.mlir", "StableHLO text (jax's lower(...).as_text()), told apart by "
-             "content"),
+            ("xlapy run f.mlir", ("StableHLO text (jax's lower(...).as_text()), told apart by "
+             "content")),
             ("xlapy run snapshot.pb", "an HloSnapshot, run on the arguments it holds"),
             ("xlapy run 'dump/*before_optimizations*' --reference xla",
              "every module of an XLA dump against real XLA:CPU (jax)"),
@@ -352,10 +352,8 @@ def _check_options(args, paths: list[str]) -> None:
         value = getattr(args, name)
         if not value >= 0:
             raise CommandError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
-    if args.distributed and args.backend not in (None, "interpreter"):
-        raise CommandError("--distributed mpi runs the interpreter; it does not take --backend")
     if args.backend is None:
-        args.backend = "interpreter" if args.distributed else DEFAULT_BACKEND
+        args.backend = DEFAULT_BACKEND
     check_backend(args.backend)
     if args.reference is not None:
         check_backend(args.reference)
@@ -371,8 +369,8 @@ def _check_options(args, paths: list[str]) -> None:
         if "-" in paths:
             raise CommandError("- (stdin) cannot be combined with other modules")
     if args.distributed and (args.reference or args.iterations is not None):
-        raise CommandError("--distributed mpi runs the interpreter once; it does not take "
-                           "--backend, --reference or --iterations")
+        raise CommandError("--distributed mpi runs the module once; it does not take "
+                           "--reference or --iterations")
 
 
 def _run_module(args, path: str, progress) -> int:

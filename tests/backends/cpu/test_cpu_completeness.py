@@ -29,12 +29,6 @@ INTERPRETED = {
     ("rng", "*"): "rng (RngUniform/RngNormal): the interpreter's generator state; no native "
                   "generator with its streams",
     ("map", "*"): "map: no emitter inlines a mapped computation yet (jax never emits it)",
-    ("all-gather", "*"): "collectives: the interpreter's replica runtime",
-    ("all-reduce", "*"): "collectives: the interpreter's replica runtime",
-    ("all-to-all", "*"): "collectives: the interpreter's replica runtime",
-    ("collective-permute", "*"): "collectives: the interpreter's replica runtime",
-    ("reduce-scatter", "*"): "collectives: the interpreter's replica runtime",
-    ("replica-id", "*"): "collectives: the interpreter's replica runtime",
     ("batch-norm-inference", "*"): "batch-norm: no emitter (XLA expands it first: "
                                    "BatchNormExpander; xlapy has no such pass yet)",
     ("get-dimension-size", "*"): "dynamic shapes: the interpreter tracks runtime sizes",

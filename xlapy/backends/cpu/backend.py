@@ -16,6 +16,9 @@
    - gather, scatter, select-and-scatter, dynamic-update-slice: their kernels
      (``gather_scatter``; scatter and dynamic-update-slice in place);
    - dot, convolution, sort, fft with a fast library path (``library``): a library call;
+   - collectives and replica-id/partition-id: ``collectives``' steps (native code meeting
+     the other devices in shared memory on the threaded runtime, the runtime's collectives
+     backend in Python otherwise);
    - while/conditional/call: the sub-plans of their computations, run in a loop here;
    - tuple/get-tuple-element/reshape of a contiguous array: no copy, no kernel;
    - anything else: the interpreter's kernel (``EvalContext.run_instruction``), so every
@@ -46,6 +49,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.base import Backend, DeviceProgram
+from xlapy.backends.cpu import collectives as _collectives
 from xlapy.backends.cpu import control_flow as _control_flow
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import emitters as _emitters
@@ -149,6 +153,7 @@ class Planner:
         self._plans: dict[int, Plan] = {}
         self._walked: set[int] = set()  # computations plan() has entered
         self.host_table = _executor.HostTable()  # what native code calls out to
+        self.collective_steps: list = []  # the collectives with a run-table entry, in order
 
     def plan(self, comp) -> Plan:
         """The plan of ``comp``; the computations its while/call/conditional steps run are
@@ -227,6 +232,8 @@ class Planner:
             return InterpretStep(instr, "dynamic shapes: the interpreter tracks runtime sizes")
         if op == "constant":
             return ConstantStep(instr, constant_value(instr))
+        if op in _collectives.OPCODES:  # collectives and device ids: collectives.py
+            return _collectives.plan_step(self, instr)
         if op in ("tuple", "get-tuple-element", "opt-barrier"):
             return ValueStep(instr)
         if op in ("reshape", "bitcast") and indexing.supports(instr):
@@ -401,15 +408,19 @@ class _LazyContext:
     """The interpreter's EvalContext for a run, made when a step first needs one (most
     programs never do, and making one costs more than a small kernel)."""
 
-    __slots__ = ("_ctx", "module", "options")
+    __slots__ = ("_ctx", "collectives", "module", "options")
 
     def __init__(self, module, options):
         self.module, self.options, self._ctx = module, options, None
+        self.collectives = None  # the run's collectives (collectives.bound)
 
-    def run_instruction(self, instr, args):
+    def eval_context(self) -> EvalContext:
         if self._ctx is None:
             self._ctx = EvalContext(self.module, self.options)
-        return self._ctx.run_instruction(instr, args)
+        return self._ctx
+
+    def run_instruction(self, instr, args):
+        return self.eval_context().run_instruction(instr, args)
 
 
 class CpuProgram(DeviceProgram):
@@ -427,10 +438,12 @@ class CpuProgram(DeviceProgram):
         self.nbytes = _estimated_bytes(self)
 
     flush_denormals = True  # the run holds MXCSR FTZ|DAZ (denormals.flushing)
+    run_table_size = 0  # entries of a run's table (collectives.bound); 0: none needed
 
     def run(self, args, options):
-        with flushing(self.flush_denormals):
-            return self.entry.execute(list(args), _LazyContext(self.module, options))
+        plan_ctx = _LazyContext(self.module, options)
+        with flushing(self.flush_denormals), _collectives.bound(self, plan_ctx):
+            return self.entry.execute(list(args), plan_ctx)
 
     def steps(self) -> list:
         return list(self.entry.steps)
@@ -444,6 +457,8 @@ class CpuProgram(DeviceProgram):
             for step in plan.steps:
                 if isinstance(step, InterpretStep):
                     out.append((step.instr.name, step.instr.opcode, step.reason))
+                elif getattr(step, "interpreted_reason", None):  # collectives.py's
+                    out.append((step.instr.name, step.instr.opcode, step.interpreted_reason))
                 subs = [getattr(step, "cond", None), getattr(step, "body", None),
                         *(getattr(step, "branches", None) or ())]
                 for sub in subs:
@@ -491,6 +506,9 @@ def compile_module(module, *, allow_excess_precision: bool = True,
     compiled = planner.compile(bool(flush_denormals))
     program = CpuProgram(work, entry, planner.kernels, compiled)
     program.flush_denormals = bool(flush_denormals)
+    if any(isinstance(s, _collectives.CollectiveStep) and s.form is not None
+           for s in planner.kernels):
+        program.run_table_size = _collectives.T_HANDLES + len(planner.collective_steps)
     PROGRAMS.put(key, program, program.nbytes)
     return program
 

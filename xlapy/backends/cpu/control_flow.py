@@ -179,8 +179,11 @@ def _host_callable(step) -> bool:
     result are arrays (or tuples of them) of kernel element types."""
     if isinstance(step, WhileStep):  # a loop that could not be compiled (too deep, or
         return False  # a state of tokens): the loops around it stay in Python too
-    if step.instr.opcode in _DEVICE_BOUND or step.instr.has_side_effect:
+    if (step.instr.opcode in _DEVICE_BOUND or step.instr.has_side_effect) and \
+            not getattr(step, "device_safe", False):
         return False  # talks to other devices or the host, or depends on which device runs
+    # (a step marked ``device_safe`` - collectives.py's - is correct when called out: it
+    # runs on the device's own thread with the device's run, and copies what it hands on)
     reads = getattr(step, "reads", None) or step.instr.operands
     return all(_leaf_shapes(o.shape) is not None for o in reads)
 
@@ -398,7 +401,7 @@ class _Arena:
 class _Slot:
     """A workspace range holding one array value; ``pinned`` slots are never freed."""
 
-    __slots__ = ("offset", "nbytes", "ptr", "pinned")
+    __slots__ = ("nbytes", "offset", "pinned", "ptr")
 
     def __init__(self, offset, nbytes, ptr, pinned=False):
         self.offset, self.nbytes, self.ptr, self.pinned = offset, nbytes, ptr, pinned
@@ -408,7 +411,7 @@ class _Leaf:
     """An array value at emission time: its shape, its address (an i8* computed in the
     entry block) and the workspace slot it lives in (None: a constant)."""
 
-    __slots__ = ("shape", "ptr", "slot")
+    __slots__ = ("ptr", "shape", "slot")
 
     def __init__(self, shape, ptr, slot):
         self.shape, self.ptr, self.slot = shape, ptr, slot
@@ -634,8 +637,26 @@ class _Emitter:
             self._emit_conditional(step, env)
         elif isinstance(step, (LibraryStep, SwappedDotStep)) and self._emit_gemm(step, env):
             pass  # a 2-D f32/f64 dot: xGEMM called through the function table
+        elif getattr(step, "native_call", None) is not None:
+            self._emit_native_call(step, env)  # a native function of its own (collectives)
         else:  # anything else: a call out to Python (compile_while checked it can)
             self._emit_host(step, env)
+
+    def _emit_native_call(self, step, env) -> None:
+        """A step that is one native function of the program (``step.native_call``, the
+        kernel signature) over the leaves of its operands (``step.reads``), then of its
+        result, then the context; it reports a failure in the context's status word."""
+        instr = step.instr
+        ins = [leaf for o in step.reads for leaf in _leaves(env[id(o)])]
+        placed = self._placement.get(id(instr))  # a double-buffered state leaf
+        outs = [placed] if placed is not None else \
+            [self._new_leaf(s) for s in _leaf_shapes(instr.shape)]
+        bufs = self._bufs_array([leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs] +
+                                [self.ctx])
+        self.b.call(self.planner.irmod.get_global(step.native_call),
+                    [bufs, ir.Constant(I64, 0), ir.Constant(I64, 1)])
+        self._check_status()
+        self._set(env, instr, _build(instr.shape, iter(outs)))
 
     # -- calls out and their failures ---------------------------------------------------------
 
@@ -866,6 +887,8 @@ class _Emitter:
                    if (isinstance(st, KernelStep) and not st.tuple_result and
                        not st.spec.in_place) or  # in place: writes the dying state slot
                    (isinstance(st, (LibraryStep, SwappedDotStep)) and
+                    st.instr.shape.is_array()) or
+                   (getattr(st, "native_call", None) is not None and
                     st.instr.shape.is_array())}
         out = {}
         for k, o in enumerate(operands):

@@ -2,10 +2,12 @@
 control_flow) reaches what is not LLVM code - library routines, steps that must stay in
 Python, the worker pool, the runtime's cancellation - without returning to Python.
 
-**The context.** Every compiled function gets a *context* buffer (``Context``: three i64
+**The context.** Every compiled function gets a *context* buffer (``Context``: four i64
 words) among its buffers: word 0 the *status* (0: running; set to 1 by native code when a
 call out failed, so every enclosing function returns at once), word 1 the address of the
-process's *function table*, word 2 a cancellation poll counter's period. Native code loads
+process's *function table*, word 2 a cancellation poll counter's period, word 3 the run
+table of the program running on this thread (its collectives and device ids: see
+collectives.bound; 0 outside such a run). Native code loads
 what it calls from the table, so no address is baked into the IR: the object code is the
 same in every process and the disk cache holds across processes.
 
@@ -148,7 +150,7 @@ class Context:
     __slots__ = ("address", "words")
 
     def __init__(self):
-        self.words = (ctypes.c_int64 * 3)(0, table_address(), POLL_PERIOD)
+        self.words = (ctypes.c_int64 * 4)(0, table_address(), POLL_PERIOD, 0)
         self.address = ctypes.addressof(self.words)
 
     def reset(self) -> None:
