@@ -15,7 +15,8 @@
      kernels (a sort the library's NumPy keys match tries those first);
    - gather, scatter, select-and-scatter, dynamic-update-slice: their kernels
      (``gather_scatter``; scatter and dynamic-update-slice in place);
-   - dot, convolution, sort, fft with a fast library path (``library``): a library call;
+   - dot, convolution, sort, fft, cholesky, triangular-solve and jaxlib's LAPACK custom
+     calls with a fast library path (``library``, ``lapack_calls``): a library call;
    - while/conditional/call: the sub-plans of their computations, run in a loop here;
    - tuple/get-tuple-element/reshape of a contiguous array: no copy, no kernel;
    - anything else: the interpreter's kernel (``EvalContext.run_instruction``), so every

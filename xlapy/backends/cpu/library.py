@@ -21,6 +21,8 @@ tuple-shaped result) the result is written there and ``out`` is returned.
   bits: two's-complement sums give the interpreter's bits; pred = any product true), rows
   over the pool.
 - cholesky, triangular-solve: LAPACK xPOTRF / BLAS xTRSM (``linalg``).
+- custom-call: jaxlib's LAPACK targets (``lapack_<t>potrf_ffi``, trsm, getrf, geqrf,
+  orgqr/ungqr, syevd/heevd, gesdd) as jaxlib's handlers run them (``lapack_calls``).
 - convolution: the input goes channels-last, dilated and padded ([N, spatial..., C], the
   padded buffer kept in a pool for the next call), the kernel to [spatial..., I, O]
   (reversed dimensions flipped). Unit strides: per-tap GEMMs accumulate into a small
@@ -54,7 +56,7 @@ import threading
 
 import numpy as np
 
-from xlapy.backends.cpu import blas, linalg, threads
+from xlapy.backends.cpu import blas, lapack_calls, linalg, threads
 from xlapy.backends.cpu.blas import blas_function_pointer
 from xlapy.hlo.attrs.enums import ComparisonDirection as Dir
 from xlapy.hlo.attrs.enums import ComparisonType, FftType
@@ -1184,8 +1186,10 @@ def _run_fft(instr, operands, out):
 
 _SUPPORTS = {"dot": _supports_dot, "convolution": _supports_convolution, "sort": _supports_sort,
              "fft": _supports_fft, "cholesky": linalg.supports_cholesky,
-             "triangular-solve": linalg.supports_triangular_solve}
+             "triangular-solve": linalg.supports_triangular_solve,
+             "custom-call": lapack_calls.supports}
 _RUN = {"dot": _run_dot, "convolution": _run_convolution, "sort": _run_sort, "fft": _run_fft,
-        "cholesky": linalg.run_cholesky, "triangular-solve": linalg.run_triangular_solve}
+        "cholesky": linalg.run_cholesky, "triangular-solve": linalg.run_triangular_solve,
+        "custom-call": lapack_calls.run}
 
 __all__ = ["CORES", "batched_gemm", "blas_function_pointer", "run", "supports"]
