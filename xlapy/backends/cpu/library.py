@@ -231,18 +231,21 @@ def batched_gemm(a3: np.ndarray, b3: np.ndarray, c3: np.ndarray) -> None:
     if flops < PARALLEL_GEMM or CORES < 2 or (threads.USER_BLAS_THREADS and bsz == 1):
         # small, or the user set BLAS's threads: BLAS as it is, from the calling thread
         with threads.blas_calls():
+            call = blas.PreparedGemm(dt, m, n, k, fa, fb, n)
             for i in range(bsz):
-                blas.gemm_rowmajor(dt, m, n, k, pa + i * sa, fa, pb + i * sb, fb,
-                                   pc + i * sc, n)
+                call(pa + i * sa, pb + i * sb, pc + i * sc)
         return
     items = _gemm_panels(bsz, m, n, k)
     isz = dt.itemsize
 
     def run_panels(next_item, local: bool) -> None:  # single-threaded BLAS per pool thread
+        whole = blas.PreparedGemm(dt, m, n, k, fa, fb, n)  # whole matrices: pointers only
         while (item := next_item()) is not None:
             i, axis, lo, hi = item
             a, b, c = pa + i * sa, pb + i * sb, pc + i * sc
-            if axis == 0:  # rows lo:hi of A and C
+            if axis == 0 and lo == 0 and hi == m:
+                whole(a, b, c)
+            elif axis == 0:  # rows lo:hi of A and C
                 a += lo * (fa[1] if fa[0] == "r" else 1) * isz
                 c += lo * n * isz
                 blas.gemm_rowmajor(dt, hi - lo, n, k, a, fa, b, fb, c, n)
