@@ -334,3 +334,32 @@ def test_jax_linear_algebra_compiles_and_matches_jax(p, batch):
                 else:
                     tol = 1e-4 if p in "sc" else 1e-12
                     np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=name)
+
+
+@pytest.mark.parametrize("p", PREFIXES)
+def test_jax_failure_conventions(p):
+    """What jax makes of LAPACK's failures (NaNs where info says so) on the cpu backend:
+    cholesky of matrices that are not positive definite, inv and solve of singular ones,
+    eigh of a matrix holding NaN; batched with good matrices, bit for bit jax's values."""
+    import jax.numpy as jnp
+
+    import xlapy
+
+    rng = np.random.default_rng(9)
+    n = 5
+    good = _hermitian_pd(p, (3,), n, rng)
+    bad_pd = good.copy()
+    bad_pd[1] *= -1
+    singular = good.copy()
+    singular[2, :, 0] = 0
+    with_nan = good.copy()
+    with_nan[0, 1, 1] = np.nan
+    cases = [(jnp.linalg.cholesky, bad_pd), (jnp.linalg.inv, singular),
+             (lambda a: jnp.linalg.solve(a, a[..., :1]), singular),
+             (jnp.linalg.eigh, with_nan)]
+    with jax.enable_x64(p in "dz"):
+        for fn, x in cases:
+            got = jax.tree_util.tree_leaves(xlapy.jit(fn, backend="cpu")(x))
+            want = jax.tree_util.tree_leaves(jax.jit(fn)(x))
+            for g, w in zip(got, want):
+                _same(np.asarray(g), np.asarray(w), "a failing matrix against jax")
