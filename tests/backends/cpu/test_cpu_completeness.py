@@ -296,7 +296,6 @@ def test_reasons_name_the_emitter():
 INTERPRETED_LAPACK = {
     "geev": "geev (jnp.linalg.eig): no compiled path; the interpreter runs jaxlib's model "
             "(the non-finite check, eigenvector unpacking)",
-    "gesvd": "gesvd (SVD with algorithm=QR): no compiled path; the interpreter runs it",
 }
 
 _R = {"s": "f32", "d": "f64", "c": "f32", "z": "f64"}

@@ -1,9 +1,10 @@
 """jaxlib's LAPACK custom calls (``lapack_<t><routine>_ffi``) on the cpu backend
 (backends/cpu/lapack_calls.py) against the interpreter and against real XLA:CPU (jaxlib's
 FFI handlers, through the xla backend) on the same inputs: potrf, trsm (every side, triangle,
-transpose, diagonal), getrf, geqrf, orgqr/ungqr, syevd/heevd, gesdd (modes A, S, N) on
-f32/f64/c64/c128, unbatched and batched, square, tall and wide; matrices LAPACK rejects
-(not positive definite, singular, a zero diagonal, NaN) give XLA's info outputs and values.
+transpose, diagonal), getrf, geqrf, orgqr/ungqr, syevd/heevd, gesdd and gesvd (modes A, S,
+N) on f32/f64/c64/c128, unbatched and batched, square, tall and wide; matrices LAPACK
+rejects (not positive definite, singular, a zero diagonal, NaN) give XLA's info outputs and
+values.
 
 The routines are the ones jaxlib calls (SciPy's LAPACK), with its arguments and workspace
 sizes, so every result jax defines is compared bit for bit. Results LAPACK leaves
@@ -209,14 +210,15 @@ def test_syevd(p, batch, mode, uplo):
 @pytest.mark.parametrize("batch", [(), (3,)])
 @pytest.mark.parametrize("mn", [(5, 5), (7, 4), (3, 6)])
 @pytest.mark.parametrize("mode", ["A", "S", "N"])
-def test_gesdd(p, batch, mn, mode):
+@pytest.mark.parametrize("routine", ["gesdd", "gesvd"])
+def test_svd(p, batch, mn, mode, routine):
     rng = np.random.default_rng(6)
     m, n = mn
     k = min(m, n)
     a = _random(p, batch + (m, n), rng)
     u = (m, m) if mode in "AN" else (m, k)
     vt = (n, n) if mode in "AN" else (k, n)
-    text = _module(f"lapack_{p}gesdd_ffi", [(HLO[p], batch + (m, n))],
+    text = _module(f"lapack_{p}{routine}_ffi", [(HLO[p], batch + (m, n))],
                    [(HLO[p], batch + (m, n)), (REAL[p], batch + (k,), "v"), (HLO[p], batch + u),
                     (HLO[p], batch + vt), ("s32", batch, "v")], f"{{mode = {ord(mode)} : ui8}}")
     undefined = (2, 3) if mode == "N" else ()
@@ -298,6 +300,8 @@ def _jax_programs():
         "qr": jnp.linalg.qr,
         "svd": jnp.linalg.svd,
         "svdvals": lambda a: jnp.linalg.svd(a, compute_uv=False),
+        "svd_qr": lambda a: jax.lax.linalg.svd(a, full_matrices=False,
+                                               algorithm=jax.lax.linalg.SvdAlgorithm.QR),
         "lu_factor": jsl.lu_factor,
         "solve": lambda a: jnp.linalg.solve(a, a[..., :2]),
         "inv": jnp.linalg.inv,

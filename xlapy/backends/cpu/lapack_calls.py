@@ -16,7 +16,7 @@ arguments and workspace sizes, so the results are XLA:CPU's bit for bit:
 | geqrf | a -> (qr, tau[batch, min(m,n)]) | xGEQRF, workspace from its query |
 | orgqr, ungqr | a, tau -> q | xORGQR/xUNGQR(k = tau's length), workspace from its query |
 | syevd, heevd | a -> (vectors or destroyed a, eigenvalues, info) | xSYEVD/xHEEVD(mode, uplo) |
-| gesdd | a -> (destroyed a, s, u, vt, info) | xGESDD(mode A/S/N) |
+| gesdd, gesvd | a -> (destroyed a, s, u, vt, info) | xGESDD(mode) / xGESVD(mode, mode); A/S/N |
 
 Workspaces: xSYEVD/xHEEVD get jaxlib's sizes (the routines' documented minimums), the
 others the sizes their workspace query gives (lwork = -1), as jaxlib asks. In SVD mode N,
@@ -32,7 +32,7 @@ The matrices of a batch go over the backend's worker pool (single-threaded BLAS 
 thread, a workspace per thread) when the batch is large enough; one matrix is one call on
 the calling thread with BLAS's own threads. ``form(instr)`` says at plan time whether a
 custom call runs here (a registered user function of the same name, an older jaxlib
-signature, SVD mode 'O', empty matrices, geev/gesvd: a reason string, and the interpreter's
+signature, SVD mode 'O', empty matrices, geev: a reason string, and the interpreter's
 target runs it).
 
 Imports numpy, ctypes, the interpreter's custom-call registry (attribute parsing) and the
@@ -58,7 +58,8 @@ _S32 = np.dtype(np.int32)
 #: routine name -> (family, prefixes it exists for)
 _ROUTINES = {"potrf": ("potrf", "sdcz"), "trsm": ("trsm", "sdcz"), "getrf": ("getrf", "sdcz"),
              "geqrf": ("geqrf", "sdcz"), "orgqr": ("orgqr", "sd"), "ungqr": ("orgqr", "cz"),
-             "syevd": ("syevd", "sd"), "heevd": ("syevd", "cz"), "gesdd": ("gesdd", "sdcz")}
+             "syevd": ("syevd", "sd"), "heevd": ("syevd", "cz"), "gesdd": ("gesdd", "sdcz"),
+             "gesvd": ("gesdd", "sdcz")}
 _PTR = ctypes.c_void_p
 _fns: dict[str, object] = {}
 PARALLEL_WORK = 1 << 18  # flops of a batch from which its matrices go over the pool
@@ -123,8 +124,8 @@ def _form(instr):
     entry = _ROUTINES.get(m.group(2)) if m else None
     if entry is None or m.group(1) not in entry[1]:
         if m:
-            return f"{target}: no compiled path for LAPACK {m.group(1)}{m.group(2)} (geev, " \
-                   f"gesvd and the others run jaxlib's model in the interpreter)"
+            return f"{target}: no compiled path for LAPACK {m.group(1)}{m.group(2)} (geev " \
+                   f"and the others run jaxlib's model in the interpreter)"
         return f"{target}: not a LAPACK target"
     registered = lookup_custom_call(target)
     if registered is None or registered.source != _BUILTIN_SOURCE:
@@ -564,6 +565,7 @@ def _run_gesdd(f, ops, instr):
     u_dims, vt_dims = _dims(shapes[2]), _dims(shapes[3])
     ur, uc = u_dims[-2], u_dims[-1]
     vr, vc = vt_dims[-2], vt_dims[-1]
+    qr = f.routine.endswith("gesvd")  # xGESVD (jax's algorithm=QR): no iwork, jobu = jobvt
     w = _col_major(a, count)
     s = np.zeros((count, k), real)
     u = np.zeros((count, uc, ur), dtype)  # column-major, leading dimension ur (= m)
@@ -571,18 +573,18 @@ def _run_gesdd(f, ops, instr):
     info = np.zeros(count, np.int32)
     fn = _routine(f.routine, 15 if complex_ else 14)
     jobz = _char(mode)
+    jobs = (jobz, jobz) if qr else (jobz,)
     # jaxlib's workspace query takes ldvt = n in mode A, min(m, n) otherwise
     q = _ints(m, n, m, m, n if mode == "A" else k)
     qp = q.ctypes.data
-    if complex_:
-        lwork = _query(fn, (jobz, qp, qp + 4, None, qp + 8, None, None, qp + 12, None,
-                            qp + 16), lambda info: (None, None, info), dtype)
-    else:
-        lwork = _query(fn, (jobz, qp, qp + 4, None, qp + 8, None, None, qp + 12, None,
-                            qp + 16), lambda info: (None, info), dtype)
+    tail = 1 if qr else 2  # the pointers between lwork and info: [rwork,] [iwork]
+    lwork = _query(fn, (*jobs, qp, qp + 4, None, qp + 8, None, None, qp + 12, None, qp + 16),
+                   lambda info: (None,) * (tail - 1 + complex_) + (info,), dtype)
     if lwork < 0:
         lwork = 1
-    if complex_:
+    if complex_ and qr:
+        lrwork = 5 * k
+    elif complex_:
         lrwork = 7 * k if mode == "N" else max(5 * k * k + 5 * k,
                                                2 * max(m, n) * k + 2 * k * k + k)
     liwork = 8 * k
@@ -597,16 +599,12 @@ def _run_gesdd(f, ops, instr):
         p, wp, iwp = ints.ctypes.data, work.ctypes.data, iwork.ctypes.data
         job = _char(mode)
 
-        if complex_:
-            rwp = rwork.ctypes.data
+        head = (job, job) if qr else (job,)
+        extra = ((rwork.ctypes.data,) if complex_ else ()) + (() if qr else (iwp,))
 
-            def one(i):
-                fn(job, p, p + 4, base + i * step, p, sp + i * sstep, up + i * ustep, p + 8,
-                   vtp + i * vstep, p + 12, wp, p + 16, rwp, iwp, ip + 4 * i)
-        else:
-            def one(i):
-                fn(job, p, p + 4, base + i * step, p, sp + i * sstep, up + i * ustep, p + 8,
-                   vtp + i * vstep, p + 12, wp, p + 16, iwp, ip + 4 * i)
+        def one(i):
+            fn(*head, p, p + 4, base + i * step, p, sp + i * sstep, up + i * ustep, p + 8,
+               vtp + i * vstep, p + 12, wp, p + 16, *extra, ip + 4 * i)
         one.keep = (ints, work, iwork, rwork, job)
         return one
 
