@@ -299,8 +299,8 @@ def unpack_eigenvectors(wi, packed):
             j += 1
             continue
         re, im = packed[:, j].copy(), packed[:, j + 1].copy()
-        out[:, j] = re + 1j * im
-        out[:, j + 1] = re - 1j * im
+        out[:, j].real, out[:, j].imag = re, im  # parts set, not computed: -0.0 stays
+        out[:, j + 1].real, out[:, j + 1].imag = re, -im  # (re - 1j * im gives +0.0)
         j += 2
     return out
 

@@ -293,10 +293,7 @@ def test_reasons_name_the_emitter():
 
 #: jaxlib's LAPACK custom-call targets (``lapack_<t><routine>_ffi``, the ones the interpreter
 #: runs) that stay interpreted: routine -> why. THE list for custom calls.
-INTERPRETED_LAPACK = {
-    "geev": "geev (jnp.linalg.eig): no compiled path; the interpreter runs jaxlib's model "
-            "(the non-finite check, eigenvector unpacking)",
-}
+INTERPRETED_LAPACK: dict[str, str] = {}
 
 _R = {"s": "f32", "d": "f64", "c": "f32", "z": "f64"}
 _C = {"s": "c64", "d": "c128", "c": "c64", "z": "c128"}

@@ -17,10 +17,15 @@ arguments and workspace sizes, so the results are XLA:CPU's bit for bit:
 | orgqr, ungqr | a, tau -> q | xORGQR/xUNGQR(k = tau's length), workspace from its query |
 | syevd, heevd | a -> (vectors or destroyed a, eigenvalues, info) | xSYEVD/xHEEVD(mode, uplo) |
 | gesdd, gesvd | a -> (destroyed a, s, u, vt, info) | xGESDD(mode) / xGESVD(mode, mode); A/S/N |
+| geev | a -> (wr, wi, vl, vr, info) or (w, vl, vr, info) | xGEEV(left, right) on a copy |
 
 Workspaces: xSYEVD/xHEEVD get jaxlib's sizes (the routines' documented minimums), the
 others the sizes their workspace query gives (lwork = -1), as jaxlib asks. In SVD mode N,
-u and vt are not written (jaxlib leaves its buffers as they were; zeros here).
+u and vt are not written (jaxlib leaves its buffers as they were; zeros here). geev, as
+jaxlib: a matrix with a non-finite element is not factored (info = -4; its other results
+are NaN and zeros here, left unwritten by jaxlib); real eigenvectors come back complex, a
+conjugate pair unpacked from LAPACK's (re, im) columns when info is 0; eigenvectors not
+asked for are zeros (jaxlib leaves whatever its scratch held).
 
 Leading dimensions are batch dimensions. jax asks for column-major operands and results
 (``operand_layout_constraints``); xlapy's buffers are logical row-major arrays, so each
@@ -32,10 +37,11 @@ The matrices of a batch go over the backend's worker pool (single-threaded BLAS 
 thread, a workspace per thread) when the batch is large enough; one matrix is one call on
 the calling thread with BLAS's own threads. ``form(instr)`` says at plan time whether a
 custom call runs here (a registered user function of the same name, an older jaxlib
-signature, SVD mode 'O', empty matrices, geev: a reason string, and the interpreter's
-target runs it).
+signature, SVD mode 'O', empty matrices: a reason string, and the interpreter's target
+runs it).
 
-Imports numpy, ctypes, the interpreter's custom-call registry (attribute parsing) and the
+Imports numpy, ctypes, the interpreter's custom-call registry (attribute parsing, geev's
+unpacking) and the
 backend's blas and threads modules.
 """
 
@@ -50,7 +56,7 @@ from xlapy.backends.cpu import blas, threads
 from xlapy.shape import dtypes
 
 _BUILTIN_SOURCE = "xlapy.interpreter.custom_calls_lapack"
-_TARGET = re.compile(r"lapack_([sdcz])([a-z]+)_ffi\Z")
+_TARGET = re.compile(r"lapack_([sdcz])([a-z0-9]+)_ffi\Z")
 _DTYPE = {"s": np.dtype(np.float32), "d": np.dtype(np.float64),
           "c": np.dtype(np.complex64), "z": np.dtype(np.complex128)}
 _REAL = {"s": _DTYPE["s"], "d": _DTYPE["d"], "c": _DTYPE["s"], "z": _DTYPE["d"]}
@@ -59,7 +65,7 @@ _S32 = np.dtype(np.int32)
 _ROUTINES = {"potrf": ("potrf", "sdcz"), "trsm": ("trsm", "sdcz"), "getrf": ("getrf", "sdcz"),
              "geqrf": ("geqrf", "sdcz"), "orgqr": ("orgqr", "sd"), "ungqr": ("orgqr", "cz"),
              "syevd": ("syevd", "sd"), "heevd": ("syevd", "cz"), "gesdd": ("gesdd", "sdcz"),
-             "gesvd": ("gesdd", "sdcz")}
+             "gesvd": ("gesdd", "sdcz"), "geev": ("geev", "sdcz")}
 _PTR = ctypes.c_void_p
 _fns: dict[str, object] = {}
 PARALLEL_WORK = 1 << 18  # flops of a batch from which its matrices go over the pool
@@ -124,8 +130,8 @@ def _form(instr):
     entry = _ROUTINES.get(m.group(2)) if m else None
     if entry is None or m.group(1) not in entry[1]:
         if m:
-            return f"{target}: no compiled path for LAPACK {m.group(1)}{m.group(2)} (geev " \
-                   f"and the others run jaxlib's model in the interpreter)"
+            return f"{target}: no compiled path for LAPACK {m.group(1)}{m.group(2)} (the " \
+                   f"interpreter's target runs it)"
         return f"{target}: not a LAPACK target"
     registered = lookup_custom_call(target)
     if registered is None or registered.source != _BUILTIN_SOURCE:
@@ -148,6 +154,7 @@ _FLAGS = {
     "getrf": [], "geqrf": [], "orgqr": [],
     "syevd": [("uplo", "LU", None), ("mode", "VN", "V")],
     "gesdd": [("mode", "ASNO", None)],
+    "geev": [("compute_left", "NV", None), ("compute_right", "NV", None)],
 }
 
 
@@ -290,10 +297,23 @@ def _gesdd_signature(instr, p, flags):
     return why
 
 
+def _geev_signature(instr, p, flags):
+    got = _matrix(instr, p)
+    if isinstance(got, str):
+        return got
+    batch, m, n = got
+    if m != n:
+        return "an eigendecomposition of non-square matrices"
+    c = _DTYPE["c" if p in "sc" else "z"]
+    values = [(_DTYPE[p], batch + (n,))] * (2 if p in "sd" else 1)
+    return _signature(instr, p, [(_DTYPE[p], batch + (n, n))],
+                      values + [(c, batch + (n, n)), (c, batch + (n, n)), (_S32, batch)])
+
+
 _SIGNATURES = {"potrf": _potrf_signature, "trsm": _trsm_signature,
                "getrf": _getrf_signature, "geqrf": _geqrf_signature,
                "orgqr": _orgqr_signature, "syevd": _syevd_signature,
-               "gesdd": _gesdd_signature}
+               "gesdd": _gesdd_signature, "geev": _geev_signature}
 
 
 def supports(instr) -> bool:
@@ -614,7 +634,77 @@ def _run_gesdd(f, ops, instr):
             info.reshape(batch))
 
 
+def _run_geev(f, ops, instr):
+    from xlapy.interpreter.custom_calls_lapack import unpack_eigenvectors
+
+    (a,) = ops
+    batch, n = a.shape[:-2], a.shape[-1]
+    count = int(np.prod(batch, dtype=np.int64))
+    dtype, real = _DTYPE[f.prefix], _REAL[f.prefix]
+    complex_ = f.prefix in "cz"
+    cdtype = _DTYPE["c" if f.prefix in "sc" else "z"]
+    left, right = f.flags["compute_left"], f.flags["compute_right"]
+    w = _col_major(a, count)
+    finite = np.isfinite(w.reshape(count, -1)).all(axis=1)  # jaxlib checks before LAPACK
+    values = [np.full((count, n), np.nan, dtype) for _ in range(1 if complex_ else 2)]
+    vl = np.zeros((count, n, n), cdtype)  # column-major
+    vr = np.zeros((count, n, n), cdtype)
+    info = np.full(count, -4, np.int32)
+    fn = _routine(f.routine, 14)
+    jl, jr = _char(left), _char(right)
+    q = _ints(n)
+    qp = q.ctypes.data
+    if complex_:
+        scratch = np.zeros(1, real)  # LAPACK writes into rwork even when asked for sizes
+        lwork = _query(fn, (jl, jr, qp, None, qp, None, None, qp, None, qp),
+                       lambda info: (scratch.ctypes.data, info), dtype)
+    else:
+        lwork = _query(fn, (jl, jr, qp, None, qp, None, None, None, qp, None, qp),
+                       lambda info: (info,), dtype)
+    if lwork < 0:
+        lwork = max(1, 4 * n)
+    base, step, ip = w.ctypes.data, _stride(w), info.ctypes.data
+    vstep, mstep = n * dtype.itemsize, n * n * dtype.itemsize
+
+    def make():
+        ints, work = _ints(n, lwork, 0), np.zeros(lwork, dtype)
+        p, wp = ints.ctypes.data, work.ctypes.data
+        if complex_:
+            rwork = np.zeros(2 * n, real)
+
+            def one(i):
+                if not finite[i]:
+                    return
+                fn(jl, jr, p, base + i * step, p, values[0].ctypes.data + i * vstep,
+                   vl.ctypes.data + i * mstep, p, vr.ctypes.data + i * mstep, p,
+                   wp, p + 4, rwork.ctypes.data, ip + 4 * i)
+            one.keep = (ints, work, rwork)
+            return one
+        vecs = np.zeros((2, n, n), dtype)  # LAPACK's real storage, column-major
+
+        def one(i):
+            if not finite[i]:
+                return
+            fn(jl, jr, p, base + i * step, p, values[0].ctypes.data + i * vstep,
+               values[1].ctypes.data + i * vstep, vecs.ctypes.data, p,
+               vecs.ctypes.data + mstep, p, wp, p + 4, ip + 4 * i)
+            if info[i] == 0:  # conjugate pairs stored as (re, im) columns: unpack
+                wi = values[1][i]
+                # column-major [col, row] arrays: a column of the matrix is a row here
+                if left == "V":
+                    vl[i] = unpack_eigenvectors(wi, vecs[0].T).T
+                if right == "V":
+                    vr[i] = unpack_eigenvectors(wi, vecs[1].T).T
+        one.keep = (ints, work, vecs)
+        return one
+
+    _over_batch(count if finite.any() else 0, 10 * n ** 3 * (3 if complex_ else 1), make)
+    out = [v.reshape(batch + (n,)) for v in values]
+    return (*out, _row_major(vl, batch + (n, n)), _row_major(vr, batch + (n, n)),
+            info.reshape(batch))
+
+
 _RUN = {"potrf": _run_potrf, "trsm": _run_trsm, "getrf": _run_getrf, "geqrf": _run_geqrf,
-        "orgqr": _run_orgqr, "syevd": _run_syevd, "gesdd": _run_gesdd}
+        "orgqr": _run_orgqr, "syevd": _run_syevd, "gesdd": _run_gesdd, "geev": _run_geev}
 
 __all__ = ["Form", "form", "is_lapack_target", "run", "supports"]

@@ -22,7 +22,8 @@ tuple-shaped result) the result is written there and ``out`` is returned.
   over the pool.
 - cholesky, triangular-solve: LAPACK xPOTRF / BLAS xTRSM (``linalg``).
 - custom-call: jaxlib's LAPACK targets (``lapack_<t>potrf_ffi``, trsm, getrf, geqrf,
-  orgqr/ungqr, syevd/heevd, gesdd, gesvd) as jaxlib's handlers run them (``lapack_calls``).
+  orgqr/ungqr, syevd/heevd, gesdd, gesvd, geev) as jaxlib's handlers run them
+  (``lapack_calls``).
 - convolution: the input goes channels-last, dilated and padded ([N, spatial..., C], the
   padded buffer kept in a pool for the next call), the kernel to [spatial..., I, O]
   (reversed dimensions flipped). Unit strides: per-tap GEMMs accumulate into a small
