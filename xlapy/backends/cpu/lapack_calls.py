@@ -41,8 +41,7 @@ signature, SVD mode 'O', empty matrices: a reason string, and the interpreter's 
 runs it).
 
 Imports numpy, ctypes, the interpreter's custom-call registry (attribute parsing, geev's
-unpacking) and the
-backend's blas and threads modules.
+unpacking) and the backend's blas and threads modules.
 """
 
 from __future__ import annotations
