@@ -13,7 +13,9 @@ off (BLAS). Prints per shape the median time of each program, kernel/BLAS and ke
     PYTHONPATH=. python benchmarks/small_gemm_sweep.py --cases lstm_scan,transformer_fwd
 
 A/B on whole programs instead: the ``xlapy bench`` cases' modules (benchmarks/hlo, full
-sizes) compiled with the kernel and without, run in turns on the suite's inputs.
+sizes) compiled with the kernel and without, run in turns on the suite's inputs. With
+``--ab prepared`` the A/B is the BLAS path's prepared GEMM arguments (blas.PreparedGemm)
+against marshalling every argument per call (blas.gemm_rowmajor), on one program.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ def main(argv=None):
     parser.add_argument("--cases", default=None,
                         help="comma-separated bench cases to compare whole (see xlapy bench)")
     parser.add_argument("--tier", default="full", choices=["full", "quick", "tiny"])
+    parser.add_argument("--ab", default="kernel", choices=["kernel", "prepared"],
+                        help="with --cases: what the two sides differ in")
     args = parser.parse_args(argv)
     if args.cases:
         return _cases(args)
@@ -134,12 +138,57 @@ def _set(gemm_kernel, on, small, tiny):
     gemm_kernel.SMALL, gemm_kernel.TINY = (small, tiny) if on else (0, 0)
 
 
+class _PerCall:
+    """The BLAS path before blas.PreparedGemm: every argument marshalled per call."""
+
+    def __init__(self, dtype, m, n, k, a_form, b_form, ldc):
+        self.args = (dtype, m, n, k, a_form, b_form, ldc)
+
+    def __call__(self, a, b, c):
+        from xlapy.backends.cpu import blas
+
+        dtype, m, n, k, a_form, b_form, ldc = self.args
+        blas.gemm_rowmajor(dtype, m, n, k, a, a_form, b, b_form, c, ldc)
+
+
+def _prepared_ab(args, suite):
+    from xlapy.backends.cpu import blas
+    from xlapy.parser import parse_hlo_module
+    from xlapy.runtime import Client
+
+    prepared = blas.PreparedGemm
+    print(f"{'case':>22} {'prepared':>10} {'per call':>10} {'ratio':>9}  (medians of "
+          f"{args.repeats}, in turns)")
+    for name in args.cases.split(","):
+        case = suite.CASES[name]
+        program = Client(backend="cpu").compile(
+            parse_hlo_module(case.hlo_path(args.tier).read_text()))
+        inputs = suite.make_inputs(case, args.tier)
+        program(*inputs)
+        times = {"prepared": [], "per call": []}
+        try:
+            for _ in range(args.repeats):
+                for side, cls in (("prepared", prepared), ("per call", _PerCall)):
+                    blas.PreparedGemm = cls
+                    t0 = time.perf_counter()
+                    program(*inputs)
+                    times[side].append(time.perf_counter() - t0)
+        finally:
+            blas.PreparedGemm = prepared
+        med = {side: statistics.median(t) for side, t in times.items()}
+        print(f"{name:>22} {med['prepared'] * 1e3:>8.2f}ms {med['per call'] * 1e3:>8.2f}ms "
+              f"{med['prepared'] / med['per call']:>8.3f}x")
+
+
 def _cases(args):
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
     import suite
+
+    if args.ab == "prepared":
+        return _prepared_ab(args, suite)
 
     from xlapy.backends.cpu import backend as be
     from xlapy.backends.cpu import gemm_kernel
