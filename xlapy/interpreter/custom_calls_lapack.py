@@ -19,7 +19,8 @@ are batch dimensions (one LAPACK call per matrix). Results follow jaxlib's tuple
 - geqrf (a) -> (a_out, tau[batch, min(m,n)]) (LAPACK's compact QR).
 - orgqr/ungqr (a, tau) -> q (m x n).
 - syevd/heevd (a) -> (eigenvectors (mode V; else the destroyed a), eigenvalues, info).
-- gesdd/gesvd (a) -> (a_out, s, u, vt, info) (mode A full, S reduced, N values only).
+- gesdd/gesvd (a) -> (a_out, s, u, vt, info) (mode A full, S reduced, N values only);
+  a_out is LAPACK's destroyed copy of a, as XLA:CPU returns it.
 - getrf (a) -> (lu, ipiv (1-based, as LAPACK), info).
 - geev real (a) -> (wr, wi, vl, vr, info) with complex vl/vr unpacked from LAPACK's
   conjugate-pair storage; complex (a) -> (w, vl, vr, info). A non-finite input gives
@@ -252,14 +253,17 @@ def _svd(prefix: str, routine: str):
         u = np.zeros(u_dims, a.dtype)
         vt = np.zeros(vt_dims, a.dtype)
         info = np.zeros(batch, np.int32)
+        a_out = np.empty_like(a)
         for b in _batches(batch):
-            ub, sb, vtb, info[b] = fn(a[b], compute_uv=compute_uv, full_matrices=full, lwork=lwork)
+            work = np.array(a[b], order="F", copy=True)  # LAPACK works in place on it
+            ub, sb, vtb, info[b] = fn(work, compute_uv=compute_uv, full_matrices=full,
+                                      lwork=lwork, overwrite_a=1)
             _check_info(instr, info[b], prefix + routine)
-            s[b] = sb
+            s[b], a_out[b] = sb, work
             if compute_uv:
                 u[b], vt[b] = ub, vtb
-        # LAPACK leaves a destroyed; return the input (jax never reads it).
-        return _fill(instr, [a.copy(), s, u, vt, info])
+        # the first result is what LAPACK leaves in its copy of a, as XLA:CPU returns it
+        return _fill(instr, [a_out, s, u, vt, info])
     return target
 
 
@@ -298,8 +302,8 @@ def unpack_eigenvectors(wi, packed):
             j += 1
             continue
         re, im = packed[:, j].copy(), packed[:, j + 1].copy()
-        out[:, j] = re + 1j * im
-        out[:, j + 1] = re - 1j * im
+        out[:, j].real, out[:, j].imag = re, im  # parts set, not computed: -0.0 stays
+        out[:, j + 1].real, out[:, j + 1].imag = re, -im  # (re - 1j * im gives +0.0)
         j += 2
     return out
 

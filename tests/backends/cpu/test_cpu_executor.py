@@ -56,15 +56,16 @@ def _close(got, want, rtol=1e-5):
 
 def test_lstm_scan_forward_and_backward_runs_natively():
     """jax's LSTM scan, forward and backward (benchmarks/hlo/lstm_scan.tiny.hlo): both loops
-    compiled though their bodies hold dots (calls out to the library)."""
+    compiled though their bodies hold dots (generated small GEMMs, calls out to the
+    library)."""
     case = suite.CASES["lstm_scan"]
     module = parse_hlo_module(case.hlo_path("tiny").read_text())
     args = suite.make_inputs(case, "tiny")
     program = be.compile_module(module)
     assert _loops(program) == (2, 0)
-    body_dots = [s for s in _steps(program.entry) if isinstance(s, (be.LibraryStep,
-                                                                      be.SwappedDotStep))]
-    assert body_dots  # dots inside the loops: xGEMM called from native code
+    body_dots = [s for s in _steps(program.entry) if s.instr.opcode == "dot" or
+                 isinstance(s, be.SwappedDotStep)]
+    assert body_dots  # dots inside the loops: generated GEMMs or xGEMM called from native code
     loops = [s for s in program.entry.steps if isinstance(s, cf.CompiledWhileStep)]
     assert not [c for c in loops[0].host_table.calls if isinstance(c, executor.StepCall)]
     got = Client(backend="cpu").compile(module)(*args)

@@ -15,7 +15,9 @@
      kernels (a sort the library's NumPy keys match tries those first);
    - gather, scatter, select-and-scatter, dynamic-update-slice: their kernels
      (``gather_scatter``; scatter and dynamic-update-slice in place);
-   - dot, convolution, sort, fft with a fast library path (``library``): a library call;
+   - a small f32/f64 dot: a generated GEMM kernel (``gemm_kernel``);
+   - dot, convolution, sort, fft, cholesky, triangular-solve and jaxlib's LAPACK custom
+     calls with a fast library path (``library``, ``lapack_calls``): a library call;
    - collectives and replica-id/partition-id: ``collectives``' steps (native code meeting
      the other devices in shared memory on the threaded runtime, the runtime's collectives
      backend in Python otherwise);
@@ -55,6 +57,7 @@ from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import emitters as _emitters
 from xlapy.backends.cpu import executor as _executor
 from xlapy.backends.cpu import gather_scatter, indexing
+from xlapy.backends.cpu import gemm_kernel as _gemm_kernel
 from xlapy.backends.cpu import library as _library
 from xlapy.backends.cpu import reduction as _reduction
 from xlapy.backends.cpu import rng_kernel as _rng_kernel
@@ -269,6 +272,8 @@ class Planner:
             return self._topk_kernel(instr)
         if op == "rng-bit-generator" and _rng_kernel.supports(instr):
             return self._rng_kernel(instr)
+        if op == "dot" and isinstance(_gemm_kernel.form(instr), _gemm_kernel.Form):
+            return self._gemm_kernel(instr)  # small GEMMs: a generated kernel, no BLAS call
         if _library.supports(instr):
             return LibraryStep(instr)
         return InterpretStep(instr, _emitters.explain(instr))
@@ -328,6 +333,12 @@ class Planner:
         name = f"k{len(self.kernels)}"
         spec = _rng_kernel.emit(self.irmod, name, instr)
         step = KernelStep(instr, list(instr.operands), [], spec, tuple_result=True)
+        self.kernels.append(step)
+        return step
+
+    def _gemm_kernel(self, instr):
+        spec = _gemm_kernel.emit(self.irmod, f"k{len(self.kernels)}", instr)
+        step = KernelStep(instr, list(instr.operands), [], spec)
         self.kernels.append(step)
         return step
 
