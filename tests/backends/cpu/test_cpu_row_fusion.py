@@ -264,6 +264,25 @@ def test_a_broadcast_used_outside_gives_out_its_row_value():
     _check(text, *_args(module, 4, scale=1.0), tol=1e-5)
 
 
+def test_copies_of_inputs_used_outside_stay_outside():
+    """Broadcasts of a constant and of a parameter, used inside and by dots: copied, not
+    given out (the fusion writes d only)."""
+    text = ("HloModule co\n" + MAX.replace("$T", "f32") +
+            "ENTRY e {\n x = f32[6,10] parameter(0)\n g = f32[10] parameter(1)\n"
+            " w = f32[10,3] parameter(2)\n two = f32[] constant(2)\n ninf = f32[] constant(-inf)\n"
+            " cb = f32[6,10] broadcast(two), dimensions={}\n"
+            " gb = f32[6,10] broadcast(g), dimensions={1}\n"
+            " m = f32[6] reduce(x, ninf), dimensions={1}, to_apply=mx\n"
+            " mb = f32[6,10] broadcast(m), dimensions={0}\n d0 = f32[6,10] subtract(x, mb)\n"
+            " d1 = f32[6,10] multiply(d0, cb)\n d = f32[6,10] multiply(d1, gb)\n"
+            " z1 = f32[6,3] dot(cb, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+            " z2 = f32[6,3] dot(gb, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+            " ROOT t = (f32[6,10], f32[6,3], f32[6,3]) tuple(d, z1, z2)\n}\n")
+    (fusion,) = _row_fusions(_program(text))
+    assert _outputs(fusion) == [("multiply", (6, 10))]
+    _check(text, *_args(parse_hlo_module(text), 12, scale=1.0), tol=1e-5)
+
+
 @pytest.mark.parametrize("t,dt,tol", TYPES)
 @pytest.mark.parametrize("rows,cols", [(1, 1), (3, 1000), (17, 9), (256, 64)])
 def test_sibling_reductions_share_one_loop(t, dt, tol, rows, cols):

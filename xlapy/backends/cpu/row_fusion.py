@@ -183,9 +183,10 @@ class Split:
 
 
 def _outside_copy(m, group: dict) -> bool:
-    """A member recomputed outside for the users outside (its operands are inputs)."""
+    """A member recomputed outside for the users outside (its operands are inputs or
+    constants)."""
     return m.opcode in ("constant", "iota", "broadcast", "reshape", "bitcast") and \
-        not any(id(o) in group for o in m.operands)
+        not any(id(o) in group and o.opcode != "constant" for o in m.operands)
 
 
 def _row_broadcast(m, group: dict, split: Split) -> bool:
