@@ -147,11 +147,13 @@ def test_softmax_one_kernel(t, dt, tol, rows, cols):
     program = _program(text)
     assert [(type(s).__name__, s.instr.name) for s in program.entry.steps] == \
         [("KernelStep", "row_fusion")]
-    # max, sum of exponentials, division; the exponentials kept for the last loop
+    # max, sum of exponentials, division; the exponentials kept for the last loop in the
+    # result's row
     s = _schedule(program.entry.steps[0].instr)
     assert s.n_loops == 3
-    assert [(i.opcode, how) for i in s.order for k, how in s.kept.items() if id(i) == k] == \
-        [("exponential", "stack")]
+    assert [(i.opcode, s.kept.get(id(i))) for i in s.order if id(i) in s.kept] == \
+        [("exponential", "host")]
+    assert list(s.host.values()) == [0]
     x = (np.random.default_rng(rows * cols).standard_normal((rows, cols)) * 5).astype(dt)
     _check(text, x, tol=tol)
 
@@ -330,6 +332,27 @@ def test_chained_reductions(t, dt, tol, rows, cols):
     _check(text, x, tol=10 * tol)
 
 
+@pytest.mark.parametrize("rows,cols", [(1, 1), (9, 70), (200, 33)])
+def test_a_costly_value_without_an_output_to_hold_it(rows, cols):
+    """exp(x) feeds the row sums (loop 1) and the row maxima of exp(x) - sum (loop 2), and
+    only row values are given out: exp(x) goes to a stack row, and as loop 1 writes it the
+    next row's loop 1 cannot run inside loop 2 (not pipelined)."""
+    text = ("HloModule st\n" + (MAX + ADD).replace("$T", "f32") +
+            f"ENTRY e {{\n x = f32[{rows},{cols}] parameter(0)\n zero = f32[] constant(0)\n"
+            f" ninf = f32[] constant(-inf)\n y = f32[{rows},{cols}] exponential(x)\n"
+            f" s = f32[{rows}] reduce(y, zero), dimensions={{1}}, to_apply=ad\n"
+            f" sb = f32[{rows},{cols}] broadcast(s), dimensions={{0}}\n"
+            f" d = f32[{rows},{cols}] subtract(y, sb)\n"
+            f" m = f32[{rows}] reduce(d, ninf), dimensions={{1}}, to_apply=mx\n"
+            f" ROOT r = (f32[{rows}], f32[{rows}]) tuple(s, m)\n}}\n")
+    (fusion,) = _row_fusions(_program(text))
+    s = _schedule(fusion)
+    assert [(i.opcode, s.kept[id(i)]) for i in s.order if id(i) in s.kept] == \
+        [("exponential", "stack")]
+    assert s.n_loops == 2 and not s.pipelined
+    _check(text, *_args(parse_hlo_module(text), rows, scale=1.0), tol=1e-5)
+
+
 def _column_and_scalar(t, rows, cols):
     return ("HloModule cs\n" + (MAX + ADD).replace("$T", t) +
             f"ENTRY e {{\n x = {t}[{rows},{cols}] parameter(0)\n g = {t}[{cols}] parameter(1)\n"
@@ -396,7 +419,8 @@ def test_softmax_forward_backward(t, dt, tol, rows, cols):
     assert _outputs(fusion) == [("reduce", ()), ("multiply", (rows, cols))]
     s = _schedule(fusion)
     assert s.n_loops == 4 or cols == 1  # one column: jax's [rows,1] reduces are row reduces
-    assert [i.opcode for i in s.order if s.kept.get(id(i)) == "stack"] == ["exponential"]
+    assert [i.opcode for i in s.order if s.kept.get(id(i)) == "host"] == ["exponential"]
+    assert s.pipelined
     module = parse_hlo_module(text)
     rng = np.random.default_rng(rows * 7 + cols)
     x = (rng.standard_normal((rows, cols)) * 3).astype(dt)

@@ -22,8 +22,10 @@ LLVM hoists them out of the column loops).
 
 A full value computed by a loop and needed again by a later one is read back rather than
 computed again when it is an f32/f64 output (from its output, in the cache) or costly to
-generate (``cost``: transcendentals, divisions, long chains; at least CACHE_COST): it goes to
-a stack row of ``cols`` elements (CACHE_BYTES of them at most).
+generate (``cost``: transcendentals, divisions, long chains; at least CACHE_COST): it is
+stored where an output of its type written by a later loop will be (softmax's
+exponentials in the result's row: that loop reads them before writing), or else in a stack
+row of ``cols`` elements (CACHE_BYTES of them at most).
 
 Pipelining: loop 1 of the next row runs inside loop 2 of the current one (when there are two
 loops or more, and no stack row written by loop 1 or unit reduction of stage 0 would be
@@ -54,7 +56,7 @@ from xlapy.backends.cpu.row_fusion import LATE, Split
 from xlapy.shape import dtypes
 
 #: Bytes of the stack rows of costly values kept between loops, at most.
-CACHE_BYTES = 1 << 17
+CACHE_BYTES = 1 << 16
 #: A value whose generation costs at least this much (``cost``) is kept, not recomputed.
 CACHE_COST = 8
 #: Whether loop 1 of the next row runs inside loop 2 (module docstring).
@@ -168,8 +170,9 @@ class Schedule:
         return out
 
     def _caching(self) -> None:
-        """self.kept: id(full value) -> "out" (read back from its output) or "stack" (a
-        stack row), for the values needed by a later loop than the one computing them."""
+        """self.kept: id(full value) -> "out" (read back from its output), "host" (in the
+        buffer of output self.host[id]) or "stack" (a stack row), for the values needed by a
+        later loop than the one computing them (loops self.first[id]..self.last[id])."""
         needs: dict[int, set] = {}
         for ell in range(1, self.n_loops + 1):
             for v in self.roots(ell):
@@ -180,6 +183,8 @@ class Schedule:
                 total[id(i)] = cost(i) + sum(total.get(id(o), 0) for o in i.operands)
         self.kept: dict[int, str] = {}
         self.first: dict[int, int] = {}
+        self.last: dict[int, int] = {}
+        self.host: dict[int, int] = {}  # id(value) -> the output whose buffer holds it
         budget = CACHE_BYTES
         for v in reversed(self.order):
             if id(v) not in self.full_values:
@@ -195,15 +200,31 @@ class Schedule:
             needs[id(v)] = mine
             if len(mine) < 2:
                 continue
-            self.first[id(v)] = min(mine)
+            self.first[id(v)], self.last[id(v)] = min(mine), max(mine)
             et = v.shape.element_type
-            if id(v) in self.out_index and et.name in _STORABLE:
+            if et.name not in _STORABLE:
+                continue
+            if id(v) in self.out_index:
                 self.kept[id(v)] = "out"
-            elif total[id(v)] >= CACHE_COST and et.name in _STORABLE:
+            elif total[id(v)] >= CACHE_COST:
+                host = self._host_for(v)
                 size = self.cols * np.dtype(dtypes.to_dtype(et)).itemsize
-                if size <= budget:
+                if host is not None:
+                    self.kept[id(v)] = "host"
+                    self.host[id(v)] = host
+                elif size <= budget:
                     budget -= size
                     self.kept[id(v)] = "stack"
+
+    def _host_for(self, v) -> int | None:
+        """A full output of v's type written by a loop after the last one reading v and
+        holding nothing else: its buffer keeps v until then."""
+        for k, o in enumerate(self.outs):
+            if id(o) in self.full_values and o.shape.element_type == v.shape.element_type \
+                    and self.loop_of(o) >= self.last[id(v)] and k not in self.host.values() \
+                    and self.loop_of(o) > self.first[id(v)] and o is not v:
+                return k
+        return None
 
     def blocks(self) -> tuple[int, int]:
         """(rows per work item, work items)."""
@@ -239,6 +260,7 @@ def emit(module, name: str, root, inputs: list) -> KernelSpec:
     stack = {id(i): fn.alloca(ty(i), cols, f"{i.name}.row") for i in s.order
              if s.kept.get(id(i)) == "stack"}
     stacked = [i for i in s.order if id(i) in stack]
+    hosted = [i for i in s.order if id(i) in s.host]
     reducers = {id(r): Reducer(r.attrs["to_apply"], [r.shape.element_type])
                 for r in s.row_reduces + s.unit_reduces + s.late}
     col_part = {id(r): fn.scratch[k] for k, r in enumerate(s.column)}
@@ -258,6 +280,9 @@ def emit(module, name: str, root, inputs: list) -> KernelSpec:
             return _load(b, fn.outs[k], state["pos"], instr.shape.element_type, instr.name)
         if how == "stack":
             return _load(b, stack[id(instr)], state["col"], instr.shape.element_type,
+                         instr.name)
+        if how == "host":
+            return _load(b, fn.outs[s.host[id(instr)]], state["pos"], instr.shape.element_type,
                          instr.name)
         return fn._load(instr, index)
 
@@ -297,9 +322,16 @@ def emit(module, name: str, root, inputs: list) -> KernelSpec:
             state["pos"], state["col"] = pos, col
         idx = Index(b, full, linear=pos, multi=row.multi + col_multi)
         em = emitter(ell)
+        for v in hosted:  # read before this loop's outputs overwrite their hosts
+            if s.first[id(v)] < ell <= s.last[id(v)]:
+                em.value_at(v, idx)
         for v in stacked:
             if s.first[id(v)] == ell:
                 _store(b, stack[id(v)], col, em.value_at(v, idx), v.shape.element_type, v.name)
+        for v in hosted:
+            if s.first[id(v)] == ell:
+                _store(b, fn.outs[s.host[id(v)]], pos, em.value_at(v, idx),
+                       v.shape.element_type, v.name)
         for o in s.full_outs[ell]:
             k = s.out_index[id(o)]
             _store(b, fn.outs[k], pos, em.value_at(o, idx), o.shape.element_type, f"out{k}")
