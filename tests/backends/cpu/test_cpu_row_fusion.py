@@ -154,6 +154,7 @@ def test_softmax_one_kernel(t, dt, tol, rows, cols):
     assert [(i.opcode, s.kept.get(id(i))) for i in s.order if id(i) in s.kept] == \
         [("exponential", "host")]
     assert list(s.host.values()) == [0]
+    assert s.pipelined and s.pipe_loop == 3  # the next row read while dividing this one
     x = (np.random.default_rng(rows * cols).standard_normal((rows, cols)) * 5).astype(dt)
     _check(text, x, tol=tol)
 
@@ -164,7 +165,9 @@ def test_layernorm_one_kernel(t, dt, tol, rows, cols):
     text = _layernorm(t, rows, cols)
     program = _program(text)
     assert _steps(text) == [("KernelStep", "row_fusion")]  # gamma, beta: inputs
-    assert _schedule(program.entry.steps[0].instr).n_loops == 3  # mean, variance, output
+    s = _schedule(program.entry.steps[0].instr)
+    assert s.n_loops == 3  # mean, variance, output
+    assert s.pipelined and s.pipe_loop == 2  # the next row's sum with this row's variance
     rng = np.random.default_rng(cols)
     x = (rng.standard_normal((rows, cols)) * 3 + 1).astype(dt)
     g, b = rng.standard_normal(cols).astype(dt), rng.standard_normal(cols).astype(dt)
@@ -420,7 +423,7 @@ def test_softmax_forward_backward(t, dt, tol, rows, cols):
     s = _schedule(fusion)
     assert s.n_loops == 4 or cols == 1  # one column: jax's [rows,1] reduces are row reduces
     assert [i.opcode for i in s.order if s.kept.get(id(i)) == "host"] == ["exponential"]
-    assert s.pipelined
+    assert s.pipelined and (s.pipe_loop == s.n_loops or cols == 1)
     module = parse_hlo_module(text)
     rng = np.random.default_rng(rows * 7 + cols)
     x = (rng.standard_normal((rows, cols)) * 3).astype(dt)

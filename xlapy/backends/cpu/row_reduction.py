@@ -27,10 +27,11 @@ stored where an output of its type written by a later loop will be (softmax's
 exponentials in the result's row: that loop reads them before writing), or else in a stack
 row of ``cols`` elements (CACHE_BYTES of them at most).
 
-Pipelining: loop 1 of the next row runs inside loop 2 of the current one (when there are two
-loops or more, and no stack row written by loop 1 or unit reduction of stage 0 would be
-overwritten), so the next row comes from memory while this one is computed; the rest of a
-row is read from the cache (the pass bounds its length).
+Pipelining: loop 1 of the next row runs inside the cheapest later loop of the current one
+(when there are two loops or more, that loop computes little - PIPELINE_COST - and no stack
+row written by loop 1 or unit reduction of stage 0 would be overwritten), so the next row
+comes from memory while this one is computed; the rest of a row is read from the cache (the
+pass bounds its length).
 
 Column and scalar reductions: a work item is then a block of rows (at most MAX_BLOCKS, fixed
 at compile time, so the result does not depend on how the runtime splits the work). Each
@@ -59,8 +60,11 @@ from xlapy.shape import dtypes
 CACHE_BYTES = 1 << 16
 #: A value whose generation costs at least this much (``cost``) is kept, not recomputed.
 CACHE_COST = 8
-#: Whether loop 1 of the next row runs inside loop 2 (module docstring).
+#: Whether loop 1 of the next row runs inside a later loop (module docstring), and the
+#: most that loop may compute per column (``cost``): in a costly loop the next row's reads
+#: are too far apart for the hardware to keep enough of them in flight.
 PIPELINE = True
+PIPELINE_COST = 12
 #: Blocks of rows when there are column or scalar reductions, at most; and the bytes of
 #: their partial results.
 MAX_BLOCKS = 32
@@ -123,6 +127,7 @@ class Schedule:
         self.rows = _prod(self.full[:self.p])
         self.cols = _prod(self.full[self.p:])
         self.order = comp.post_order()
+        self._by_id = {id(i): i for i in self.order}
         self.kind = {id(i): split.kind(i) if i.opcode == "reduce" else None
                      for i in self.order}
         stage: dict[int, int] = {}
@@ -152,9 +157,13 @@ class Schedule:
         self.n_loops = max(loops, default=0)
         self.full_outs = {ell: loops.get(ell, []) for ell in range(1, self.n_loops + 1)}
         self._caching()
-        # loop 1 of the next row runs inside loop 2 of this one, unless a stack row kept by
-        # loop 1 or a unit reduction read by it would be overwritten
-        self.pipelined = PIPELINE and self.n_loops >= 2 and \
+        # loop 1 of the next row runs inside the cheapest later loop of this one, unless
+        # that one is costly, or a stack row written by loop 1 or a unit reduction read by
+        # it would be overwritten
+        costs = {ell: self.loop_cost(ell) for ell in range(2, self.n_loops + 1)}
+        self.pipe_loop = min(costs, key=lambda ell: (costs[ell], ell), default=None)
+        self.pipelined = PIPELINE and self.pipe_loop is not None and \
+            costs[self.pipe_loop] <= PIPELINE_COST and \
             not any(self.first[k] == 1 for k, how in self.kept.items() if how == "stack") and \
             not any(self.stage[id(u)] == 0 for u in self.unit_reduces)
 
@@ -168,6 +177,23 @@ class Schedule:
             if self.loop_of(r.operands[0]) == ell:
                 out.append(r.operands[0])
         return out
+
+    def loop_cost(self, ell: int) -> int:
+        """What loop ``ell`` computes per column (``cost`` of the full values it
+        generates; row values are loop-invariant, kept values read back)."""
+        total, seen = 0, set()
+        work = self.roots(ell) + [self._by_id[k] for k in self.kept
+                                  if self.kept[k] in ("stack", "host") and self.first[k] == ell]
+        while work:
+            v = work.pop()
+            if id(v) in seen or id(v) not in self.full_values:
+                continue
+            seen.add(id(v))
+            if id(v) in self.kept and self.first[id(v)] < ell:
+                continue
+            total += cost(v)
+            work.extend(v.operands)
+        return total
 
     def _caching(self) -> None:
         """self.kept: id(full value) -> "out" (read back from its output), "host" (in the
@@ -252,7 +278,7 @@ def emit(module, name: str, root, inputs: list) -> KernelSpec:
 
     accumulated = s.row_reduces + s.scalar  # per-row accumulators
     slots = {id(r): fn.alloca(ty(r), 1, f"{r.name}.acc") for r in accumulated + s.unit_reduces}
-    # the next row's accumulators of loop 1, computed while loop 2 runs (pipelined)
+    # the next row's accumulators of loop 1, computed during a later loop (pipelined)
     first_loop = [r for r in accumulated if s.loop_of(r.operands[0]) == 1]
     nxt = {id(r): fn.alloca(ty(r), 1, f"{r.name}.next") for r in first_loop} \
         if s.pipelined else {}
@@ -396,15 +422,16 @@ def emit(module, name: str, root, inputs: list) -> KernelSpec:
         with for_range(b, r0, r1, "row") as i:
             row = Row(i)
             after(1, row)
-            nxt_i = b.add(i, _c(1), name="row.next")
-            with b.if_else(b.icmp_signed("<", nxt_i, r1)) as (then, otherwise):
-                with then:
-                    loop(2, row, item, also=Row(nxt_i))
-                with otherwise:
-                    loop(2, row, item)
-            after(2, row)
-            for ell in range(3, s.n_loops + 1):
-                loop(ell, row, item)
+            for ell in range(2, s.n_loops + 1):
+                if ell == s.pipe_loop:
+                    nxt_i = b.add(i, _c(1), name="row.next")
+                    with b.if_else(b.icmp_signed("<", nxt_i, r1)) as (then, otherwise):
+                        with then:
+                            loop(ell, row, item, also=Row(nxt_i))
+                        with otherwise:
+                            loop(ell, row, item)
+                else:
+                    loop(ell, row, item)
                 after(ell, row)
             finish(row)
             for r in first_loop:  # the next row's loop 1 becomes the current one
