@@ -394,6 +394,26 @@ def test_column_and_scalar_reductions(t, dt, tol, rows, cols):
     _check(text, *_args(module, rows + cols, dt, scale=1.0), tol=10 * tol)
 
 
+@pytest.mark.parametrize("rows,cols", [(1, 3), (40, 7), (3000, 16)])
+def test_init_values_are_combined_once(rows, cols):
+    """Init values that are not the reducer's identity (XLA leaves that undefined; the
+    interpreter combines them once per output, and so does the fusion): a row sum from
+    1.5, a row max from 0.25, a column sum from -2, a sum of everything from 3."""
+    text = _column_and_scalar("f32", rows, cols).replace(
+        " zero = f32[] constant(0)\n ninf = f32[] constant(-inf)\n",
+        " zero = f32[] constant(0)\n ninf = f32[] constant(0.25)\n"
+        " m2 = f32[] constant(-2)\n three = f32[] constant(3)\n one5 = f32[] constant(1.5)\n")
+    text = text.replace("reduce(dg, zero)", "reduce(dg, m2)").replace("reduce(e, zero)",
+                                                                     "reduce(e, three)")
+    text = text.replace(" e = f32", f" rs = f32[{rows}] reduce(x, one5), dimensions={{1}}, "
+                        "to_apply=ad\n e = f32")
+    text = text.replace("tuple(d, c, cm, a)", "tuple(d, c, cm, a, rs)").replace(
+        f"f32[{cols}], f32[]) tuple", f"f32[{cols}], f32[], f32[{rows}]) tuple")
+    (fusion,) = _row_fusions(_program(text))
+    assert len(_outputs(fusion)) == 5
+    _check(text, *_args(parse_hlo_module(text), rows, scale=1.0), tol=1e-5)
+
+
 def test_results_do_not_depend_on_the_threads(monkeypatch):
     """Column and scalar partial results belong to fixed blocks of rows: the same bits
     whether the kernel runs on one thread or is split between several."""
