@@ -476,6 +476,55 @@ def test_layernorm_forward_backward(t, dt, tol, rows, cols):
     _check(text, x, g, b, tt, tol=20 * tol)
 
 
+def _stack(layers, rows=6, cols=8):
+    """``layers`` times x = softmax(layernorm(x) @ w) + x, then sum(x * x)."""
+    full, row = f"f32[{rows},{cols}]", f"f32[{rows}]"
+
+    def bcast(v):
+        return f"{full} broadcast({v}), dimensions={{0}}"
+
+    lines = [f" x0 = {full} parameter(0)", f" w = f32[{cols},{cols}] parameter(1)",
+             " zero = f32[] constant(0)", " ninf = f32[] constant(-inf)",
+             f" n = f32[] constant({cols})", f" nb = {row} broadcast(n), dimensions={{}}"]
+    for k in range(layers):
+        x = f"x{k}"
+        lines += [
+            f" sm{k} = {row} reduce({x}, zero), dimensions={{1}}, to_apply=ad",
+            f" mu{k} = {row} divide(sm{k}, nb)", f" mub{k} = {bcast(f'mu{k}')}",
+            f" xc{k} = {full} subtract({x}, mub{k})", f" q{k} = {full} multiply(xc{k}, xc{k})",
+            f" v{k} = {row} reduce(q{k}, zero), dimensions={{1}}, to_apply=ad",
+            f" r{k} = {row} rsqrt(v{k})", f" rb{k} = {bcast(f'r{k}')}",
+            f" ln{k} = {full} multiply(xc{k}, rb{k})",
+            (f" d{k} = {full} dot(ln{k}, w), lhs_contracting_dims={{1}}, "
+             "rhs_contracting_dims={0}"),
+            f" m{k} = {row} reduce(d{k}, ninf), dimensions={{1}}, to_apply=mx",
+            f" mb{k} = {bcast(f'm{k}')}", f" dm{k} = {full} subtract(d{k}, mb{k})",
+            f" e{k} = {full} exponential(dm{k})",
+            f" z{k} = {row} reduce(e{k}, zero), dimensions={{1}}, to_apply=ad",
+            f" zb{k} = {bcast(f'z{k}')}", f" p{k} = {full} divide(e{k}, zb{k})",
+            f" x{k + 1} = {full} add(p{k}, {x})"]
+    lines += [f" sq = {full} multiply(x{layers}, x{layers})",
+              " ROOT loss = f32[] reduce(sq, zero), dimensions={0,1}, to_apply=ad"]
+    return "HloModule stack\n" + (MAX + ADD).replace("$T", "f32") + "ENTRY e {\n" + \
+        "\n".join(lines) + "\n}\n"
+
+
+def test_groups_stay_between_the_dots_of_a_deep_stack():
+    """In a stack of layers (layer norm, dot, softmax, residual), a group never reaches
+    across a dot: the first layer norm, then per layer its softmax with the residual sum
+    and the next layer norm (the last with the loss)."""
+    layers = 6
+    text = _stack(layers)
+    program = _program(text)
+    fusions = _row_fusions(program)
+    assert len(fusions) == layers + 1
+    for f in fusions:  # at most one softmax and one layer norm each
+        kinds = [i.attrs["to_apply"].root.opcode for i in f.attrs["calls"].instructions
+                 if i.opcode == "reduce"]
+        assert kinds.count("maximum") <= 1 and kinds.count("add") <= 3
+    _check(text, *_args(parse_hlo_module(text), 5, scale=0.5), tol=1e-5)
+
+
 # -- in loops, aliasing -----------------------------------------------------------------------
 
 def test_inside_a_compiled_while():

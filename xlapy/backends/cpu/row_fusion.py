@@ -20,14 +20,24 @@ the row reduction it starts from. Its members are:
 Everything else is an input.
 
 Growing: from a row reduction, breadth first, through the operands and the users of members
-and the users of the group's full-shaped inputs (siblings reading the same rows), every
-instruction that may be a member joins (at most MAX_GROUP). Then, until nothing changes,
+(not the users of copies of inputs: a shared constant would lead anywhere) and the users of
+the group's full-shaped inputs (siblings reading the same rows), an instruction that may be a
+member joins (at most MAX_GROUP) unless it would read, outside the group, a value that may
+depend on the group (a short search, SEARCH; a user met again once that value joined is
+looked at again) or it comes far after the group (WINDOW: a backward pass reading the
+forward's values would have its outputs computed long before their use). Then, until
+nothing changes,
 members are dropped with everything depending on them inside the group when they would
 read a value that is not ready when they are computed: a broadcast reading a member at
 another row, a user of a column or scalar reduction, a member reached from outside through
 a path leaving the group (a fusion must not depend on itself). Members depending on no
 reduction and used only outside are dropped last (a loop fusion does them as well). A group
 whose only output is its only reduction is left to input fusion.
+
+Groups are made one after the other in a computation; between two, post-order positions
+are kept topological without walking the graph again (the fusion takes its last member's
+place, what depended on it there moves after it), so the pass costs little more than one
+walk on programs with hundreds of groups.
 
 Outputs: members used outside the group or the computation's root. A broadcast of a row
 member used outside is copied outside instead (its row value becomes the output: rows, not
@@ -57,6 +67,12 @@ from xlapy.shape.shape import Shape
 MAX_COLS = 1 << 16
 #: Group size bound (compile time: every loop of the kernel holds what it computes).
 MAX_GROUP = 128
+#: Instructions a search for a dependence on the group looks at, at most (beyond: assumed).
+SEARCH = 64
+#: How far past the group's last member (in post order) a new member may be: further, it
+#: would be computed long before it is used (a backward pass reading the forward's
+#: values), its output held meanwhile.
+WINDOW = 4 * MAX_GROUP
 #: Fusion names carry this prefix (what the cpu backend's planner looks for).
 ROW_FUSION = "row_fusion"
 _FLOAT = frozenset({"F32", "F64"})
@@ -171,6 +187,13 @@ class Split:
             return "unit_reduce"
         return None
 
+    def copies_inputs(self, instr) -> bool:
+        """A constant, an iota, or a broadcast or reshape of an input or a constant: as a
+        member, copied for the users outside rather than given out."""
+        return instr.opcode in ("constant", "iota") or (
+            instr.opcode in ("broadcast", "reshape", "bitcast") and
+            self.kind(instr.operands[0]) in (None, "const"))
+
     def same_row(self, bcast) -> bool:
         """Whether broadcast ``bcast`` reads a row value at the same row (its non-unit
         dimensions stay in place among the row dimensions), or a full value at the same
@@ -214,26 +237,67 @@ class RowFusion(HloPass):
     def _fuse(self, module, comp) -> bool:
         changed = False
         order = comp.post_order()
+        position = {id(i): k for k, i in enumerate(order)}
         seeds = [i for i in order if i.opcode == "reduce" and seed_split(i) is not None]
+        tried: set[int] = set()  # seeds of a group that was not worth fusing
         for seed in seeds:
-            if seed.parent is not comp:
-                continue  # fused already
+            if seed.parent is not comp or id(seed) in tried:
+                continue  # fused already, or would grow the same group again
             split = Split(*seed_split(seed))
-            position = {id(i): k for k, i in enumerate(order)}
-            group = _grow(seed, split, comp)
-            group = _settle(group, split, position, comp)
-            if group is None:
+            grown = _grow(seed, split, comp, position)
+            settled = _settle(dict(grown), split, position, comp)
+            if settled is None:
+                tried.update(k for k, m in grown.items() if seed_split(m) == seed_split(seed))
                 continue
-            _materialize(module, comp, group, split, position)
+            group, downstream = settled
+            last = max(position[k] for k in group)
+            made = _materialize(module, comp, group, split, position)
             changed = True
-            order = comp.post_order()  # the graph changed: positions for the next group
+            # positions in a topological order again, without walking the graph: the fusion
+            # where the group's last member was, then what it made, then what depends on it
+            # before that place (found by _settle); usually nothing does, and what it made
+            # fits between two positions
+            if not downstream and isinstance(last, int):
+                for k, i in enumerate(made):
+                    position[id(i)] = last + k / len(made) if k else last
+                continue
+            new = {id(i) for i in made}
+            order = sorted((i for i in comp.instructions if id(i) not in new),
+                           key=lambda i: position[id(i)])
+            head = [i for i in order if position[id(i)] <= last and id(i) not in downstream]
+            tail = [i for i in order if id(i) in downstream]
+            rest = [i for i in order if position[id(i)] > last and id(i) not in downstream]
+            order = head + made + tail + rest
+            position = {id(i): k for k, i in enumerate(order)}
         return changed
 
 
-def _grow(seed, split: Split, comp) -> dict:
+def _grow(seed, split: Split, comp, position: dict) -> dict:
     group: dict[int, Instruction] = {id(seed): seed}
     work = deque([seed])
     kind = split.kind
+    lowest = [position[id(seed)]]
+    highest = [position[id(seed)]]
+
+    def independent(o) -> bool:
+        """Whether ``o`` (not a member) cannot depend on the group (then reading it makes
+        no cycle): it has no operands, comes before every member, or a short search of what
+        it depends on finds no member. A long search says no."""
+        if not o.operands or position[id(o)] < lowest[0]:
+            return True
+        seen, stack = set(), [o]
+        while stack:
+            x = stack.pop()
+            if id(x) in group and not split.copies_inputs(x):
+                return False
+            if id(x) in seen or position[id(x)] < lowest[0]:
+                continue
+            seen.add(id(x))
+            if len(seen) > SEARCH:
+                return False
+            stack.extend(x.operands)
+        return True
+
     while work and len(group) < MAX_GROUP:
         m = work.popleft()
         km = kind(m)
@@ -251,20 +315,27 @@ def _grow(seed, split: Split, comp) -> dict:
             found.append(o)
         # users: not of what only copies inputs (a shared constant or broadcast of a
         # parameter leads anywhere), nor of what is known only after every row
-        copy = m.opcode in ("constant", "iota") or (
-            m.opcode in ("broadcast", "reshape", "bitcast") and kind(m.operands[0]) is None)
-        if km not in LATE and not copy:
+        if km not in LATE and not split.copies_inputs(m):
             found.extend(u for u in m.users if kind(u) is not None)
         for c in found:
-            if id(c) not in group and c.parent is comp and len(group) < MAX_GROUP:
-                group[id(c)] = c
-                work.append(c)
+            if id(c) in group or c.parent is not comp or len(group) >= MAX_GROUP:
+                continue
+            if position[id(c)] > highest[0] + WINDOW:
+                continue  # far later (a backward pass): would hold its output meanwhile
+            if not all(id(o) in group or independent(o) for o in c.operands):
+                continue  # it would read a value computed from the group outside it (if
+                #           that value joins later, c is looked at again as its user)
+            group[id(c)] = c
+            lowest[0] = min(lowest[0], position[id(c)])
+            highest[0] = max(highest[0], position[id(c)])
+            work.append(c)
     return group
 
 
-def _settle(group: dict, split: Split, position: dict, comp) -> dict | None:
-    """Drop members until the group is sound (module docstring); None when what is left is
-    not worth a fusion."""
+def _settle(group: dict, split: Split, position: dict, comp) -> tuple | None:
+    """Drop members until the group is sound (module docstring): (the group, the ids of the
+    instructions outside depending on it up to its last member), or None when what is left
+    is not worth a fusion."""
     kind = split.kind
     while True:
         bad = []
@@ -276,17 +347,8 @@ def _settle(group: dict, split: Split, position: dict, comp) -> dict | None:
         # a path from the group through the outside back into it: forward from the users
         # outside, within the post-order positions up to the group's last member
         limit = max(position[k] for k in group)
-        stack = [u for m in group.values() if not _outside_copy(m, group)
-                 for u in m.users if id(u) not in group]
-        seen: set[int] = set()
-        while stack:
-            x = stack.pop()
-            if id(x) in seen or position.get(id(x), limit + 1) > limit:
-                continue
-            seen.add(id(x))
-            if id(x) in group:
-                bad.append(x)
-            stack.extend(x.users)
+        seen = _downstream(group, position, limit)
+        bad.extend(m for k, m in group.items() if k in seen)
         if not bad:
             break
         stack = bad
@@ -302,11 +364,13 @@ def _settle(group: dict, split: Split, position: dict, comp) -> dict | None:
         depends[id(m)] = kind(m) in REDUCTIONS or any(depends.get(id(o), False)
                                                       for o in m.operands)
     # (and copies of inputs or row broadcasts used only outside: they are copied there)
+    pruned = False
     for m in sorted(group.values(), key=lambda i: -position[id(i)]):
         if m is comp.root or any(id(u) in group for u in m.users):
             continue
         if not depends[id(m)] or _outside_copy(m, group) or _row_broadcast(m, group, split):
             del group[id(m)]
+            pruned = True
     kinds = [kind(m) for m in group.values()]
     if "row_reduce" not in kinds:
         return None
@@ -315,7 +379,25 @@ def _settle(group: dict, split: Split, position: dict, comp) -> dict | None:
         return None
     if sum(k in REDUCTIONS for k in kinds) < 2 and all(kind(o) in REDUCTIONS for o in outs):
         return None  # one reduction and its producers: input fusion does that
-    return group
+    if pruned:  # what depends on the group changed with it
+        limit = max(position[k] for k in group)
+        seen = _downstream(group, position, limit)
+    return group, seen
+
+
+def _downstream(group: dict, position: dict, limit: int) -> set:
+    """The instructions reachable from the users outside ``group`` (but those of copies of
+    inputs) up to post-order position ``limit``."""
+    stack = [u for m in group.values() if not _outside_copy(m, group)
+             for u in m.users if id(u) not in group]
+    seen: set[int] = set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen or position.get(id(x), limit + 1) > limit:
+            continue
+        seen.add(id(x))
+        stack.extend(x.users)
+    return seen
 
 
 def _outputs(group: dict, split: Split, comp) -> list:
@@ -336,15 +418,18 @@ def _outputs(group: dict, split: Split, comp) -> list:
     return list(out.values())
 
 
-def _materialize(module, comp, group: dict, split: Split, position: dict) -> Instruction:
+def _materialize(module, comp, group: dict, split: Split, position: dict) -> list:
+    """Replace ``group`` by its fusion; returns the instructions made, operands first."""
     from xlapy.opdefs import make_instruction
 
     ordered = sorted(group.values(), key=lambda i: position[id(i)])
     # row broadcasts used outside: a copy outside reads the row value (an output)
+    copies = []
     for m in ordered:
         if _row_broadcast(m, group, split) and m is not comp.root and \
                 any(id(u) not in group for u in m.users):
             copy = comp.add_instruction(m.clone([m.operands[0]]))
+            copies.append(copy)
             for u in [u for u in m.users if id(u) not in group]:
                 u.replace_operand_with(m, copy)
     outs = sorted(_outputs(group, split, comp), key=lambda i: position[id(i)])
@@ -375,12 +460,14 @@ def _materialize(module, comp, group: dict, split: Split, position: dict) -> Ins
                               shape=shape, name=ROW_FUSION)
     fusion.metadata = outs[0].metadata
     comp.add_instruction(fusion)
+    made = [fusion]
     for k, o in enumerate(outs):
         value = fusion
         if len(outs) > 1:
             value = comp.add_instruction(make_instruction(
                 "get-tuple-element", [fusion], {"index": k}, shape=o.shape,
                 name=f"{fusion.name}.{k}"))
+            made.append(value)
         for u in [u for u in o.users if id(u) not in group]:
             u.replace_operand_with(o, value)
         if o is comp.root:
@@ -388,7 +475,7 @@ def _materialize(module, comp, group: dict, split: Split, position: dict) -> Ins
     for instr in reversed(ordered):
         if not instr.user_count and instr is not comp.root and instr.parent is comp:
             comp.remove_instruction(instr)
-    return fusion
+    return made + copies
 
 
 def is_row_fusion(instr) -> bool:
