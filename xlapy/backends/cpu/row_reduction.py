@@ -507,4 +507,5 @@ def _emit_combine(module, name, root, inputs, s, n_items, scratch_types, reducer
                       domain=domain, cost=n_items, parallel=domain * n_items >= (1 << 16))
 
 
-__all__ = ["CACHE_BYTES", "CACHE_COST", "MAX_BLOCKS", "Schedule", "cost", "emit", "split_of"]
+__all__ = ["CACHE_BYTES", "CACHE_COST", "MAX_BLOCKS", "PIPELINE", "PIPELINE_COST", "Schedule", "cost",
+           "emit", "split_of"]
