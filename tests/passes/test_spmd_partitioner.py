@@ -371,6 +371,20 @@ def test_reshape_that_cannot_keep_the_split_reshards():
     assert collectives(m)
 
 
+def test_a_tiling_of_a_minor_dimension_is_not_contiguous_in_the_flat_view():
+    # [4,8] split on columns holds strided elements of the flat [32]: no local reshape to
+    # [2,16] carries it (a reshape that did gave other devices' elements)
+    from xlapy.hlo.attrs.sharding import parse_sharding
+    from xlapy.passes.spmd.device_map import device_map, reshape_map
+
+    cols = device_map(parse_sharding(C4), 2, 4)
+    assert reshape_map(cols, (4, 8), (32,)) is None
+    assert reshape_map(cols, (4, 8), (2, 16)) is None
+    assert reshape_map(cols, (1, 8), (8,)).tiles == (4,)
+    check(unary("f32[4,8]", C4, "reshape(p)", "f32[2,16]",
+                "{devices=[1,2,2]<=[4] last_tile_dim_replicate}"), 4)
+
+
 def test_calls_are_inlined_and_partitioned():
     comps = ADD + MAX + """
 scale {
