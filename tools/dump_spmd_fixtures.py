@@ -18,6 +18,9 @@ writes
 ``<name>.gspmd.pre.hlo``
     The same with ``jax_use_shardy_partitioner=False``: GSPMD ``sharding=`` attributes and
     the ``Sharding`` / ``SPMDFullToShardShape`` / ``SPMDShardToFullShape`` custom calls.
+``<name>.mlir``
+    ``....lower(*args).as_text()``: the same program as StableHLO (MLIR) with Shardy's
+    ``sdy`` ops and attributes (``sdy.manual_computation`` for a shard_map).
 ``<name>.post.hlo``
     ``....compile().as_text()`` (Shardy): XLA:CPU's per-device module after SPMD
     partitioning and optimisation, with the metadata and stack-frame tables removed (they
@@ -105,6 +108,24 @@ def _corpus():
             return jax.lax.all_to_all(x, "i", 1, 0, tiled=True)
         f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i", None),
                                   out_specs=P(None, "i")))
+        return f, [normal(rng, 8, 8)]
+
+    @program("sm_nested", "shard_map manual over 'x' of a 4x2 mesh holding a shard_map manual "
+             "over 'y': psum over y inside, a product outside (argument and result split "
+             "over x only)", 8)
+    def _(rng):
+        mesh = mesh2(4, 2, ("x", "y"))
+
+        def inner(b):
+            return jax.lax.psum(b, "y")
+
+        def outer(a):
+            return jax.shard_map(inner, mesh=jax.sharding.get_abstract_mesh(),
+                                 in_specs=P(None, "y"),
+                                 out_specs=P(None, None), axis_names={"y"})(a) * 2.0
+        f = jax.jit(jax.shard_map(outer, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                                  axis_names={"x"}),
+                    in_shardings=ns(mesh, "x", None), out_shardings=ns(mesh, "x", None))
         return f, [normal(rng, 8, 8)]
 
     @program("sm_partial_manual", "shard_map manual over 'x' of a 4x2 mesh, 'y' left to "
@@ -287,6 +308,8 @@ def worker(name: str, mode: str, out: Path) -> dict:
     fn, args = build(rng)
     lowered = fn.lower(*args)
     (out / f"{name}.{mode}.pre.hlo").write_text(lowered.as_text(dialect="hlo"))
+    if mode == "shardy":
+        (out / f"{name}.mlir").write_text(lowered.as_text())
     info = {"name": name, "description": description, "devices": devices}
     if mode == "shardy":
         compiled = lowered.compile()

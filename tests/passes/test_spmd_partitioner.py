@@ -303,6 +303,32 @@ def test_full_to_shard_and_back_with_a_psum():
     np.testing.assert_allclose(got, want)
 
 
+def test_a_shard_map_without_operands_and_op_shardings_from_stablehlo():
+    # a shard_map that takes nothing: its manual axes are read from LocalToGlobalShape; an
+    # op's own sdy.sharding is its result sharding
+    text = """module @m attributes {mhlo.num_partitions = 4 : i32} {
+      sdy.mesh @mesh = <["i"=4]>
+      func.func @main(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+        %0 = sdy.manual_computation() in_shardings=[] out_shardings=[<@mesh, [{"i"}, {}]>] manual_axes={"i"} () {
+          %p = stablehlo.partition_id : tensor<ui32>
+          %f = stablehlo.convert %p : (tensor<ui32>) -> tensor<f32>
+          %b = stablehlo.broadcast_in_dim %f, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
+          sdy.return %b : tensor<2x4xf32>
+        } : () -> tensor<8x4xf32>
+        %1 = stablehlo.add %0, %x {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"i"}]>]>} : tensor<8x4xf32>
+        return %1 : tensor<8x4xf32>
+      }
+    }"""
+    m = partitioned(text, 4)
+    add = next(i for i in m.entry.instructions if i.opcode == "add")
+    assert add.shape.dimensions == (8, 1)  # split by columns, as its sdy.sharding says
+    from spmd_helpers import run_partitioned
+
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    got = run_partitioned(m, [x])[0]
+    np.testing.assert_array_equal(got, x + np.repeat(np.arange(4, dtype=np.float32), 2)[:, None])
+
+
 # -- the pass as a whole -------------------------------------------------------------------------
 
 
