@@ -283,6 +283,17 @@ def _corpus():
         f = jax.jit(f, in_shardings=ns(mesh, "i", None))
         return f, [normal(rng, 8, 6)]
 
+    @program("reshape_split", "jit on 4 devices: reshapes that move the split: f32[48] split "
+             "4 ways to f32[6,8] split by columns, f32[4,12] by columns to f32[48], f32[16,6] "
+             "by rows to f32[4,4,6] split on its middle dimension", 4)
+    def _(rng):
+        mesh = mesh1(4, "i")
+        f = jax.jit(lambda a, b, c: (a.reshape(6, 8) * 2.0, b.reshape(48) + 1.0,
+                                     c.reshape(4, 4, 6) - 1.0),
+                    in_shardings=(ns(mesh, "i"), ns(mesh, None, "i"), ns(mesh, "i", None)),
+                    out_shardings=(ns(mesh, None, "i"), ns(mesh, "i"), ns(mesh, None, "i")))
+        return f, [normal(rng, 48), normal(rng, 4, 12), normal(rng, 16, 6)]
+
     return corpus
 
 

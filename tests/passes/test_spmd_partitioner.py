@@ -397,6 +397,30 @@ def test_reshape_that_cannot_keep_the_split_reshards():
     assert collectives(m)
 
 
+@pytest.mark.parametrize("shape,src,out,dst,expect", [
+    # (XLA's collectives for each, from its post-partitioning modules for jax reshapes with
+    # these in/out shardings on 4 devices)
+    # f32[48] split 4 ways -> f32[6,8] by columns: pairs of tiles gathered (rows then split
+    # 2 ways), an all-to-all in pairs moving that split into the columns, a permute
+    ("f32[48]", "{devices=[4]<=[4]}", "f32[6,8]", C4,
+     [("all-gather", (24,)), ("all-to-all", (2, 3, 2)), ("collective-permute", (6, 2))]),
+    ("f32[48]", "{devices=[4]<=[4]}", "f32[2,24]", C4,
+     [("all-to-all", (2, 1, 6)), ("collective-permute", (2, 6))]),
+    # merges: the split moves to the major dimension first (all-to-all), then a local reshape
+    ("f32[4,12]", C4, "f32[48]", "{devices=[4]<=[4]}", [("all-to-all", (4, 1, 3))]),
+    ("f32[16,6]", T4, "f32[4,4,6]", "{devices=[1,4,1]<=[4]}", [("all-to-all", (4, 1, 1, 6))]),
+    # split of the sharded dimension into major pieces: local
+    ("f32[48]", "{devices=[4]<=[4]}", "f32[8,6]", T4, []),
+    # 1.5 rows per tile: nothing carries over, XLA gathers it whole too
+    ("f32[6,8]", C4, "f32[48]", "{devices=[4]<=[4]}", [("all-gather", (6, 8))]),
+])
+def test_reshape_of_a_split_dimension(shape, src, out, dst, expect):
+    m = check(unary(shape, src, "reshape(p)", out, dst), 4)
+    got = [(i.opcode, i.shape.dimensions) for c in m.computations for i in c.instructions
+           if i.opcode in ("all-gather", "all-to-all", "collective-permute", "all-reduce")]
+    assert got == expect
+
+
 def test_a_tiling_of_a_minor_dimension_is_not_contiguous_in_the_flat_view():
     # [4,8] split on columns holds strided elements of the flat [32]: no local reshape to
     # [2,16] carries it (a reshape that did gave other devices' elements)

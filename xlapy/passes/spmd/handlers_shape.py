@@ -7,7 +7,11 @@ HandleReduce, HandleReduceWindow).
 The common pattern: the instruction's target sharding, with the dimensions the operation
 moves data along made whole (``replicate_dims``), is what the operands are resharded to;
 the instruction then runs on each device's block, and the visitor reshards the result to
-the target (a local dynamic-slice when only those dimensions differ). Reduce keeps a tiled
+the target (a local dynamic-slice when only those dimensions differ). A reshape runs
+locally on the target's tiling read back on the operand, else on the operand's tiling
+carried forward, else after gathering the fewest tiles of one dimension that lets the tiling
+carry over (f32[48] split 4 ways to f32[6,8]: pairs), the result then resharded; only a
+reshape nothing carries over gathers its operand whole. Reduce keeps a tiled
 reduced dimension tiled: each device reduces its block (padding masked with the init value)
 and an all-reduce with the reduce's computation combines the partial results.
 
@@ -29,9 +33,9 @@ from xlapy.passes.spmd.core import (
     mask,
     offset_of,
 )
-from xlapy.passes.spmd.device_map import DeviceMap, reshape_map
+from xlapy.passes.spmd.device_map import DeviceMap, reshape_map, to_sharding
 from xlapy.passes.spmd.partitioner import default_handler, handler, manual_clone
-from xlapy.passes.spmd.reshard import replicate, reshard_map
+from xlapy.passes.spmd.reshard import _gather_dim, replicate, reshard_map
 from xlapy.shape import Shape
 
 #: Opcodes partitioned as XLA's HandleElementwise partitions them besides those with the
@@ -118,9 +122,40 @@ def reshape(p, b, instr, ops):
     if fwd is not None:
         hlo = b.add("reshape", [v.hlo], {}, shape=local(instr.shape, fwd))
         return from_map(p.ctx, hlo, instr.shape, fwd)
+    coarse = _coarsened(v, src, dst)
+    if coarse is not None:
+        dim, factor, fwd = coarse
+        v = _gather_dim(b, v, dim, factor)
+        hlo = b.add("reshape", [v.hlo], {}, shape=local(instr.shape, fwd))
+        return from_map(p.ctx, hlo, instr.shape, fwd)
     full = replicate(b, v)
     hlo = b.add("reshape", [full.hlo], {}, shape=instr.shape)
     return p.wrap(b, hlo, instr.shape, _replicated_like(full))
+
+
+def _coarsened(v: PValue, src, dst):
+    """The least gathering after which the reshape is local (XLA's HandleReshape through
+    PropagateShardingThroughReshape: the part of the tiling that carries over): one tiled
+    dimension's tiles gathered ``factor`` at a time (f32[48] split 4 ways -> f32[6,8]:
+    pairs of tiles, then rows split 2 ways). Returns (dim, factor, the result's map) or
+    None."""
+    m = v.map
+    options = []
+    for d, t in enumerate(m.tiles):
+        for factor in range(2, t + 1):
+            # coarse blocks are whole fine blocks only when those are even
+            if t % factor == 0 and (factor == t or v.shape.dimensions[d] % t == 0):
+                options.append((factor, d))
+    for factor, d in sorted(options):
+        keyed = m.with_tiles()
+        keyed.tiles = m.tiles[:d] + (m.tiles[d] // factor,) + m.tiles[d + 1:]
+        keyed.index[:, d] = m.index[:, d] // factor
+        if to_sharding(keyed) is None:
+            continue
+        fwd = reshape_map(keyed, src, dst)
+        if fwd is not None and to_sharding(fwd) is not None:
+            return d, factor, fwd
+    return None
 
 
 def _replicated_like(v: PValue) -> HloSharding:
