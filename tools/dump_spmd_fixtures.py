@@ -294,6 +294,25 @@ def _corpus():
                     out_shardings=(ns(mesh, None, "i"), ns(mesh, "i"), ns(mesh, None, "i")))
         return f, [normal(rng, 48), normal(rng, 4, 12), normal(rng, 16, 6)]
 
+    @program("embedding_rows", "jit on a 2x2 (data, model) mesh: an embedding lookup from a "
+             "table split by rows over model, the ids split over data", 4)
+    def _(rng):
+        mesh = mesh2(2, 2)
+        f = jax.jit(lambda table, ids: jnp.take(table, ids, axis=0) * 2.0,
+                    in_shardings=(ns(mesh, "model"), ns(mesh, "data")),
+                    out_shardings=ns(mesh, "data"))
+        return f, [normal(rng, 16, 8), rng.integers(0, 16, (8,)).astype(np.int32)]
+
+    @program("scatter_rows", "jit on 4 devices: scatter-add of rows into a table split by "
+             "rows (repeated and out-of-range ids)", 4)
+    def _(rng):
+        mesh = mesh1(4, "i")
+        f = jax.jit(lambda t, i, u: t.at[i].add(u, mode="drop"),
+                    in_shardings=(ns(mesh, "i"), ns(mesh), ns(mesh)),
+                    out_shardings=ns(mesh, "i"))
+        return f, [normal(rng, 16, 8), np.array([0, 5, 5, 15, 9, 17, 3, 12], np.int32),
+                   normal(rng, 8, 8)]
+
     return corpus
 
 

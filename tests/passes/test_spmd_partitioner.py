@@ -224,6 +224,88 @@ def test_scatter_into_a_column_split_table():
     assert collectives(m) == []
 
 
+ROWS = "{devices=[4,1]<=[4]}"
+TAKE = ("gather(t, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, "
+        "index_vector_dim=1, slice_sizes={1,8}")
+
+
+def _collectives_with_shapes(m):
+    return [(i.opcode, i.shape.dimensions) for c in m.computations for i in c.instructions
+            if i.opcode in ("all-gather", "all-to-all", "collective-permute", "all-reduce")]
+
+
+@pytest.mark.parametrize("rows", [16, 14])  # 14: tiles of 4, the last holding 2 rows
+def test_gather_from_a_row_split_table_is_local_masked_and_summed(rows):
+    # XLA's operand-parallel gather (its post module for jnp.take on a row-split table:
+    # local gather, select, all-reduce of the result); out-of-range ids clamp as XLA's gather
+    ids = np.array([0, rows - 1, 3, 4, 11, -2, rows + 1, 7], np.int32)
+    m = check(module(f"  t = f32[{rows},8] parameter(0), sharding={ROWS}\n"
+                     "  i = s32[8] parameter(1), sharding={replicated}\n"
+                     f"  ROOT r = f32[8,8] {TAKE}, sharding={R}"), 4,
+              args=[np.arange(rows * 8, dtype=np.float32).reshape(rows, 8), ids])
+    assert _collectives_with_shapes(m) == [("all-reduce", (8, 8))]
+    gather = next(i for i in m.entry.instructions if i.opcode == "gather")
+    assert gather.operands[0].shape.dimensions == (4, 8)
+
+
+def test_gather_of_two_index_components_one_split():
+    ids = np.array([[0, 0], [15, 4], [3, 9], [-1, 2], [8, 1]], np.int32)
+    m = check(module(f"  t = f32[16,6] parameter(0), sharding={ROWS}\n"
+                     "  i = s32[5,2] parameter(1), sharding={replicated}\n"
+                     "  ROOT r = f32[5,3] gather(t, i), offset_dims={1}, "
+                     "collapsed_slice_dims={0}, start_index_map={0,1}, index_vector_dim=1, "
+                     f"slice_sizes={{1,3}}, sharding={R}"), 4,
+              args=[np.arange(96, dtype=np.float32).reshape(16, 6), ids])
+    assert _collectives_with_shapes(m) == [("all-reduce", (5, 3))]
+
+
+def test_gather_rows_over_one_axis_ids_over_the_other():
+    # a 2x2 mesh: table rows over model, ids over data: each device gathers its ids from its
+    # rows, the sum runs over the model pairs (XLA's groups {0,1},{2,3})
+    m = check(module("  t = f32[16,8] parameter(0), sharding={devices=[2,1,2]<=[2,2]T(1,0) "
+                     "last_tile_dim_replicate}\n"
+                     "  i = s32[8] parameter(1), sharding={devices=[2,2]<=[4] "
+                     "last_tile_dim_replicate}\n"
+                     "  ROOT r = f32[8,8] " + TAKE + ", sharding={devices=[2,1,2]<=[4] "
+                     "last_tile_dim_replicate}"), 4,
+              args=[np.arange(128, dtype=np.float32).reshape(16, 8),
+                    np.array([3, 15, 0, 8, 9, 2, 7, 12], np.int32)])
+    ar = next(i for i in m.entry.instructions if i.opcode == "all-reduce")
+    assert ar.shape.dimensions == (4, 8)
+    assert ar.attrs["replica_groups"].flattened_replica_groups() == ((0, 1), (2, 3))
+
+
+def test_gather_into_a_split_result_larger_than_the_table_gathers_the_table():
+    # a device would hold more with the all-reduce (the whole result) than with the table
+    # whole and its quarter of the result: XLA gathers the table then
+    m = check(module(f"  t = f32[16,8] parameter(0), sharding={ROWS}\n"
+                     "  i = s32[32] parameter(1), sharding={replicated}\n"
+                     f"  ROOT r = f32[32,8] {TAKE}, sharding={ROWS}"), 4,
+              args=[np.arange(128, dtype=np.float32).reshape(16, 8),
+                    np.arange(32, dtype=np.int32) % 17])
+    assert _collectives_with_shapes(m) == [("all-gather", (16, 8))]
+
+
+@pytest.mark.parametrize("rows", [16, 14])
+def test_scatter_into_a_row_split_table_needs_nothing(rows):
+    # each device applies the updates that fall in its rows (indices moved by its first row;
+    # the others are out of bounds locally and skipped): XLA's module has no collective
+    comps = ("add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
+             "  ROOT r = f32[] add(x, y)\n}\n")
+    ids = np.array([[0], [5], [5], [rows - 1], [9], [rows + 1], [-3], [12]], np.int32)
+    m = check(module(f"  t = f32[{rows},8] parameter(0), sharding={ROWS}\n"
+                     "  i = s32[8,1] parameter(1), sharding={replicated}\n"
+                     "  u = f32[8,8] parameter(2), sharding={replicated}\n"
+                     f"  ROOT r = f32[{rows},8] scatter(t, i, u), update_window_dims={{1}}, "
+                     "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, "
+                     f"index_vector_dim=1, to_apply=add, sharding={ROWS}", comps=comps), 4,
+              args=[np.ones((rows, 8), np.float32), ids,
+                    np.arange(64, dtype=np.float32).reshape(8, 8)])
+    assert collectives(m) == []
+    scatter = next(i for i in m.entry.instructions if i.opcode == "scatter")
+    assert scatter.shape.dimensions == (4, 8)
+
+
 # -- control flow ---------------------------------------------------------------------------------
 
 
