@@ -313,6 +313,22 @@ def _corpus():
         return f, [normal(rng, 16, 8), np.array([0, 5, 5, 15, 9, 17, 3, 12], np.int32),
                    normal(rng, 8, 8)]
 
+    @program("halo_windows", "jit on 4 devices, arrays split along a spatial dimension: a 3x3 "
+             "convolution (SAME), a 3-wide windowed sum (SAME) and a difference of "
+             "neighbours (slices shifted by one, padded back): halo exchanges", 4)
+    def _(rng):
+        mesh = mesh1(4, "i")
+
+        def f(x, k, a):
+            conv = jax.lax.conv_general_dilated(x, k, (1, 1), "SAME",
+                                                dimension_numbers=("NHWC", "HWIO", "NHWC"))
+            window = jax.lax.reduce_window(a, 0.0, jax.lax.add, (3, 1), (1, 1), "SAME")
+            diff = jnp.pad(a[1:] - a[:-1], ((0, 1), (0, 0)))
+            return conv, window, diff
+        f = jax.jit(f, in_shardings=(ns(mesh, None, "i"), ns(mesh), ns(mesh, "i")),
+                    out_shardings=(ns(mesh, None, "i"), ns(mesh, "i"), ns(mesh, "i")))
+        return f, [normal(rng, 2, 16, 8, 3), normal(rng, 3, 3, 3, 4), normal(rng, 16, 8)]
+
     return corpus
 
 

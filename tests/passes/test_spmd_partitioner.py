@@ -188,11 +188,96 @@ def test_convolution_batch_and_feature_splits():
                      "  k = f32[3,3,4,5] parameter(1), sharding={devices=[1,1,4,1]<=[4]}\n"
                      + conv), 4)
     assert collectives(m) == ["all-reduce"]
-    # spatial dimensions split: gathered (halo exchange is not built)
-    check(module("  x = f32[2,8,6,3] parameter(0), sharding={devices=[1,4,1,1]<=[4]}\n"
-                 "  k = f32[3,3,3,5] parameter(1), sharding={replicated}\n"
-                 "  ROOT c = f32[2,8,6,5] convolution(x, k), window={size=3x3 pad=1_1x1_1}, "
-                 "dim_labels=b01f_01io->b01f, sharding={devices=[1,4,1,1]<=[4]}"), 4)
+    # a spatial dimension split: its borders by halo exchange (XLA's collectives for jax's
+    # SAME convolution split along H: one collective-permute each way of one row)
+    m = check(module("  x = f32[2,8,6,3] parameter(0), sharding={devices=[1,4,1,1]<=[4]}\n"
+                     "  k = f32[3,3,3,5] parameter(1), sharding={replicated}\n"
+                     "  ROOT c = f32[2,8,6,5] convolution(x, k), window={size=3x3 pad=1_1x1_1}, "
+                     "dim_labels=b01f_01io->b01f, sharding={devices=[1,4,1,1]<=[4]}"), 4)
+    assert halos(m) == [((2, 1, 6, 3), RIGHTWARD), ((2, 1, 6, 3), LEFTWARD)]
+
+
+# -- halo exchange -------------------------------------------------------------------------------
+
+RIGHTWARD = ((0, 1), (1, 2), (2, 3))  # each device's border to the next one
+LEFTWARD = ((1, 0), (2, 1), (3, 2))
+
+
+def halos(m):
+    """(shape, pairs) of each collective-permute; None when another collective runs."""
+    out = []
+    for c in m.computations:
+        for i in c.instructions:
+            if i.opcode == "collective-permute":
+                out.append((i.shape.dimensions, i.attrs["source_target_pairs"]))
+            elif i.opcode in ("all-gather", "all-to-all", "all-reduce", "reduce-scatter"):
+                return None
+    return out
+
+
+@pytest.mark.parametrize("shape,op,out,expect", [
+    # a[1:]: each device needs the next one's first row
+    ("f32[16,8]", "slice(p), slice={[1:16], [0:8]}", "f32[15,8]", [((1, 8), LEFTWARD)]),
+    ("f32[16,8]", "slice(p), slice={[0:15], [0:8]}", "f32[15,8]", []),
+    ("f32[16,8]", "slice(p), slice={[2:14], [0:8]}", "f32[12,8]",
+     [((1, 8), RIGHTWARD), ((1, 8), LEFTWARD)]),
+    ("f32[16,8]", "slice(p), slice={[1:16:2], [0:8]}", "f32[8,8]", []),
+    ("f32[14,8]", "slice(p), slice={[1:13], [0:8]}", "f32[12,8]", [((2, 8), RIGHTWARD)]),
+    # a window reaching past the neighbour's block: gathered
+    ("f32[16,8]", "slice(p), slice={[8:16], [0:8]}", "f32[8,8]", None),
+    ("f32[16,8]", "pad(p, z), padding=1_1x0_0", "f32[18,8]",
+     [((1, 8), RIGHTWARD), ((3, 8), LEFTWARD)]),
+    ("f32[16,8]", "pad(p, z), padding=-1_1x0_0", "f32[16,8]", [((1, 8), LEFTWARD)]),
+    ("f32[14,8]", "pad(p, z), padding=2_0x0_0", "f32[16,8]", [((2, 8), RIGHTWARD)]),
+    # interior padding is no window: gathered
+    ("f32[16,8]", "pad(p, z), padding=1_1_1x0_0", "f32[33,8]", None),
+    ("f32[16,8]", "reduce-window(p, zero), window={size=3x1 pad=1_1x0_0}, to_apply=add",
+     "f32[16,8]", [((1, 8), RIGHTWARD), ((1, 8), LEFTWARD)]),
+    ("f32[16,8]", "reduce-window(p, z), window={size=3x1}, to_apply=add", "f32[14,8]",
+     [((2, 8), LEFTWARD)]),
+    ("f32[16,8]", "reduce-window(p, z), window={size=2x1 stride=2x1}, to_apply=add", "f32[8,8]",
+     []),
+    ("f32[14,8]", "reduce-window(p, ninf), window={size=3x1 pad=1_1x0_0}, to_apply=max",
+     "f32[14,8]", [((1, 8), RIGHTWARD), ((1, 8), LEFTWARD)]),
+    ("f32[16,8]", ("reduce-window(p, zero), window={size=3x1 pad=2_2x0_0 rhs_dilate=2x1}, "
+                   "to_apply=add"), "f32[16,8]", [((2, 8), RIGHTWARD), ((2, 8), LEFTWARD)]),
+    # padding read with an init that is no identity (-1 for add): a window past the ends
+    # reads nothing there, so the fill would add to it: gathered
+    ("f32[16,8]", "reduce-window(p, z), window={size=3x1 pad=1_1x0_0}, to_apply=add",
+     "f32[16,8]", None),
+])
+def test_windows_along_a_split_dimension_exchange_halos(shape, op, out, expect):
+    text = module(f"  p = {shape} parameter(0), sharding={T4}\n  z = f32[] constant(-1)\n"
+                  "  zero = f32[] constant(0)\n  ninf = f32[] constant(-inf)\n"
+                  f"  ROOT r = {out} {op}, sharding={T4}")
+    m = check(text, 4)
+    assert halos(m) == expect
+
+
+def test_halos_along_two_split_dimensions_carry_the_corners():
+    m = check(module("  p = f32[16,8] parameter(0), sharding={devices=[2,2]<=[4]}\n"
+                     "  z = f32[] constant(-inf)\n"
+                     "  ROOT r = f32[16,8] reduce-window(p, z), window={size=3x3 pad=1_1x1_1}, "
+                     "to_apply=max, sharding={devices=[2,2]<=[4]}"), 4)
+    # rows first (blocks of 4 columns), then columns of the extended 10 rows
+    assert halos(m) == [((1, 4), ((0, 2), (1, 3))), ((1, 4), ((2, 0), (3, 1))),
+                        ((10, 1), ((0, 1), (2, 3))), ((10, 1), ((1, 0), (3, 2)))]
+
+
+@pytest.mark.parametrize("x,sharding,window,out", [
+    ("f32[2,14,8,3]", "{devices=[1,4,1,1]<=[4]}", "size=3x3 pad=1_1x1_1", "f32[2,14,8,4]"),
+    ("f32[2,16,8,3]", "{devices=[1,4,1,1]<=[4]}", "size=3x3 stride=2x1 pad=1_1x1_1",
+     "f32[2,8,8,4]"),
+    ("f32[2,16,8,3]", "{devices=[1,4,1,1]<=[4]}", "size=3x3", "f32[2,14,6,4]"),
+    ("f32[2,16,8,3]", "{devices=[1,2,2,1]<=[4]}", "size=3x3 pad=1_1x1_1", "f32[2,16,8,4]"),
+    ("f32[4,16,8,3]", "{devices=[2,2,1,1]<=[4]}", "size=3x3 pad=1_1x1_1", "f32[4,16,8,4]"),
+])
+def test_convolution_split_spatially_exchanges_halos(x, sharding, window, out):
+    m = check(module(f"  x = {x} parameter(0), sharding={sharding}\n"
+                     "  k = f32[3,3,3,4] parameter(1), sharding={replicated}\n"
+                     f"  ROOT c = {out} convolution(x, k), window={{{window}}}, "
+                     f"dim_labels=b01f_01io->b01f, sharding={sharding}"), 4, rtol=1e-4)
+    assert halos(m)  # collective-permutes only
 
 
 # -- gather, scatter -----------------------------------------------------------------------------

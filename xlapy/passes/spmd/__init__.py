@@ -6,9 +6,10 @@
 
 Modules: sdy_import.py (Shardy -> GSPMD), propagation.py (shardings for the rest),
 device_map.py (shardings as device -> tile maps), core.py (partitioned values, builder,
-collectives), reshard.py, partitioner.py (the visitor and the custom calls), the handler
-modules handlers_shape.py, dot_conv.py, gather_scatter.py, control_flow.py, and arrays.py
-(global arrays <-> per-device arrays, for running). ``SpmdPartition`` is the pass.
+collectives), reshard.py, windowed.py (halo exchange), partitioner.py (the visitor and the
+custom calls), the handler modules handlers_shape.py, dot_conv.py, gather_scatter.py,
+control_flow.py, and arrays.py (global arrays <-> per-device arrays, for running).
+``SpmdPartition`` is the pass.
 """
 
 from __future__ import annotations
