@@ -18,6 +18,9 @@ writes
 ``<name>.gspmd.pre.hlo``
     The same with ``jax_use_shardy_partitioner=False``: GSPMD ``sharding=`` attributes and
     the ``Sharding`` / ``SPMDFullToShardShape`` / ``SPMDShardToFullShape`` custom calls.
+``<name>.mlir``
+    ``....lower(*args).as_text()``: the same program as StableHLO (MLIR) with Shardy's
+    ``sdy`` ops and attributes (``sdy.manual_computation`` for a shard_map).
 ``<name>.post.hlo``
     ``....compile().as_text()`` (Shardy): XLA:CPU's per-device module after SPMD
     partitioning and optimisation, with the metadata and stack-frame tables removed (they
@@ -105,6 +108,24 @@ def _corpus():
             return jax.lax.all_to_all(x, "i", 1, 0, tiled=True)
         f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i", None),
                                   out_specs=P(None, "i")))
+        return f, [normal(rng, 8, 8)]
+
+    @program("sm_nested", "shard_map manual over 'x' of a 4x2 mesh holding a shard_map manual "
+             "over 'y': psum over y inside, a product outside (argument and result split "
+             "over x only)", 8)
+    def _(rng):
+        mesh = mesh2(4, 2, ("x", "y"))
+
+        def inner(b):
+            return jax.lax.psum(b, "y")
+
+        def outer(a):
+            return jax.shard_map(inner, mesh=jax.sharding.get_abstract_mesh(),
+                                 in_specs=P(None, "y"),
+                                 out_specs=P(None, None), axis_names={"y"})(a) * 2.0
+        f = jax.jit(jax.shard_map(outer, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                                  axis_names={"x"}),
+                    in_shardings=ns(mesh, "x", None), out_shardings=ns(mesh, "x", None))
         return f, [normal(rng, 8, 8)]
 
     @program("sm_partial_manual", "shard_map manual over 'x' of a 4x2 mesh, 'y' left to "
@@ -262,6 +283,52 @@ def _corpus():
         f = jax.jit(f, in_shardings=ns(mesh, "i", None))
         return f, [normal(rng, 8, 6)]
 
+    @program("reshape_split", "jit on 4 devices: reshapes that move the split: f32[48] split "
+             "4 ways to f32[6,8] split by columns, f32[4,12] by columns to f32[48], f32[16,6] "
+             "by rows to f32[4,4,6] split on its middle dimension", 4)
+    def _(rng):
+        mesh = mesh1(4, "i")
+        f = jax.jit(lambda a, b, c: (a.reshape(6, 8) * 2.0, b.reshape(48) + 1.0,
+                                     c.reshape(4, 4, 6) - 1.0),
+                    in_shardings=(ns(mesh, "i"), ns(mesh, None, "i"), ns(mesh, "i", None)),
+                    out_shardings=(ns(mesh, None, "i"), ns(mesh, "i"), ns(mesh, None, "i")))
+        return f, [normal(rng, 48), normal(rng, 4, 12), normal(rng, 16, 6)]
+
+    @program("embedding_rows", "jit on a 2x2 (data, model) mesh: an embedding lookup from a "
+             "table split by rows over model, the ids split over data", 4)
+    def _(rng):
+        mesh = mesh2(2, 2)
+        f = jax.jit(lambda table, ids: jnp.take(table, ids, axis=0) * 2.0,
+                    in_shardings=(ns(mesh, "model"), ns(mesh, "data")),
+                    out_shardings=ns(mesh, "data"))
+        return f, [normal(rng, 16, 8), rng.integers(0, 16, (8,)).astype(np.int32)]
+
+    @program("scatter_rows", "jit on 4 devices: scatter-add of rows into a table split by "
+             "rows (repeated and out-of-range ids)", 4)
+    def _(rng):
+        mesh = mesh1(4, "i")
+        f = jax.jit(lambda t, i, u: t.at[i].add(u, mode="drop"),
+                    in_shardings=(ns(mesh, "i"), ns(mesh), ns(mesh)),
+                    out_shardings=ns(mesh, "i"))
+        return f, [normal(rng, 16, 8), np.array([0, 5, 5, 15, 9, 17, 3, 12], np.int32),
+                   normal(rng, 8, 8)]
+
+    @program("halo_windows", "jit on 4 devices, arrays split along a spatial dimension: a 3x3 "
+             "convolution (SAME), a 3-wide windowed sum (SAME) and a difference of "
+             "neighbours (slices shifted by one, padded back): halo exchanges", 4)
+    def _(rng):
+        mesh = mesh1(4, "i")
+
+        def f(x, k, a):
+            conv = jax.lax.conv_general_dilated(x, k, (1, 1), "SAME",
+                                                dimension_numbers=("NHWC", "HWIO", "NHWC"))
+            window = jax.lax.reduce_window(a, 0.0, jax.lax.add, (3, 1), (1, 1), "SAME")
+            diff = jnp.pad(a[1:] - a[:-1], ((0, 1), (0, 0)))
+            return conv, window, diff
+        f = jax.jit(f, in_shardings=(ns(mesh, None, "i"), ns(mesh), ns(mesh, "i")),
+                    out_shardings=(ns(mesh, None, "i"), ns(mesh, "i"), ns(mesh, "i")))
+        return f, [normal(rng, 2, 16, 8, 3), normal(rng, 3, 3, 3, 4), normal(rng, 16, 8)]
+
     return corpus
 
 
@@ -287,6 +354,8 @@ def worker(name: str, mode: str, out: Path) -> dict:
     fn, args = build(rng)
     lowered = fn.lower(*args)
     (out / f"{name}.{mode}.pre.hlo").write_text(lowered.as_text(dialect="hlo"))
+    if mode == "shardy":
+        (out / f"{name}.mlir").write_text(lowered.as_text())
     info = {"name": name, "description": description, "devices": devices}
     if mode == "shardy":
         compiled = lowered.compile()

@@ -44,6 +44,23 @@ def test_shard_map_module_prints_the_global_result(tmp_path, capsys):
     assert printed.startswith("f32[8,3] {\n") and "replica" not in printed
 
 
+def test_a_shard_map_as_stablehlo_runs_partitioned(tmp_path, capsys):
+    # jax's StableHLO text (sdy.manual_computation): partitioned over the 8 devices asked for
+    _, arrays = fixture("sm_2d_psum")
+    module = str(FIXTURES / "sm_2d_psum.mlir")
+    out = tmp_path / "out.npz"
+    assert main(["run", module, "--partitions", "8", "--inputs", inputs(tmp_path, arrays),
+                 "--output", str(out), "--quiet"]) == 0
+    saved = load_npz(out)
+    assert sorted(saved) == ["out0", "out1"]
+    for k in saved:
+        np.testing.assert_allclose(saved[k], arrays[k], rtol=1e-5, atol=1e-5)
+    assert main(["opt", "--passes=spmd-partition", module]) == 0
+    text = capsys.readouterr().out
+    assert "num_partitions=8" in text and "all-reduce(" in text
+    assert "f32[2,4]{1,0} parameter(0), sharding={devices=[4,2]<=[8]}" in text
+
+
 def test_per_device_blocks(tmp_path):
     module, arrays = fixture("sm_psum_ppermute")
     x = arrays["arg0"]

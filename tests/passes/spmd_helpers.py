@@ -36,7 +36,10 @@ def module(body: str, comps: str = ADD + MAX) -> str:
 
 
 def partitioned(text: str, n: int, replicas: int | None = None):
-    m = parse_hlo_module(text)
+    """``text`` (HLO, or StableHLO MLIR) partitioned over ``n`` devices and verified."""
+    from xlapy.stablehlo import parse_module_text
+
+    m = parse_module_text(text)
     partition(m, n, replicas)
     verify_module(m)
     # the per-device module is ordinary HLO: it prints and parses back

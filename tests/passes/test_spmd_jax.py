@@ -6,6 +6,11 @@ lookup, a scatter, a convolution, a loop -, pmap), in both of jax's forms (Shard
 jax's outputs; and xlapy's per-device module against XLA's post-partitioning module (same
 parameter and result shapes, same collectives over the same device groups).
 
+The same programs as StableHLO (``<name>.mlir``: ``sdy.manual_computation``,
+``sdy.sharding_constraint``, ``sdy.sharding`` attributes) are read into the HLO form jax
+dumps (the same Shardy custom calls, attributes and shardings), then partitioned and run the
+same way.
+
 Regenerate the fixtures with ``python tools/dump_spmd_fixtures.py``.
 """
 
@@ -27,7 +32,8 @@ NAMES = sorted(MANIFEST)
 
 
 def load(name: str, form: str):
-    text = (FIXTURES / f"{name}.{form}.pre.hlo").read_text()
+    text = (FIXTURES / (f"{name}.mlir" if form == "mlir" else f"{name}.{form}.pre.hlo")
+            ).read_text()
     arrays = np.load(FIXTURES / f"{name}.npz")
     info = MANIFEST[name]
     args = [arrays[f"arg{i}"] for i in range(len(info["inputs"]))]
@@ -48,7 +54,7 @@ def check_against_jax(name: str, form: str, backend: str):
     return m
 
 
-@pytest.mark.parametrize("form", ["shardy", "gspmd"])
+@pytest.mark.parametrize("form", ["shardy", "gspmd", "mlir"])
 @pytest.mark.parametrize("name", NAMES)
 def test_partitioned_on_threads_gives_jax_outputs(name, form):
     check_against_jax(name, form, "interpreter")
@@ -93,6 +99,51 @@ def collective_signature(m) -> Counter:
     return out
 
 
+def shardy_signature(m):
+    """What a module says about shardings, names aside: the Shardy custom calls and manual
+    computation body calls (operand and result shapes, frontend attributes, the HLO sharding
+    of a Sharding call), the entry parameters' shardings, the root's sharding and the
+    module's meshes."""
+    calls = Counter()
+    for comp in m.computations:
+        for i in comp.instructions:
+            fe = tuple(sorted((k, v) for k, v in i.frontend_attributes.items()
+                              if k.startswith("xla.sdy.") or k == "inlineable"))
+            operands = tuple(str(o.shape) for o in i.operands)
+            target = i.attrs.get("custom_call_target") if i.opcode == "custom-call" else None
+            if target == "Sharding" or (target or "").startswith("xla.sdy."):
+                calls[(target, operands, str(i.shape), fe,
+                       i.sharding if target == "Sharding" else None)] += 1
+            elif i.opcode == "call" and i.attrs["to_apply"].name.startswith(
+                    "xla.sdy.manual_computation_body"):
+                calls[("call", operands, str(i.shape), fe)] += 1
+    params = sorted((p.parameter_number, str(p.shape), p.sharding,
+                     p.frontend_attributes.get("xla.sdy.sharding"))
+                    for p in m.entry.parameters)
+    return calls, params, m.entry.root.sharding, m.config.get("frontend_attributes")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stablehlo_reads_as_jaxs_hlo(name):
+    """The StableHLO text becomes what jax's own HLO dump of the program holds: a shard_map's
+    GlobalToLocalShape / body call / LocalToGlobalShape, constraints, result shardings."""
+    from xlapy.stablehlo import parse_stablehlo
+
+    ours = parse_stablehlo((FIXTURES / f"{name}.mlir").read_text())
+    jax_hlo = parse_hlo_module((FIXTURES / f"{name}.shardy.pre.hlo").read_text())
+    assert shardy_signature(ours) == shardy_signature(jax_hlo)
+
+
+def test_the_shardy_signature_sees_a_difference():
+    from xlapy.stablehlo import parse_stablehlo
+
+    text = (FIXTURES / "sm_2d_psum.mlir").read_text()
+    changed = text.replace('manual_axes={"x", "y"}', 'manual_axes={"y", "x"}')
+    assert changed != text
+    assert shardy_signature(parse_stablehlo(changed)) != shardy_signature(
+        parse_stablehlo(text))
+
+
 def io_shapes(m):
     entry = m.entry
     dims = [tuple(p.shape.dimensions) for p in entry.parameters]
@@ -101,9 +152,10 @@ def io_shapes(m):
     return dims, rdims
 
 
+@pytest.mark.parametrize("form", ["shardy", "mlir"])
 @pytest.mark.parametrize("name", NAMES)
-def test_per_device_module_matches_xlas(name):
-    text, _, _, devices = load(name, "shardy")
+def test_per_device_module_matches_xlas(name, form):
+    text, _, _, devices = load(name, form)
     ours = partitioned(text, devices)
     xla = parse_hlo_module((FIXTURES / f"{name}.post.hlo").read_text())
     assert ours.num_partitions == xla.num_partitions == devices

@@ -95,3 +95,41 @@ def test_channel_ids_count_up_from_the_modules_largest():
 def test_values_exact_for_integers():
     args = [np.arange(24, dtype=np.int32).reshape(6, 4)]
     check(reshard("s32[6,4]", "{devices=[2,2]<=[4]}", "{devices=[1,4]3,1,2,0}"), 4, args)
+
+
+def described(m) -> list:
+    """Each collective with its result shape and its device groups (or pairs)."""
+    out = []
+    for comp in m.computations:
+        for i in comp.instructions:
+            if i.opcode in ("all-reduce", "all-gather", "all-to-all", "collective-permute",
+                            "reduce-scatter"):
+                groups = i.attrs.get("source_target_pairs") or tuple(
+                    tuple(g) for g in i.attrs["replica_groups"].flattened_replica_groups())
+                out.append((i.opcode, i.shape.dimensions, tuple(groups)))
+    return out
+
+
+ROWS2 = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"
+SWAP = ((0, 0), (1, 2), (2, 1), (3, 3))
+
+
+@pytest.mark.parametrize("src,dst,expect", [
+    # (XLA's collectives for these, read from its post-partitioning modules for jax's
+    # in/out shardings on a 2x2 mesh: P("x", None) -> P(None, ("x", "y")) and the like)
+    # rows split 2 ways (replicated 2) -> columns 4 ways: each device's replica half of the
+    # columns, an all-to-all in pairs, and a collective-permute into the target's order
+    (ROWS2, "{devices=[1,4]<=[4]}",
+     [("all-to-all", (2, 4, 2), ((0, 2), (1, 3))), ("collective-permute", (8, 2), SWAP)]),
+    # ... no permute when the all-to-all's order is the target's
+    (ROWS2, "{devices=[1,4]<=[2,2]T(1,0)}", [("all-to-all", (2, 4, 2), ((0, 2), (1, 3)))]),
+    # rows 4 ways -> columns 4 ways in another order
+    ("{devices=[4,1]<=[4]}", "{devices=[1,4]<=[2,2]T(1,0)}",
+     [("all-to-all", (4, 2, 2), ((0, 1, 2, 3),)), ("collective-permute", (8, 2), SWAP)]),
+    # columns 2 ways (replicated 2) -> rows 4 ways
+    ("{devices=[1,2,2]<=[4] last_tile_dim_replicate}", "{devices=[4,1]<=[4]}",
+     [("all-to-all", (2, 2, 4), ((0, 2), (1, 3))), ("collective-permute", (2, 8), SWAP)]),
+])
+def test_a_partially_replicated_tiling_moves_by_all_to_all_and_permute(src, dst, expect):
+    m = check(reshard("f32[8,8]", src, dst), 4)
+    assert described(m) == expect

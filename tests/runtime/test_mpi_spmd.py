@@ -3,7 +3,8 @@ partitioned by xlapy, its per-device module run by one MPI rank per device (one 
 -n 4`` job for the 4-device ones, one ``-n 8`` job for the 8-device ones, through
 tests/runtime/mpi_driver.py), the device results
 assembled by the result's sharding and compared with jax's outputs; and ``mpiexec -n 4
-xlapy run <jax dump> --distributed mpi`` with global arrays in and out."""
+xlapy run <jax dump> --distributed mpi`` (HLO, and a shard_map as StableHLO) with global
+arrays in and out."""
 
 import json
 import sys
@@ -95,13 +96,15 @@ def check_job(name: str, n: int, job) -> None:
                                    err_msg=f"{name} out{i}")
 
 
-def test_cli_runs_a_jax_dump_over_mpi_with_global_arrays(tmp_path):
-    args, want = jax_arrays("mlp_train_step_4")
+@pytest.mark.parametrize("name,file", [("mlp_train_step_4", "gspmd.pre.hlo"),
+                                       ("sm_psum_ppermute", "mlir")])
+def test_cli_runs_a_jax_dump_over_mpi_with_global_arrays(tmp_path, name, file):
+    args, want = jax_arrays(name)
     save_npz(str(tmp_path / "in.npz"), {f"arg{i}": a for i, a in enumerate(args)})
-    module = FIXTURES / "mlp_train_step_4.gspmd.pre.hlo"
+    module = FIXTURES / f"{name}.{file}"
     proc = launch(4, [sys.executable, "-m", "xlapy", "run", str(module), "--distributed",
-                      "mpi", "--inputs", "in.npz", "--output", "out.npz", "--quiet"],
-                  cwd=tmp_path, timeout=300)
+                      "mpi", "--partitions", "4", "--inputs", "in.npz", "--output", "out.npz",
+                      "--quiet"], cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     saved = load_npz(str(tmp_path / "out.npz"))

@@ -291,6 +291,100 @@ def test_shardy_shardings(spec, mesh, want):
         f"{{mesh = #sdy.mesh<{mesh}>}}"
 
 
+SHARD_MAP = """module @m attributes {mhlo.num_partitions = 8 : i32} {
+  sdy.mesh @mesh = <["x"=4, "y"=2]>
+  func.func @main(%arg0: tensor<8x8xf32>, %arg1: tensor<4x4xf32>) -> (tensor<8x8xf32>, tensor<4x4xf32>) {
+    %0:2 = sdy.manual_computation(%arg0, %arg1) in_shardings=[<@mesh, [{"x"}, {"y"}]>, <@mesh, [{}, {"y"}]>] out_shardings=[<@mesh, [{"x"}, {"y"}]>, <@mesh, [{}, {"y"}]>] manual_axes={"x", "y"} (%arg2: tensor<2x4xf32>, %arg3: tensor<4x2xf32>) {
+      %1 = stablehlo.negate %arg2 : tensor<2x4xf32>
+      sdy.return %1, %arg3 : tensor<2x4xf32>, tensor<4x2xf32>
+    } : (tensor<8x8xf32>, tensor<4x4xf32>) -> (tensor<8x8xf32>, tensor<4x4xf32>)
+    return %0#0, %0#1 : tensor<8x8xf32>, tensor<4x4xf32>
+  }
+}"""
+
+SHARD_MAP_GENERIC = """module @m attributes {mhlo.num_partitions = 8 : i32} {
+  sdy.mesh @mesh = <["x"=4, "y"=2]>
+  func.func @main(%arg0: tensor<8x8xf32>, %arg1: tensor<4x4xf32>) -> (tensor<8x8xf32>, tensor<4x4xf32>) {
+    %0:2 = "sdy.manual_computation"(%arg0, %arg1) <{in_shardings = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>, <@mesh, [{}, {"y"}]>]>, manual_axes = #sdy<manual_axes{"x", "y"}>, out_shardings = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>, <@mesh, [{}, {"y"}]>]>}> ({
+    ^bb0(%arg2: tensor<2x4xf32>, %arg3: tensor<4x2xf32>):
+      %1 = stablehlo.negate %arg2 : tensor<2x4xf32>
+      "sdy.return"(%1, %arg3) : (tensor<2x4xf32>, tensor<4x2xf32>) -> ()
+    }) : (tensor<8x8xf32>, tensor<4x4xf32>) -> (tensor<8x8xf32>, tensor<4x4xf32>)
+    return %0#0, %0#1 : tensor<8x8xf32>, tensor<4x4xf32>
+  }
+}"""
+
+
+def test_a_shard_map_is_written_as_xlas_round_trip_writes_it():
+    # the HLO jax's as_text(dialect="hlo") holds for a shard_map: GlobalToLocalShape, a call
+    # of the body (not inlineable), LocalToGlobalShape, the shardings kept as frontend
+    # attributes
+    m = module(SHARD_MAP)
+    entry = m.entry
+    g2l, l2g = (i for i in entry.instructions if i.opcode == "custom-call")
+    assert g2l.attrs["custom_call_target"] == "xla.sdy.GlobalToLocalShape"
+    assert str(g2l.shape) == "(f32[2,4]{1,0}, f32[4,2]{1,0})"
+    assert g2l.attrs["custom_call_has_side_effect"]
+    assert g2l.frontend_attributes == {
+        "xla.sdy.in_shardings": '#sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>, '
+                                '<@mesh, [{}, {"y"}]>]>',
+        "xla.sdy.manual_axes": '#sdy<manual_axes{"x", "y"}>'}
+    call = next(i for i in entry.instructions if i.opcode == "call")
+    body = call.attrs["to_apply"]
+    assert body.name.startswith("xla.sdy.manual_computation_body")
+    assert [str(p.shape) for p in body.parameters] == ["f32[2,4]{1,0}", "f32[4,2]{1,0}"]
+    assert call.frontend_attributes == {"inlineable": "false"}
+    assert all(o.opcode == "get-tuple-element" and o.operands[0] is g2l for o in call.operands)
+    assert l2g.attrs["custom_call_target"] == "xla.sdy.LocalToGlobalShape"
+    assert str(l2g.shape) == "(f32[8,8]{1,0}, f32[4,4]{1,0})"
+    assert l2g.frontend_attributes["xla.sdy.out_shardings"] == \
+        '#sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>, <@mesh, [{}, {"y"}]>]>'
+    assert [o.operands[0] for o in entry.root.operands] == [l2g, l2g]
+
+
+def test_the_generic_form_of_a_shard_map_reads_the_same():
+    assert module(SHARD_MAP_GENERIC).to_string() == module(SHARD_MAP).to_string()
+
+
+def test_shardy_markers_and_result_shardings():
+    m = module("""module @m {
+      sdy.mesh @mesh = <["i"=4]>
+      func.func @main(%arg0: tensor<8xf32>) -> (tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"i"}]>}) {
+        %0 = sdy.reshard %arg0 <@mesh, [{"i"}]> : tensor<8xf32>
+        sdy.sharding_group %0 group_id=2 : tensor<8xf32>
+        %1 = sdy.propagation_barrier %0 allowed_direction=BACKWARD : tensor<8xf32>
+        return %1 : tensor<8xf32>
+      }
+    }""")
+    calls = {i.attrs["custom_call_target"]: i for i in m.entry.instructions
+             if i.opcode == "custom-call"}
+    assert calls["Sharding"].sharding == "{devices=[4]<=[4]}"
+    assert calls["xla.sdy.ShardingGroup"].frontend_attributes == {
+        "xla.sdy.sharding_group_id": "2 : i64"}
+    assert str(calls["xla.sdy.ShardingGroup"].shape) == "()"
+    assert calls["xla.sdy.PropagationBarrier"].frontend_attributes == {
+        "xla.sdy.allowed_direction": "#sdy<propagation_direction BACKWARD>"}
+    result = calls["xla.sdy.FuncResultSharding"]
+    assert result.operands[0] is calls["xla.sdy.PropagationBarrier"]
+    assert result.frontend_attributes == {
+        "xla.sdy.sharding": '#sdy.sharding_per_value<[<@mesh, [{"i"}]>]>'}
+    # one result with a sharding: a tuple and get-tuple-element carry it (XLA's translation)
+    root = m.entry.root
+    assert root.opcode == "get-tuple-element" and root.sharding == "{devices=[4]<=[4]}"
+    assert root.operands[0].operands == [result]
+
+
+def test_a_shard_map_body_is_isolated_and_checked():
+    with pytest.raises(xlapy.ParseError, match="use of undefined value '%arg0'"):
+        module(SHARD_MAP.replace("stablehlo.negate %arg2", "stablehlo.negate %arg0"))
+    with pytest.raises(xlapy.ParseError, match="2 operands but the body takes 1"):
+        module(SHARD_MAP.replace(", %arg3: tensor<4x2xf32>) {", ") {").replace(
+            "sdy.return %1, %arg3 : tensor<2x4xf32>, tensor<4x2xf32>",
+            "sdy.return %1, %1 : tensor<2x4xf32>, tensor<2x4xf32>"))
+    with pytest.raises(xlapy.ParseError, match="expected 'manual_axes'"):
+        module(SHARD_MAP.replace(' manual_axes={"x", "y"}', ""))
+
+
 def test_calls_between_functions_and_composites():
     m = module("""
     func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {

@@ -37,7 +37,7 @@ from xlapy.stablehlo.values import dense_array, shape_of
 
 _MISSING = object()
 CONSTANT_OPS = frozenset({"stablehlo.constant", "arith.constant", "chlo.constant"})
-TERMINATORS = frozenset({"stablehlo.return", "func.return", "mhlo.return"})
+TERMINATORS = frozenset({"stablehlo.return", "func.return", "mhlo.return", "sdy.return"})
 
 
 def sanitize(name: str) -> str:
@@ -185,10 +185,17 @@ class Converter:
                             name=pname, pos=arg.pos, data=data)
             low.values[id(arg)] = inst
         ret_shardings = []
+        result_sdy = []
         for r in res_attrs:
             s = r.items.get("mhlo.sharding") if isinstance(r, M.DictAttr) else None
+            sdy = r.items.get("sdy.sharding") if isinstance(r, M.DictAttr) else None
+            result_sdy.append(sdy)
+            if not isinstance(s, M.StrAttr) and sdy is not None:
+                s = M.StrAttr(sdy_to_hlo_sharding(self, sdy)) if \
+                    sdy_to_hlo_sharding(self, sdy) is not None else None
             ret_shardings.append(s.value if isinstance(s, M.StrAttr) else None)
-        low.block(block, ret_shardings=ret_shardings if is_entry else None)
+        low.block(block, ret_shardings=ret_shardings if is_entry else None,
+                  result_sdy=result_sdy)
         self.lowering_now.discard(name)
         self.lowered[name] = comp
         self.computations.append(comp)
@@ -425,7 +432,13 @@ class Lowering:
 
     # -- blocks ----------------------------------------------------------------------------
 
-    def block(self, block: M.Block, *, ret_shardings=None, implicit_results=()) -> None:
+    def block(self, block: M.Block, *, ret_shardings=None, implicit_results=(),
+              result_sdy=()) -> None:
+        """Lower the block's ops; its return becomes the root (a tuple for several values).
+        ``ret_shardings``: the entry's result shardings (HLO text or None each);
+        ``result_sdy``: the function's ``sdy.sharding`` result attributes (None each), kept
+        as XLA's Shardy round-trip export keeps them: each returned value passes through a
+        custom call ``xla.sdy.FuncResultSharding`` holding its sharding."""
         term = None
         for op in block.ops:
             if op.name in TERMINATORS:
@@ -437,15 +450,32 @@ class Lowering:
                             if block.parent is not None else 0)
         self.cur_op = term
         rets = self.operands(term) + [self.get(v, term) for v in implicit_results]
+        for i, sdy in enumerate(result_sdy):
+            if sdy is not None and i < len(rets):
+                rets[i] = self._func_result_sharding(rets[i], sdy)
+        has_sharding = bool(ret_shardings) and any(s is not None for s in ret_shardings)
         if len(rets) != 1:
             sharding = None
-            if ret_shardings and any(s is not None for s in ret_shardings):
+            if has_sharding:
                 sharding = "{" + ", ".join(s or "{replicated}" for s in ret_shardings) + "}"
             root = self.make("tuple", rets, name="tuple",
                              data={"sharding": sharding} if sharding else {})
+        elif has_sharding:
+            # one result with a sharding: a tuple and get-tuple-element carrying it, as XLA's
+            # translation writes it (the returned value keeps its own sharding)
+            tup = self.make("tuple", rets, name="tuple", data={})
+            root = self.make("get-tuple-element", [tup], {"index": 0}, name="get-tuple-element",
+                             data={"sharding": ret_shardings[0]})
         else:
             root = rets[0]
         self.comp.root = root
+
+    def _func_result_sharding(self, value: Instruction, sdy: M.Attr) -> Instruction:
+        per_value = "#sdy.sharding_per_value<[" + sdy.text[len("#sdy.sharding"):] + "]>"
+        return self.make("custom-call", [value], {
+            "custom_call_target": "xla.sdy.FuncResultSharding",
+            "custom_call_has_side_effect": True}, shape=value.shape,
+            data={"frontend_attributes": {"xla.sdy.sharding": per_value}})
 
     def lower(self, op: M.Op) -> None:
         from xlapy.stablehlo.lowerings import LOWERINGS

@@ -1064,6 +1064,100 @@ def _sharding_constraint(low, op):
                           shape=low.result_shape(op), data=data))
 
 
+# -- Shardy ops as XLA's round-trip export writes them into HLO (sdy_round_trip/export_ops.cc,
+# shard_map_export.cc); xlapy.passes.spmd.sdy_import reads that form back.
+
+
+def _sdy_attr_text(op, key: str) -> str:
+    a = attr(op, key)
+    if isinstance(a, M.StrAttr):
+        return a.value
+    return a.text
+
+
+def _sdy_marker(target: str, key: str, fe_key: str, enum: str):
+    """``sdy.sharding_group`` / ``sdy.propagation_barrier``: a side-effecting custom call of
+    ``target`` on the operand, the op's attribute ``key`` kept as the frontend attribute
+    ``fe_key`` in MLIR's text (``0 : i64``, ``#sdy<propagation_direction BACKWARD>``: XLA's
+    ShardingGroupPattern / PropagationBarrierPattern)."""
+
+    def lower(low, op):
+        data = low.op_data("custom-call")
+        fe = dict(data.get("frontend_attributes", {}))
+        a = attr(op, key)
+        if isinstance(a, M.IntAttr):
+            fe[fe_key] = f"{a.value} : i64" if a.text.strip().lstrip("-").isdigit() \
+                else a.text
+        elif isinstance(a, M.EnumAttr):
+            fe[fe_key] = f"#sdy<{enum} {a.value}>"
+        else:
+            fe[fe_key] = a.text
+        data["frontend_attributes"] = fe
+        shape = low.result_shape(op) if op.results else Shape.tuple(())
+        inst = low.make("custom-call", low.operands(op),
+                        {"custom_call_target": target, "custom_call_has_side_effect": True},
+                        shape=shape, data=data)
+        if op.results:
+            low.bind(op, inst)
+
+    return lower
+
+
+def _manual_computation(low, op):
+    """``sdy.manual_computation`` (a shard_map) as XLA's export writes it: a custom call
+    ``xla.sdy.GlobalToLocalShape`` from the global operands to the body's local ones (with
+    ``xla.sdy.in_shardings`` and ``xla.sdy.manual_axes``), a ``call`` of the body as a
+    computation named ``xla.sdy.manual_computation_body`` (not inlineable), and a custom
+    call ``xla.sdy.LocalToGlobalShape`` back to the global results (``xla.sdy.out_shardings``)."""
+    conv = low.conv
+    data = low.op_data("custom-call")
+    base = dict(data.get("frontend_attributes", {}))
+    in_s = _sdy_attr_text(op, "in_shardings")
+    out_s = _sdy_attr_text(op, "out_shardings")
+    axes = _sdy_attr_text(op, "manual_axes")
+    body_block = op.regions[0][0]
+    local_in = [conv.shape(a.type, a.pos) for a in body_block.args]
+    if len(local_in) != len(op.operands):
+        raise LocatedError(f"{op.name}: {len(op.operands)} operands but the body takes "
+                           f"{len(local_in)} arguments", op.pos)
+
+    def boundary(target: str, operands, shapes, fe_key: str, fe_value: str):
+        d = dict(data)
+        d["frontend_attributes"] = {**base, fe_key: fe_value, "xla.sdy.manual_axes": axes}
+        shape = shapes[0] if len(shapes) == 1 else Shape.tuple(shapes)
+        inst = low.make("custom-call", operands, {"custom_call_target": target,
+                                                  "custom_call_has_side_effect": True},
+                        shape=shape, data=d)
+        if len(shapes) == 1:
+            return [inst]
+        return [low.make("get-tuple-element", [inst], {"index": i}, data={})
+                for i in range(len(shapes))]
+
+    operands = low.operands(op)
+    if operands:
+        operands = boundary("xla.sdy.GlobalToLocalShape", operands, local_in,
+                            "xla.sdy.in_shardings", in_s)
+    body = conv.region(low, op.regions[0], op, prefix="xla.sdy.manual_computation_body")
+    low.cur_op = op
+    local_out = [leaf for leaf in (body.root.shape.tuple_shapes if len(op.results) != 1
+                                   else (body.root.shape,))]
+    call_data = dict(data)
+    call_data["frontend_attributes"] = {**base, "inlineable": "false"}
+    call = low.make("call", operands, {"to_apply": body},
+                    shape=local_out[0] if len(local_out) == 1 else Shape.tuple(local_out),
+                    data=call_data)
+    if not op.results:
+        return
+    locals_ = [call] if len(local_out) == 1 else [
+        low.make("get-tuple-element", [call], {"index": i}, data={})
+        for i in range(len(local_out))]
+    results = boundary("xla.sdy.LocalToGlobalShape", locals_,
+                       [conv.shape(v.type, op.pos) for v in op.results],
+                       "xla.sdy.out_shardings", out_s)
+    for v, inst in zip(op.results, results):
+        low.values[id(v)] = inst
+
+
 LOWERINGS = {f"stablehlo.{k}": _unary(v) for k, v in _UNARY.items()}
 LOWERINGS.update({f"stablehlo.{k}": _binary(v) for k, v in _BINARY.items()})
 LOWERINGS.update({
@@ -1137,6 +1231,13 @@ LOWERINGS.update({
     "stablehlo.dynamic_conv": _dynamic_conv,
     "tensor.cast": _tensor_cast,
     "sdy.sharding_constraint": _sharding_constraint,
+    "sdy.reshard": _sharding_constraint,
+    "sdy.sharding_group": _sdy_marker("xla.sdy.ShardingGroup", "group_id",
+                                       "xla.sdy.sharding_group_id", ""),
+    "sdy.propagation_barrier": _sdy_marker("xla.sdy.PropagationBarrier", "allowed_direction",
+                                            "xla.sdy.allowed_direction",
+                                            "propagation_direction"),
+    "sdy.manual_computation": _manual_computation,
 })
 
 #: Ops XLA's translation does not export, with the reason.
@@ -1152,7 +1253,5 @@ UNSUPPORTED = {
     "stablehlo.async_start": "async_start/async_done are not supported by xlapy's import",
     "stablehlo.async_done": "async_start/async_done are not supported by xlapy's import",
     "stablehlo.collective_reduce": "collective_reduce has no HLO op in this XLA version",
-    "sdy.manual_computation": "Shardy manual computations are not supported by xlapy's "
-                              "import",
     "func.constant": "func.constant has no HLO form",
 }

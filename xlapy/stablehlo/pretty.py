@@ -7,7 +7,8 @@ across dimensions = [0]``, ``stablehlo.while(%i = %c) : ... cond {...} do {...}`
 ``stablehlo.convolution(...) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
 window = {...}``, ...), ``chlo`` (``chlo.top_k(%x, k = 2)``, ``chlo.erf %x : t -> t``),
 ``func`` (``func.func``, ``return``, ``call``), ``arith.constant``, ``tensor.cast`` and
-``sdy`` (``sdy.mesh``, ``sdy.sharding_constraint``) - the reader that turns it into the op's
+``sdy`` (``sdy.mesh``, ``sdy.sharding_constraint``, ``sdy.reshard``, ``sdy.sharding_group``,
+``sdy.propagation_barrier``, ``sdy.manual_computation``, ``sdy.return``) - the reader that turns it into the op's
 operands, regions and attributes under their generic names (``broadcast_dimensions``,
 ``comparison_direction``, ...), so the converter reads one form. Each reader follows the
 op's assembly format in StableHLO's ODS (``StablehloOps.td``, ``ChloOps.td``) and
@@ -722,12 +723,81 @@ def _sdy_mesh(p, op, n):
 
 
 def _sdy_sharding_constraint(p, op, n):
+    """``sdy.sharding_constraint`` and ``sdy.reshard``: ``%x <@mesh, [...]> : type``."""
     op.operands = [p.use()]
     spos = p.here()
     body = p.skip_balanced("<", ">")
     op.attrs["sharding"] = DialectAttr("sdy", "sharding", body, spos + 1, pos=spos,
                                        text="#sdy.sharding" + p.text[spos:p.sc.pos])
     return _results(p, op, n)
+
+
+def _sdy_keyword_operand(key: str, reader):
+    """``sdy.sharding_group %x group_id=0 : type`` and ``sdy.propagation_barrier %x
+    allowed_direction=BACKWARD : type``."""
+    def parse(p, op, n):
+        op.operands = [p.use()]
+        _keyword_value(p, op, key, key, reader)
+        return _results(p, op, n)
+    return parse
+
+
+def _sdy_shardings(p: MlirParser) -> DialectAttr:
+    """A stripped list of shardings ``[<@mesh, [...]>, ...]`` as the
+    ``#sdy.sharding_per_value<[...]>`` attribute the generic form holds."""
+    pos = p.here()
+    p.skip_balanced("[", "]")
+    body = p.text[pos:p.sc.pos]
+    return DialectAttr("sdy", "sharding_per_value", body, pos, pos=pos,
+                       text=f"#sdy.sharding_per_value<{body}>")
+
+
+def _sdy_manual_axes(p: MlirParser) -> DialectAttr:
+    """``{"x", "y"}`` as the ``#sdy<manual_axes{...}>`` attribute."""
+    pos = p.here()
+    p.skip_balanced("{", "}")
+    body = "manual_axes" + p.text[pos:p.sc.pos]
+    return DialectAttr("sdy", "", body, pos, pos=pos, text=f"#sdy<{body}>")
+
+
+def _sdy_manual_computation(p, op, n):
+    """``sdy.manual_computation(%x, ...) in_shardings=[...] out_shardings=[...]
+    manual_axes={...} (%arg: type, ...) {body} : (types) -> types``: the body is isolated
+    from the values around it (its own name scope, as a function's)."""
+    p.expect("(")
+    op.operands = p.use_list()
+    p.expect(")")
+    _keyword_value(p, op, "in_shardings", "in_shardings", _sdy_shardings)
+    _keyword_value(p, op, "out_shardings", "out_shardings", _sdy_shardings)
+    _keyword_value(p, op, "manual_axes", "manual_axes", _sdy_manual_axes)
+    p.expect("(", "to start the body's arguments")
+    args = []
+    if not p.eat(")"):
+        while True:
+            apos = p.here()
+            m = p.peek_re(re.compile(r"%([A-Za-z0-9_$.\-]+)"))
+            if not m:
+                p.error(f"expected a body argument (%name: type), found {p.sc.describe_next()}")
+            p.sc.pos = m.end()
+            p.expect(":", "after a body argument name")
+            args.append((m.group(1), p.parse_type(), apos))
+            if p.eat(")"):
+                break
+            p.expect(",", "or ')' in the body's arguments")
+    saved = p.scopes
+    p.scopes = []
+    try:
+        op.regions.append(p.region(op, args))
+    finally:
+        p.scopes = saved
+    attr_dict(p, op)
+    p.expect(":", f"and the type of '{op.name}'")
+    pos = p.here()
+    ftype = p.parse_type()
+    if not isinstance(ftype, FunctionType):
+        p.error(f"expected a function type for '{op.name}', found {ftype}", pos)
+    _check_inputs(p, op, ftype, pos)
+    return list(ftype.results)
 
 
 def _chlo_top_k(p, op, n):
@@ -846,6 +916,12 @@ FORMATS.update({
     "chlo.scan": _chlo_scan,
     "sdy.mesh": _sdy_mesh,
     "sdy.sharding_constraint": _sdy_sharding_constraint,
+    "sdy.reshard": _sdy_sharding_constraint,
+    "sdy.sharding_group": _sdy_keyword_operand("group_id", _int),
+    "sdy.propagation_barrier": _sdy_keyword_operand(
+        "allowed_direction", lambda p: _enum(p, "a propagation direction")),
+    "sdy.manual_computation": _sdy_manual_computation,
+    "sdy.return": _return,
 })
 
 #: Ops of the func dialect may be written without the prefix inside a function.

@@ -6,9 +6,10 @@
 
 Modules: sdy_import.py (Shardy -> GSPMD), propagation.py (shardings for the rest),
 device_map.py (shardings as device -> tile maps), core.py (partitioned values, builder,
-collectives), reshard.py, partitioner.py (the visitor and the custom calls), the handler
-modules handlers_shape.py, dot_conv.py, gather_scatter.py, control_flow.py, and arrays.py
-(global arrays <-> per-device arrays, for running). ``SpmdPartition`` is the pass.
+collectives), reshard.py, windowed.py (halo exchange), partitioner.py (the visitor and the
+custom calls), the handler modules handlers_shape.py, dot_conv.py, gather_scatter.py,
+control_flow.py, and arrays.py (global arrays <-> per-device arrays, for running).
+``SpmdPartition`` is the pass.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from math import prod
 from xlapy.hlo.attrs.sharding import HloSharding, parse_sharding
 from xlapy.hlo.ir import Module
 from xlapy.passes.pass_manager import HloPass, PassError
-from xlapy.passes.spmd.core import SpmdError
+from xlapy.passes.spmd.core import SpmdError, remove_dead
 from xlapy.passes.spmd.sdy_import import has_shardy_attributes, import_shardy, read_meshes
 
 _SPMD_TARGETS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape")
@@ -89,6 +90,8 @@ def partition(module: Module, num_partitions: int | None = None,
         import_shardy(module)
     CallInliner().run(module)
     _strip_called_sharding_calls(module)
+    for comp in module.computations:  # dead code is not partitioned (XLA's DCE runs first)
+        remove_dead(comp)
     if num_partitions == 1:
         _remove_shardings(module)
         return module

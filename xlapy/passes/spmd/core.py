@@ -375,6 +375,36 @@ def slice_to(b: Builder, x: Instruction, dims) -> Instruction:
                  shape=Shape.array(x.shape.element_type, dims))
 
 
+_COLLECTIVE_OPCODES = frozenset({"all-reduce", "all-gather", "all-to-all", "collective-permute",
+                                 "reduce-scatter"})
+_SHARDING_TARGETS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
+
+
+def removable(instr: Instruction) -> bool:
+    """Whether an unused instruction can go: no side effect as XLA counts them (a collective
+    only when its layout is constrained; the sharding custom calls only when marked)."""
+    if instr.opcode in _COLLECTIVE_OPCODES:
+        return not instr.attrs.get("constrain_layout")
+    if instr.opcode == "custom-call":
+        return instr.attrs.get("custom_call_target") in _SHARDING_TARGETS and \
+            not instr.attrs.get("custom_call_has_side_effect")
+    return not instr.has_side_effect
+
+
+def remove_dead(comp: Computation) -> None:
+    """Remove the unused, removable instructions of ``comp`` (parameters and the root stay),
+    and those that become unused."""
+    work = [i for i in comp.instructions]
+    while work:
+        instr = work.pop()
+        if instr.parent is not comp or instr is comp.root or instr.users or \
+                instr.opcode == "parameter" or instr.control_successors or not removable(instr):
+            continue
+        operands = list(instr.operands)
+        comp.remove_instruction(instr)
+        work.extend(o for o in operands if o.parent is comp)
+
+
 def device_groups(m: DeviceMap, vary: list[int]) -> list[list[int]]:
     """Devices that differ only along the dimensions ``vary`` (same tile elsewhere, same
     manual group, same rank among the replicas of their tile), each group ordered by its
@@ -394,4 +424,5 @@ def device_groups(m: DeviceMap, vary: list[int]) -> list[list[int]]:
 
 __all__ = ["Builder", "Context", "PTuple", "PValue", "SpmdError", "ceil_div", "device_groups",
            "from_map", "is_padded", "local_dims", "local_shape", "mask", "offset_of", "pad_to",
-           "prod", "pvalue", "replica_groups", "slice_to", "tile_offsets"]
+           "prod", "pvalue", "removable", "remove_dead", "replica_groups", "slice_to",
+           "tile_offsets"]

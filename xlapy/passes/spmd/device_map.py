@@ -233,9 +233,9 @@ def merge(a: DeviceMap, b: DeviceMap) -> DeviceMap | None:
     index = np.zeros_like(a.index)
     for i in range(a.rank):
         ta, tb = a.tiles[i], b.tiles[i]
-        if ta > 1 and tb > 1:
-            if ta != tb or not np.array_equal(a.index[:, i], b.index[:, i]):
-                return None
+        if ta > 1 and tb > 1 and (ta != tb or not np.array_equal(a.index[:, i],
+                                                                b.index[:, i])):
+            return None
         if ta > 1:
             tiles.append(ta)
             index[:, i] = a.index[:, i]
@@ -328,10 +328,13 @@ def _reshape_groups(src, dst):
 
 
 def _flat_tiles(sizes, tiles) -> int | None:
-    """Tiles of the flattened group, when they are contiguous equal blocks of it: the tiled
-    dimensions before the last tiled one are fully tiled, the last one divides evenly."""
+    """Tiles of the flattened group, when they are contiguous equal blocks of it: the
+    dimensions before the first tiled one have size 1, the tiled dimensions before the last
+    tiled one are fully tiled, the last one divides evenly."""
     tiled = [k for k, t in enumerate(tiles) if t > 1]
     first, last = tiled[0], tiled[-1]
+    if any(sizes[k] != 1 for k in range(first)):
+        return None
     if any(tiles[k] != sizes[k] for k in range(first, last)) or sizes[last] % tiles[last]:
         return None
     return prod(tiles)

@@ -4,8 +4,10 @@ their common cases).
 Both are seen as an iteration space of dimension pairs: batch (lhs, rhs and result),
 lhs-only (lhs non-contracting / the convolution's input batch, with a result dimension),
 rhs-only (rhs non-contracting / the kernel's output feature), contracting (lhs and rhs,
-no result dimension) and, for a convolution, spatial dimensions (all three, kept whole:
-XLA's halo exchanges are not built). A sharding of the iteration space gives each operand
+no result dimension) and, for a convolution, spatial dimensions (all three, kept whole;
+one the result is split along, whose window a neighbour's halo covers, keeps its split in
+the input and the result, the kernel whole there: the input windows come by halo exchange,
+windowed.py, and the local convolution runs without padding on it). A sharding of the iteration space gives each operand
 its sharding (the dimensions it lacks become replication) and the local dot computes each
 device's block; contracting dimensions tiled leave partial sums, combined by an all-reduce
 over the devices that split them - or a reduce-scatter when the result's sharding splits
@@ -18,7 +20,7 @@ non-contracting-partitioned, contracting-partitioned, and their combinations), b
 estimate of the bytes each choice moves (operand reshards, the all-reduce, the result's
 reshard); a choice needing no communication wins.
 
-Imports xlapy.passes.spmd.{core,reshard,partitioner,device_map,handlers_shape}.
+Imports xlapy.passes.spmd.{core,reshard,partitioner,device_map,handlers_shape,windowed}.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ import numpy as np
 
 from xlapy.passes.spmd.core import PValue, ceil_div, device_groups, from_map, local_dims, mask
 from xlapy.passes.spmd.device_map import DeviceMap, merge, to_sharding
-from xlapy.passes.spmd.handlers_shape import local, target_map, to
+from xlapy.passes.spmd.handlers_shape import local, target_map, to, window_of, without_padding
 from xlapy.passes.spmd.partitioner import default_handler, handler
 from xlapy.passes.spmd.reshard import _refines
+from xlapy.passes.spmd.windowed import exchange as halo_exchange
+from xlapy.passes.spmd.windowed import plan as halo_plan
 from xlapy.shape import PrimitiveType, dtypes
 
 
@@ -44,14 +48,16 @@ class Space:
         self.ranks = ranks
 
     def from_operand(self, m: DeviceMap, which: int) -> DeviceMap:
-        mapping = [d[1 + which] for d in self.dims]
+        mapping = [None if d[0] == "H" and which == 1 else d[1 + which] for d in self.dims]
         return m.select(mapping, len(self.dims))
 
     def to_operand(self, it: DeviceMap, which: int) -> DeviceMap:
+        """The operand's (``which`` 0, 1; the result: 2) map; a halo dimension is whole in
+        the kernel."""
         rank = self.ranks[which]
         mapping: list[int | None] = [None] * rank
         for k, d in enumerate(self.dims):
-            if d[1 + which] is not None:
+            if d[1 + which] is not None and not (d[0] == "H" and which == 1):
                 mapping[d[1 + which]] = k
         return it.select(mapping, rank)
 
@@ -171,6 +177,14 @@ def _dot_like(p, b, instr, ops, space: Space):
         return manual_clone(p, b, instr, ops)
     tm = target_map(p, instr)
     it = _choose(space, lhs, rhs, instr.shape, tm)
+    plans = {}
+    for k in space.positions("H"):
+        if it.tiles[k] > 1:
+            pl = _conv_plan(instr, space, k, it.tiles[k])
+            if pl is None:
+                it = it.replicate_dims([k])
+            else:
+                plans[k] = pl
     lm, rm = space.to_operand(it, 0), space.to_operand(it, 1)
     lhs, rhs = to(b, lhs, lm), to(b, rhs, rm)
     contracting = [k for k in space.positions("C") if it.tiles[k] > 1]
@@ -178,8 +192,14 @@ def _dot_like(p, b, instr, ops, space: Space):
     if contracting:  # padding of uneven contracting shards must add nothing
         lx = mask(b, lhs, [space.dims[k][1] for k in contracting], b.zero(lhs.shape.element_type))
         rx = mask(b, rhs, [space.dims[k][2] for k in contracting], b.zero(rhs.shape.element_type))
+    attrs = dict(instr.attrs.items())
+    if plans:  # split spatial dimensions: the input windows by halo exchange
+        for k, pl in plans.items():
+            lx = halo_exchange(b, lx, lhs.map, space.dims[k][1], pl,
+                               b.zero(lhs.shape.element_type))
+        attrs["window"] = without_padding(attrs["window"], [k - 3 for k in plans])
     om = space.to_operand(space.whole(it, "C"), 2)
-    hlo = b.add(instr.opcode, [lx, rx], dict(instr.attrs.items()), shape=local(instr.shape, om))
+    hlo = b.add(instr.opcode, [lx, rx], attrs, shape=local(instr.shape, om))
     if not contracting:
         return from_map(p.ctx, hlo, instr.shape, om)
     et = instr.shape.element_type
@@ -221,12 +241,29 @@ def dot(p, b, instr, ops):
     return _dot_like(p, b, instr, ops, dot_space(instr))
 
 
+def _conv_plan(instr, space: Space, k: int, tiles: int):
+    """The halo exchange of the convolution's spatial dimension at space position ``k``
+    split ``tiles`` ways (None: not a window of that form, or a halo past a neighbour)."""
+    _, lhs_d, _, out_d = space.dims[k]
+    w = window_of(instr.attrs["window"].dimensions[k - 3], instr.shape.dimensions[out_d])
+    if w is None:
+        return None
+    return halo_plan(instr.operands[0].shape.dimensions[lhs_d], tiles, w)
+
+
 @handler("convolution")
 def convolution(p, b, instr, ops):
     if instr.attrs.get("batch_group_count", 1) > 1 and instr.attrs.get("feature_group_count",
                                                                        1) > 1:
         return default_handler(p, b, instr, ops)
-    return _dot_like(p, b, instr, ops, conv_space(instr))
+    space = conv_space(instr)
+    tm = target_map(p, instr)
+    for k, d in enumerate(space.dims):
+        # a spatial dimension the result is split along keeps its split: halo exchange
+        if k >= 3 and d[0] == "S" and tm.tiles[d[3]] > 1 and \
+                _conv_plan(instr, space, k, tm.tiles[d[3]]) is not None:
+            space.dims[k] = ("H",) + d[1:]
+    return _dot_like(p, b, instr, ops, space)
 
 
 __all__ = ["Space", "conv_space", "dot_space", "reshard_cost"]

@@ -7,15 +7,26 @@ HandleReduce, HandleReduceWindow).
 The common pattern: the instruction's target sharding, with the dimensions the operation
 moves data along made whole (``replicate_dims``), is what the operands are resharded to;
 the instruction then runs on each device's block, and the visitor reshards the result to
-the target (a local dynamic-slice when only those dimensions differ). Reduce keeps a tiled
-reduced dimension tiled: each device reduces its block (padding masked with the init value)
-and an all-reduce with the reduce's computation combines the partial results.
+the target (a local dynamic-slice when only those dimensions differ). A reshape runs
+locally on the target's tiling read back on the operand, else on the operand's tiling
+carried forward, else after gathering the fewest tiles of one dimension that lets the tiling
+carry over (f32[48] split 4 ways to f32[6,8]: pairs), the result then resharded; only a
+reshape nothing carries over gathers its operand whole. Slice, pad (without interior
+padding) and reduce-window keep a dimension the target splits split when each device's
+window reaches no further than its neighbours' blocks: the borders come by halo exchange
+(windowed.py) instead of gathering the dimension (a reduce-window whose window reads past
+the array's ends only when its init value is the computation's identity, the fill the
+exchange uses there). Reduce keeps a tiled reduced dimension tiled: each device reduces its
+block (padding masked with the init value) and an all-reduce with the reduce's computation
+combines the partial results.
 
-Imports xlapy.passes.spmd.{core,reshard,partitioner,device_map} and the op definitions.
+Imports xlapy.passes.spmd.{core,reshard,partitioner,device_map,windowed} and the op
+definitions.
 """
 
 from __future__ import annotations
 
+from xlapy.hlo.attrs.padding import PaddingConfig
 from xlapy.hlo.attrs.sharding import HloSharding
 from xlapy.hlo.attrs.slicing import SliceRanges
 from xlapy.opdefs import all_opdefs
@@ -29,9 +40,12 @@ from xlapy.passes.spmd.core import (
     mask,
     offset_of,
 )
-from xlapy.passes.spmd.device_map import DeviceMap, reshape_map
+from xlapy.passes.spmd.device_map import DeviceMap, reshape_map, to_sharding
 from xlapy.passes.spmd.partitioner import default_handler, handler, manual_clone
-from xlapy.passes.spmd.reshard import replicate, reshard_map
+from xlapy.passes.spmd.reshard import _gather_dim, replicate, reshard_map
+from xlapy.passes.spmd.windowed import Window
+from xlapy.passes.spmd.windowed import exchange as halo_exchange
+from xlapy.passes.spmd.windowed import plan as halo_plan
 from xlapy.shape import Shape
 
 #: Opcodes partitioned as XLA's HandleElementwise partitions them besides those with the
@@ -118,9 +132,40 @@ def reshape(p, b, instr, ops):
     if fwd is not None:
         hlo = b.add("reshape", [v.hlo], {}, shape=local(instr.shape, fwd))
         return from_map(p.ctx, hlo, instr.shape, fwd)
+    coarse = _coarsened(v, src, dst)
+    if coarse is not None:
+        dim, factor, fwd = coarse
+        v = _gather_dim(b, v, dim, factor)
+        hlo = b.add("reshape", [v.hlo], {}, shape=local(instr.shape, fwd))
+        return from_map(p.ctx, hlo, instr.shape, fwd)
     full = replicate(b, v)
     hlo = b.add("reshape", [full.hlo], {}, shape=instr.shape)
     return p.wrap(b, hlo, instr.shape, _replicated_like(full))
+
+
+def _coarsened(v: PValue, src, dst):
+    """The least gathering after which the reshape is local (XLA's HandleReshape through
+    PropagateShardingThroughReshape: the part of the tiling that carries over): one tiled
+    dimension's tiles gathered ``factor`` at a time (f32[48] split 4 ways -> f32[6,8]:
+    pairs of tiles, then rows split 2 ways). Returns (dim, factor, the result's map) or
+    None."""
+    m = v.map
+    options = []
+    for d, t in enumerate(m.tiles):
+        for factor in range(2, t + 1):
+            # coarse blocks are whole fine blocks only when those are even
+            if t % factor == 0 and (factor == t or v.shape.dimensions[d] % t == 0):
+                options.append((factor, d))
+    for factor, d in sorted(options):
+        keyed = m.with_tiles()
+        keyed.tiles = m.tiles[:d] + (m.tiles[d] // factor,) + m.tiles[d + 1:]
+        keyed.index[:, d] = m.index[:, d] // factor
+        if to_sharding(keyed) is None:
+            continue
+        fwd = reshape_map(keyed, src, dst)
+        if fwd is not None and to_sharding(fwd) is not None:
+            return d, factor, fwd
+    return None
 
 
 def _replicated_like(v: PValue) -> HloSharding:
@@ -147,21 +192,55 @@ def _whole_along(p, b, instr, ops, dims, make):
     return from_map(p.ctx, hlo, instr.shape, tm)
 
 
+def _halos(tm: DeviceMap, shape: Shape, windows: dict) -> dict:
+    """The halo exchange plans (dim -> Plan) for the windowed dimensions ``windows`` (dim ->
+    Window, or None when not of that form) the target splits and a neighbour's halo
+    covers."""
+    out = {}
+    for d, w in windows.items():
+        if w is not None and tm.tiles[d] > 1:
+            pl = halo_plan(shape.dimensions[d], tm.tiles[d], w)
+            if pl is not None:
+                out[d] = pl
+    return out
+
+
+def _windowed(p, b, instr, ops, windows: dict, exchanged: int, fills, make):
+    """Reshard the array operands to the target with the windowed dimensions whole, except
+    those a halo exchange serves: the first ``exchanged`` operands get their windows along
+    those (``fills[i]``: the scalar instruction outside the array); ``make(hlos, map, plans)``
+    builds the local instruction."""
+    tm = target_map(p, instr)
+    plans = _halos(tm, ops[0].shape, windows)
+    m = tm.replicate_dims([d for d in windows if d not in plans])
+    new = [to(b, o, m) if len(o.shape.dimensions) == m.rank else replicate(b, o) for o in ops]
+    hlos = [o.hlo for o in new]
+    for i in range(exchanged):
+        for d, pl in plans.items():
+            hlos[i] = halo_exchange(b, hlos[i], m, d, pl, fills[i](new) if fills else None)
+    hlo = make(hlos, m, plans)
+    return from_map(p.ctx, hlo, instr.shape, m)
+
+
 @handler("slice")
 def slice_(p, b, instr, ops):
     r = instr.attrs["slice"]
     n = ops[0].shape.dimensions
     moved = [d for d in range(len(n)) if (r.starts[d], r.limits[d], r.strides[d]) != (0, n[d], 1)]
+    windows = {d: Window(instr.shape.dimensions[d], r.strides[d], -r.starts[d], 1)
+               for d in moved}
 
-    def make(new, tm):
-        have = new[0].hlo.shape.dimensions
-        starts = [r.starts[d] if d in moved else 0 for d in range(len(n))]
-        limits = [r.limits[d] if d in moved else have[d] for d in range(len(n))]
+    def make(hlos, tm, plans):
+        have = hlos[0].shape.dimensions
+        starts = [r.starts[d] if d in moved and d not in plans else 0 for d in range(len(n))]
+        limits = [r.limits[d] if d in moved and d not in plans else have[d]
+                  for d in range(len(n))]
         strides = [r.strides[d] if d in moved else 1 for d in range(len(n))]
-        return b.add("slice", [new[0].hlo], {"slice": SliceRanges.of(starts, limits, strides)},
+        return b.add("slice", [hlos[0]], {"slice": SliceRanges.of(starts, limits, strides)},
                      shape=local(instr.shape, tm))
 
-    return _whole_along(p, b, instr, ops, moved, make)
+    et = ops[0].shape.element_type
+    return _windowed(p, b, instr, ops, windows, 1, [lambda new: b.zero(et)], make)
 
 
 @handler("pad")
@@ -169,12 +248,22 @@ def pad(p, b, instr, ops):
     config = instr.attrs["padding"]
     moved = [d for d, c in enumerate(config.dimensions)
              if (c.edge_padding_low, c.edge_padding_high, c.interior_padding) != (0, 0, 0)]
+    windows = {d: (Window(instr.shape.dimensions[d], 1, c.edge_padding_low, 1)
+                   if c.interior_padding == 0 else None)
+               for d, c in enumerate(config.dimensions) if d in moved}
 
-    def make(new, tm):
-        return b.add("pad", [new[0].hlo, new[1].hlo], {"padding": config},
+    def make(hlos, tm, plans):
+        if not plans:
+            return b.add("pad", hlos, {"padding": config}, shape=local(instr.shape, tm))
+        rest = [(0, 0, 0) if d in plans else
+                (c.edge_padding_low, c.edge_padding_high, c.interior_padding)
+                for d, c in enumerate(config.dimensions)]
+        if all(c == (0, 0, 0) for c in rest):
+            return hlos[0]
+        return b.add("pad", hlos, {"padding": PaddingConfig.of(rest)},
                      shape=local(instr.shape, tm))
 
-    return _whole_along(p, b, instr, ops, moved, make)
+    return _windowed(p, b, instr, ops, windows, 1, [lambda new: new[1].hlo], make)
 
 
 @handler("concatenate")
@@ -376,16 +465,83 @@ def reduce_window(p, b, instr, ops):
     moved = [d for d, w in enumerate(window.dimensions)
              if (w.size, w.stride, w.padding_low, w.padding_high, w.window_dilation,
                  w.base_dilation) != (1, 1, 0, 0, 1, 1)]
-    tm = target_map(p, instr).replicate_dims(moved)
-    values = [to(b, o, tm) for o in ops[:n]]
-    inits = [replicate(b, o) for o in ops[n:]]
     out_shapes = instr.shape.tuple_shapes if instr.shape.is_tuple() else [instr.shape]
-    shapes = [local(s, tm) for s in out_shapes]
-    shape = shapes[0] if n == 1 else Shape.tuple(shapes)
-    hlo = b.add("reduce-window", [o.hlo for o in values + inits], _attrs(instr), shape=shape)
+    # a window past the array's ends reads nothing there: filling with the init value is
+    # exact only when it is the computation's identity
+    identity = n == 1 and _is_identity(instr.attrs["to_apply"], instr.operands[1])
+    windows = {d: window_of(window.dimensions[d], out_shapes[0].dimensions[d])
+               if identity or _inside(window.dimensions[d]) else None for d in moved}
+
+    def make(hlos, tm, plans):
+        attrs = _attrs(instr)
+        if plans:
+            attrs["window"] = without_padding(window, plans)
+        shapes = [local(s, tm) for s in out_shapes]
+        shape = shapes[0] if n == 1 else Shape.tuple(shapes)
+        return b.add("reduce-window", hlos, attrs, shape=shape)
+
+    fills = [lambda new, i=i: new[n + i].hlo for i in range(n)]
+    out = _windowed(p, b, instr, ops, windows, n, fills, make)
     if n == 1:
-        return from_map(p.ctx, hlo, instr.shape, tm)
-    return p.wrap(b, hlo, instr.shape, HloSharding.tuple_([_sharding_of(p, tm)] * n))
+        return out
+    return p.wrap(b, out.hlo, instr.shape, HloSharding.tuple_([_sharding_of(p, out.map)] * n))
+
+
+def _inside(w) -> bool:
+    """No window position lies outside the array (no padding)."""
+    return w.padding_low <= 0 and w.padding_high <= 0
+
+
+def _is_identity(comp, init) -> bool:
+    """``init`` is a constant that the reduction computation ``comp`` (one binary add,
+    multiply, maximum, minimum, and, or of its parameters) leaves the other operand unchanged
+    with."""
+    import numpy as np
+
+    root = comp.root
+    while init.opcode in ("broadcast", "reshape", "copy") and init.shape.dimensions == () \
+            and init.operands[0].shape.element_type == init.shape.element_type:
+        init = init.operands[0]  # the same scalar (as jax writes a StableHLO init)
+    if init.opcode != "constant" or root.opcode not in ("add", "multiply", "maximum",
+                                                          "minimum", "and", "or") or \
+            sorted(o.opcode for o in root.operands) != ["parameter", "parameter"]:
+        return False
+    value = np.asarray(init.attrs["literal"].array)
+    if value.shape != ():
+        return False
+    kind = value.dtype.kind
+    if root.opcode == "add":
+        return value == 0
+    if root.opcode == "multiply":
+        return value == 1
+    if root.opcode in ("maximum", "minimum"):
+        low = root.opcode == "maximum"
+        if kind == "b":
+            return bool(value) is not low
+        if kind in "iu":
+            info = np.iinfo(value.dtype)
+            return value == (info.min if low else info.max)
+        return bool(np.isinf(value)) and (value < 0) == low
+    if kind == "b":
+        return bool(value) == (root.opcode == "and")
+    if kind in "iu":
+        return value == (~value.dtype.type(0) if root.opcode == "and" else 0)
+    return False
+
+
+def window_of(w, out: int) -> Window | None:
+    """A window dimension as a halo window (None with base dilation)."""
+    if w.base_dilation != 1:
+        return None
+    return Window(out, w.stride, w.padding_low, (w.size - 1) * w.window_dilation + 1)
+
+
+def without_padding(window, dims):
+    """``window`` with no padding along ``dims`` (the exchanged window holds it)."""
+    from dataclasses import replace
+
+    return type(window)(tuple(replace(w, padding_low=0, padding_high=0) if d in dims else w
+                              for d, w in enumerate(window.dimensions)))
 
 
 @handler("opt-barrier")

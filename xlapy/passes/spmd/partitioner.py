@@ -36,6 +36,7 @@ from xlapy.passes.spmd.core import (
     from_map,
     local_shape,
     pvalue,
+    remove_dead,
 )
 from xlapy.passes.spmd.reshard import replicate, reshard
 from xlapy.shape import Shape
@@ -102,7 +103,7 @@ class Partitioner:
         b.origin = comp.root
         root = reshard(b, values[id(comp.root)], root_sharding)
         new.root = root.hlo
-        new.remove_dead_instructions(keep=lambda i: i.opcode == "parameter")
+        remove_dead(new)
         return new
 
     def parameter(self, b: Builder, instr: Instruction, sharding: HloSharding):

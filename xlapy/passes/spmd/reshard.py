@@ -9,7 +9,9 @@ PartitionedHlo::Reshard), with the cheapest of XLA's mechanisms that applies:
    (ReshardWithCollectivePermute);
 4. a dimension's tiling moved to another dimension: ``all-to-all`` between the devices that
    exchange blocks (ReshardWithAllToAll: reshape, transpose, all-to-all, transpose,
-   reshape);
+   reshape); from a partially replicated source the replicas first split the target
+   dimension locally, and a ``collective-permute`` follows when the exchange leaves the
+   blocks on other devices than the target names;
 5. otherwise ``all-gather`` along the dimensions that must be gathered (only up to the
    target's tiling when it divides evenly: ReshardToPartialReplicateWithAllGather), then
    ``dynamic-slice`` to the target (XLA's fallback: replicate, then slice).
@@ -21,6 +23,8 @@ Owns ``reshard(b, value, sharding)`` and ``reshard_map``. Imports xlapy.passes.s
 """
 
 from __future__ import annotations
+
+from math import prod
 
 import numpy as np
 
@@ -110,6 +114,9 @@ def reshard_map(b: Builder, v: PValue, tm: DeviceMap) -> PValue:
     if out is not None:
         return out
     out = _gather_then_all_to_all(b, v, tm)
+    if out is not None:
+        return out
+    out = _refine_all_to_all(b, v, tm)
     if out is not None:
         return out
     return _gather_then_slice(b, v, tm)
@@ -224,7 +231,7 @@ def _do_all_to_all(b, v: PValue, tm: DeviceMap, i: int, j: int, k: int) -> PValu
     groups = device_groups(v.map, [i])
     x = v.hlo
     dims = list(x.shape.dimensions)
-    cj = ceil_div(shape.dimensions[j], k)
+    cj = ceil_div(dims[j], k)  # the local block along j (the whole dimension if untiled)
     dims[j] = cj * k
     x = pad_to(b, x, dims)
     # split dimension j into (k, cj), the k blocks major
@@ -279,6 +286,60 @@ def _gather_then_all_to_all(b: Builder, v: PValue, tm: DeviceMap) -> PValue | No
                     cur = _gather_dim(b, cur, d, cur.map.tiles[d])
             return _do_all_to_all(b, cur, tm, i, j, k)
     return None
+
+
+def _refine_all_to_all(b: Builder, v: PValue, tm: DeviceMap) -> PValue | None:
+    """A dimension i's a-way tiling moved into dimension j, which the target tiles a * bb
+    ways: the source's replicas first split j locally to bb tiles (a dynamic-slice, when j
+    has fewer), an all-to-all among the a devices of each j block moves the i tiles into
+    j (device with blocks (i=q, j=c) ends with j block c * a + q), and a collective-permute
+    puts the blocks on the devices the target names, when they differ (XLA's reshard of a
+    partially replicated source through all-to-all and collective-permute)."""
+    sm = v.map
+    n = v.shape.dimensions
+    for i in range(sm.rank):
+        a = sm.tiles[i]
+        if a == 1 or tm.tiles[i] != 1:
+            continue
+        for j in range(sm.rank):
+            if j == i or tm.tiles[j] % a:
+                continue
+            others = [d for d in range(sm.rank) if d not in (i, j)]
+            if any(sm.tiles[d] != tm.tiles[d] for d in others):
+                continue
+            bb = tm.tiles[j] // a
+            if bb % sm.tiles[j]:
+                continue
+            f = bb // sm.tiles[j]
+            if (bb > 1 and n[j] % (bb * a)) or n[i] % a:
+                continue
+            mid = _split_replicas(sm, j, f)
+            if mid is None:
+                continue
+            moved = DeviceMap(tm.tiles, mid.index.copy(), mid.group)
+            moved.index[:, j] = mid.index[:, j] * a + mid.index[:, i]
+            moved.index[:, i] = 0
+            if to_sharding(moved) is None:
+                continue
+            cur = _slice_to_map(b, v, mid) if f > 1 else v
+            cur = _do_all_to_all(b, cur, moved, i, j, a)
+            return cur if cur.map.same_as(tm) else _permute(b, cur, tm)
+    return None
+
+
+def _split_replicas(sm: DeviceMap, dim: int, f: int) -> DeviceMap | None:
+    """``sm`` with ``dim`` tiled ``f`` times more, each tile's replicas (in device order)
+    taking the sub-blocks in turn; None when a tile has too few replicas."""
+    if f == 1:
+        return sm
+    ranks = sm.replica_rank()
+    count = sm.num_devices // (prod(sm.tiles) * sm.manual_groups())
+    if count % f:
+        return None
+    out = DeviceMap(sm.tiles[:dim] + (sm.tiles[dim] * f,) + sm.tiles[dim + 1:],
+                    sm.index.copy(), sm.group)
+    out.index[:, dim] = sm.index[:, dim] * f + ranks // (count // f)
+    return out if to_sharding(out) is not None else None
 
 
 # -- 5. all-gather, then slice -----------------------------------------------------------------------

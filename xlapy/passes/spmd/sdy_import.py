@@ -13,8 +13,11 @@ Shardy attributes carried as text: the module's ``xla.sdy.meshes`` frontend attr
   ``xla.sdy.LocalToGlobalShape``: a shard_map (``sdy.manual_computation``), with
   ``xla.sdy.in_shardings``, ``xla.sdy.out_shardings`` and ``xla.sdy.manual_axes``; becomes
   what XLA exports for it: ``Sharding`` + ``SPMDFullToShardShape`` before the body (inlined),
-  ``Sharding`` + ``SPMDShardToFullShape`` after it, the body's values manual;
-- ``xla.sdy.ShardingGroup``: dropped (shard_as/shard_like groups do not change results).
+  ``Sharding`` + ``SPMDShardToFullShape`` after it, the body's values manual (a shard_map
+  nested in another's body is manual over both's axes);
+- ``xla.sdy.ShardingGroup``: dropped (shard_as/shard_like groups do not change results);
+- ``xla.sdy.PropagationBarrier``: its operand (a barrier to propagation only);
+- ``xla.sdy.sharding`` on any other instruction: its result shardings.
 
 GSPMD ``sharding=`` attributes elsewhere are dropped, as XLA's import drops them (the
 Shardy attributes are the truth). Shardy shardings become HLO shardings through the named
@@ -318,23 +321,51 @@ def import_shardy(module: Module) -> bool:
     return True
 
 
+def _is_body_call(instr: Instruction) -> bool:
+    return instr.opcode == "call" and instr.attrs["to_apply"].name.startswith(
+        "xla.sdy.manual_computation_body")
+
+
+def _call_axes(call: Instruction) -> list[str] | None:
+    """The manual axes of a manual computation body's call: from the GlobalToLocalShape that
+    feeds it, else (no operands) from the LocalToGlobalShape that reads it."""
+    ends = []
+    for operand in call.operands:
+        ends.append(operand.operands[0] if operand.opcode == "get-tuple-element" else operand)
+    for user in call.users:
+        ends += user.users if user.opcode == "get-tuple-element" else [user]
+    for end in ends:
+        if end.opcode == "custom-call" and end.attrs.get("custom_call_target") in (
+                "xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape"):
+            text = end.frontend_attributes.get("xla.sdy.manual_axes")
+            if text:
+                return read_manual_axes(text)
+    return None
+
+
 def _manual_bodies(module: Module) -> dict[int, list[str]]:
-    """The manual axes of each manual computation body, from the GlobalToLocalShape that
-    feeds its call."""
+    """The manual axes in force inside each computation that runs in manual code: a manual
+    computation body adds its call's axes to those of the code around the call (a shard_map
+    nested in another is manual over both), and computations called from manual code
+    (loop bodies, branches, calls) inherit them."""
     out: dict[int, list[str]] = {}
-    for comp in module.computations:
+    stack = [(module.entry, [])]
+    seen: set[tuple] = set()
+    while stack:
+        comp, axes = stack.pop()
+        key = (id(comp), tuple(axes))
+        if key in seen:
+            continue
+        seen.add(key)
+        if axes:
+            out[id(comp)] = axes
         for instr in comp.instructions:
-            if instr.opcode != "call" or not instr.attrs["to_apply"].name.startswith(
-                    "xla.sdy.manual_computation_body"):
-                continue
-            for operand in instr.operands:
-                src = operand.operands[0] if operand.opcode == "get-tuple-element" else operand
-                if src.opcode == "custom-call" and src.attrs.get("custom_call_target") == \
-                        "xla.sdy.GlobalToLocalShape":
-                    text = src.frontend_attributes.get("xla.sdy.manual_axes")
-                    if text:
-                        out[id(instr.attrs["to_apply"])] = read_manual_axes(text)
-                        break
+            for callee in instr.called_computations():
+                inner = axes
+                if _is_body_call(instr):
+                    extra = _call_axes(instr) or []
+                    inner = axes + [a for a in extra if a not in axes]
+                stack.append((callee, inner))
     return out
 
 
@@ -356,14 +387,18 @@ def _import_instruction(comp, instr, meshes, bodies, entry, results, manual=None
         _func_result(comp, instr, to_hlo(named), results)
     elif target == "xla.sdy.GlobalToLocalShape":
         shardings = read_sharding_per_value(fe["xla.sdy.in_shardings"], meshes)
-        manual = read_manual_axes(fe["xla.sdy.manual_axes"])
-        _cross_manual(comp, instr, shardings, manual, to_local=True)
+        axes = read_manual_axes(fe["xla.sdy.manual_axes"])
+        _cross_manual(comp, instr, shardings, manual or [], axes, to_local=True)
     elif target == "xla.sdy.LocalToGlobalShape":
         shardings = read_sharding_per_value(fe["xla.sdy.out_shardings"], meshes)
-        manual = read_manual_axes(fe["xla.sdy.manual_axes"])
-        _cross_manual(comp, instr, shardings, manual, to_local=False)
+        axes = read_manual_axes(fe["xla.sdy.manual_axes"])
+        _cross_manual(comp, instr, shardings, manual or [], axes, to_local=False)
     elif target == "xla.sdy.ShardingGroup":
         if not instr.users and instr is not comp.root:
+            comp.remove_instruction(instr)
+    elif target == "xla.sdy.PropagationBarrier":
+        instr.replace_all_uses_with(instr.operands[0])
+        if instr is not comp.root:
             comp.remove_instruction(instr)
     elif instr.opcode == "call":
         callee = instr.attrs["to_apply"]
@@ -372,6 +407,12 @@ def _import_instruction(comp, instr, meshes, bodies, entry, results, manual=None
     elif target is not None and target.startswith("xla.sdy."):
         raise SdyError(f"custom-call %{instr.name}: the Shardy custom call {target!r} is not "
                        f"supported by xlapy's Shardy import")
+    elif SHARDING_KEY in fe and not instr.shape.is_token():
+        # an op's own result shardings (sdy.sharding on the op, #sdy.sharding_per_value)
+        values = read_sharding_per_value(fe[SHARDING_KEY], meshes)
+        hlo = [_in_context(v, manual or []) for v in values]
+        instr.sharding = (hlo[0] if len(hlo) == 1 and not instr.shape.is_tuple()
+                          else HloSharding.tuple_(hlo)).to_text()
 
 
 def _func_result(comp, instr: Instruction, sharding: HloSharding, results: dict) -> None:
@@ -425,21 +466,31 @@ def _set_root_sharding(comp, results: dict) -> None:
                                            ).to_text()
 
 
-def _cross_manual(comp, instr, shardings, manual, to_local: bool) -> None:
+def _in_context(named: NamedSharding, manual: list[str]) -> HloSharding:
+    """``named`` as the sharding of a value in code manual over ``manual`` (none: global)."""
+    return manual_sharding(named, manual, local=True) if manual else to_hlo(named)
+
+
+def _cross_manual(comp, instr, shardings, outer: list[str], axes: list[str],
+                  to_local: bool) -> None:
     """xla.sdy.GlobalToLocalShape (``to_local``) or LocalToGlobalShape as XLA exports them: per
     operand a ``Sharding`` custom call on the side it comes from, then
     SPMDFullToShardShape / SPMDShardToFullShape into the other side; the values the call
-    produced are replaced by those, and the call removed."""
+    produced are replaced by those, and the call removed. ``outer``: the manual axes of the
+    code around the shard_map (a nested one), ``axes`` its own: the body is manual over
+    both."""
     target = "SPMDFullToShardShape" if to_local else "SPMDShardToFullShape"
+    inner = outer + [a for a in axes if a not in outer]
     values = _values(instr, len(instr.operands))
     for i, operand in enumerate(instr.operands):
         old = values[i]
         new_shape = instr.shape.tuple_shapes[i] if instr.shape.is_tuple() else instr.shape
         named = shardings[i]
+        before, after = (outer, inner) if to_local else (inner, outer)
         first = _custom_call(comp, "Sharding", operand, operand.shape,
-                             manual_sharding(named, manual, local=not to_local), instr)
-        crossed = _custom_call(comp, target, first, new_shape,
-                               manual_sharding(named, manual, local=to_local), instr)
+                             _in_context(named, before), instr)
+        crossed = _custom_call(comp, target, first, new_shape, _in_context(named, after),
+                               instr)
         if old is not None:
             old.replace_all_uses_with(crossed)
             if not old.users and old is not comp.root and old is not instr:
