@@ -12,6 +12,7 @@ import pytest
 from xlapy.backends.cpu import backend as be
 from xlapy.backends.cpu import buffers
 from xlapy.backends.cpu import control_flow as cf
+from xlapy.backends.cpu import native
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions, evaluate
 from xlapy.interpreter.values import flatten
 from xlapy.npz import load_npz
@@ -861,7 +862,7 @@ def test_results_survive_the_next_call():
 
 
 def test_arena_first_fit_and_coalescing():
-    arena = cf._Arena()
+    arena = native._Arena()
     a = arena.alloc(10)
     b = arena.alloc(100)
     c = arena.alloc(64)

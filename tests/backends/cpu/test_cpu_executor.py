@@ -15,7 +15,7 @@ import pytest
 
 from xlapy.backends.cpu import backend as be
 from xlapy.backends.cpu import control_flow as cf
-from xlapy.backends.cpu import executor
+from xlapy.backends.cpu import executor, native
 from xlapy.interpreter.evaluator import EvalOptions, evaluate
 from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
@@ -344,7 +344,7 @@ def test_in_place_update_of_the_loop_state(monkeypatch, text, aliased):
         return spec
 
     chosen = []
-    real_choice = cf._Emitter._in_place_output
+    real_choice = native.Emitter._in_place_output
 
     def choice(self, step, k_out, k_in, ins):
         leaf = real_choice(self, step, k_out, k_in, ins)
@@ -352,7 +352,7 @@ def test_in_place_update_of_the_loop_state(monkeypatch, text, aliased):
         return leaf
 
     monkeypatch.setattr(backend_module, "emit_loop", emit)
-    monkeypatch.setattr(cf._Emitter, "_in_place_output", choice)
+    monkeypatch.setattr(native.Emitter, "_in_place_output", choice)
     be.clear_cache()
     try:
         module = parse_hlo_module(text)

@@ -52,6 +52,7 @@ from xlapy.backends.cpu import emitters as _emitters
 from xlapy.backends.cpu import executor as _executor
 from xlapy.backends.cpu import gather_scatter, indexing
 from xlapy.backends.cpu import library as _library
+from xlapy.backends.cpu import native as _native
 from xlapy.backends.cpu import reduction as _reduction
 from xlapy.backends.cpu import rng_kernel as _rng_kernel
 from xlapy.backends.cpu import sort as _native_sort
@@ -407,21 +408,35 @@ class _LazyContext:
 
 class CpuProgram(DeviceProgram):
     """A compiled module: its plans, kernels and machine code (freed with the program).
-    ``nbytes``: the estimate the program cache bounds (object code, the engine, the
-    constants held, the Python objects of the plans)."""
+    ``native``: the entry computation as one native function (``native.NativeEntry``), or
+    None when the program runs on the Python plan executor (``steps.Plan``; see
+    ``native.compile_entry`` for which programs). ``nbytes``: the estimate the program
+    cache bounds (object code, the engine, the constants held, the Python objects of the
+    plans)."""
 
     verified = False  # set by Client.compile once the module passed the verifier
+    takes_donations = True  # run() writes donated parameters (see run)
 
-    def __init__(self, module, entry: Plan, kernels: list, compiled):
+    def __init__(self, module, entry: Plan, kernels: list, compiled, native=None):
         self.module = module  # the optimised module the plans refer to
         self.entry = entry
         self.kernels = kernels
+        self.native = native
         self._compiled = compiled  # keeps the machine code alive
         self.nbytes = _estimated_bytes(self)
 
     flush_denormals = True  # the run holds MXCSR FTZ|DAZ (denormals.flushing)
 
-    def run(self, args, options):
+    def run(self, args, options, donated=None):
+        """The result for ``args``. ``donated``: (parameter number, leaf index) of the
+        argument leaves the caller gives up (input_output_alias): the result aliased to
+        such a parameter is written into the argument's own array, which is then that
+        result. Results are fresh arrays every call; parameters are never written unless
+        donated. The native entry sets MXCSR FTZ|DAZ itself (its host calls run inside
+        it)."""
+        native = self.native
+        if native is not None:
+            return native.run(args, _LazyContext(self.module, options), donated)
         with flushing(self.flush_denormals):
             return self.entry.execute(list(args), _LazyContext(self.module, options))
 
@@ -481,10 +496,11 @@ def compile_module(module, *, allow_excess_precision: bool = True,
     make_pipeline(names[k + 1:], verify=False).run(work)
     planner = Planner(work)
     entry = planner.plan(work.entry)
+    native = _native.compile_entry(planner, entry)
     if flush_denormals:
         flush_in_module(planner.irmod)
     compiled = planner.compile()
-    program = CpuProgram(work, entry, planner.kernels, compiled)
+    program = CpuProgram(work, entry, planner.kernels, compiled, native)
     program.flush_denormals = bool(flush_denormals)
     PROGRAMS.put(key, program, program.nbytes)
     return program

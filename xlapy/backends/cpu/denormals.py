@@ -84,7 +84,7 @@ def flush_in_module(module: ir.Module) -> None:
         b.call(ldmxcsr, [b.bitcast(flushed, _I8P)])
         for block in fn.blocks:
             term = block.terminator
-            if term is not None and term.opname == "ret":
+            if isinstance(term, ir.Ret):  # "ret void" included (its opname is "ret void")
                 b.position_before(term)
                 b.call(ldmxcsr, [b.bitcast(saved, _I8P)])
 

@@ -194,13 +194,31 @@ class _LeafType:
         self.nbytes = self.dtype.itemsize * int(np.prod(self.dims, dtype=np.int64))
 
 
+#: Instructions that meet other devices (collectives, channels), read the device's
+#: identity, or keep state between calls. A host call runs them on the device's own thread
+#: with the run's context (its replica and partition, its collectives, its rng state), as
+#: the Python plan does, and hands them copies of their operands (``StepCall.owned``): a
+#: collective's peers read what a device contributed after that device went on (each member
+#: combines the contributions itself), a sent value waits in a mailbox, an outfeed value in
+#: a queue - while native code reuses the memory of a value at once after its last use.
+DEVICE_BOUND = frozenset({
+    "all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter",
+    "collective-broadcast", "all-reduce-start", "all-reduce-done", "all-gather-start",
+    "all-gather-done", "collective-permute-start", "collective-permute-done", "send", "recv",
+    "send-done", "recv-done", "infeed", "outfeed", "replica-id", "partition-id", "rng",
+    "custom-call", "async-start", "async-update", "async-done"})
+
+
 class StepCall:
     """A plan step run from native code: its operands' leaves in, its result's leaves out.
 
     ``operands``: the instructions the step reads (their values are rebuilt, tuples
-    included, from the leaves); the step's ``run(env, plan_ctx)`` computes its value,
-    whose leaves are copied into the result leaves - or, for a library call with an array
-    result, written there directly (``out=``)."""
+    included, from the leaves: views of native memory, or copies for ``owned`` steps -
+    those of DEVICE_BOUND instructions and side effects, which may keep their operands
+    beyond the call); the step's ``run(env, plan_ctx)`` computes its value, whose leaves
+    are copied into the result leaves - or, for a library call with an array result,
+    written there directly (``out=``). An out-of-memory error names the step's
+    instruction, as the Python plan's do."""
 
     def __init__(self, step, operands: list):
         from xlapy.shape.tree import build_shaped
@@ -213,6 +231,7 @@ class StepCall:
         self._out = [_LeafType(s) for _, s in self.instr.shape.leaves()]
         self.n_ptrs = sum(len(x) for x in self._in) + len(self._out)
         self._library_out = False
+        self.owned = step.instr.opcode in DEVICE_BOUND or step.instr.has_side_effect
         from xlapy.backends.cpu.steps import LibraryStep, SwappedDotStep
 
         if isinstance(step, (LibraryStep, SwappedDotStep)) and \
@@ -225,7 +244,8 @@ class StepCall:
         for o, types in zip(self.operands, self._in):
             leaves = []
             for t in types:
-                leaves.append(_view(addrs[k], t.dtype, t.dims, t.nbytes))
+                view = _view(addrs[k], t.dtype, t.dims, t.nbytes)
+                leaves.append(view.copy() if self.owned else view)
                 k += 1
             if o.shape.is_tuple():
                 it = iter(leaves)
@@ -235,6 +255,17 @@ class StepCall:
         return values, k
 
     def __call__(self, ptrs, plan_ctx) -> None:
+        from xlapy.backends.cpu import steps
+        from xlapy.errors import ResourceExhaustedError
+
+        try:
+            self._call(ptrs, plan_ctx)
+        except ResourceExhaustedError as e:
+            raise steps._named(e, self.step)
+        except MemoryError as e:  # NumPy could not allocate: XLA's RESOURCE_EXHAUSTED
+            raise steps._out_of_memory(e, self.step) from None
+
+    def _call(self, ptrs, plan_ctx) -> None:
         addrs = (_U64 * self.n_ptrs).from_address(ptrs)
         values, k = self._values(addrs)
         outs = [_view(addrs[k + j], t.dtype, t.dims, t.nbytes) for j, t in enumerate(self._out)]
@@ -300,6 +331,7 @@ class KernelCall:
 
 
 __all__ = [
+    "DEVICE_BOUND",
     "POLL_PERIOD",
     "TABLE",
     "Context",
