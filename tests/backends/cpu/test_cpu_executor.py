@@ -115,7 +115,8 @@ def test_dots_and_updates_in_a_compiled_loop():
     module = parse_hlo_module(SCAN_DOT)
     program = be.compile_module(module)
     assert _loops(program) == (1, 0)
-    assert not program.entry.steps[-1].host_table.calls  # both dots are native GEMM calls
+    calls = program.entry.steps[-1].host_table.calls
+    assert not [c for c in calls if not isinstance(c, executor.Polling)]  # native GEMMs both
     _close(Client(backend="cpu").compile(module)(h, w), evaluate(module, h, w))
 
 

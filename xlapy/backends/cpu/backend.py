@@ -415,20 +415,20 @@ class CpuProgram(DeviceProgram):
     plans)."""
 
     verified = False  # set by Client.compile once the module passed the verifier
-    takes_donations = True  # run() writes donated parameters (see run)
 
     def __init__(self, module, entry: Plan, kernels: list, compiled, native=None):
         self.module = module  # the optimised module the plans refer to
         self.entry = entry
         self.kernels = kernels
         self.native = native
+        self.takes_donations = native is not None  # run() writes donated parameters
         self._compiled = compiled  # keeps the machine code alive
         self.nbytes = _estimated_bytes(self)
 
     flush_denormals = True  # the run holds MXCSR FTZ|DAZ (denormals.flushing)
 
     def run(self, args, options, donated=None):
-        """The result for ``args``. ``donated``: (parameter number, leaf index) of the
+        """The result for ``args``. ``donated``: (parameter number, parameter index) of the
         argument leaves the caller gives up (input_output_alias): the result aliased to
         such a parameter is written into the argument's own array, which is then that
         result. Results are fresh arrays every call; parameters are never written unless

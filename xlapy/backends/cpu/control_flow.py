@@ -158,7 +158,7 @@ def compile_while(planner, step):
             not cond_root.dimensions):
         return None
     name = planner.irmod.get_unique_name(f"while.{instr.name}")
-    emitter = WhileEmitter(planner, name, leaves)
+    emitter = WhileEmitter(planner, name, leaves, f"while %{instr.name}")
     emitter.native_plans = {k for k, ok in seen.items() if ok}
     emitter.emit_while(step.cond, step.body)
     spec = KernelSpec(name=name, n_inputs=len(leaves), outputs=[], domain=1, parallel=False)
@@ -250,10 +250,11 @@ class CompiledWhileStep:
 class WhileEmitter(Emitter):
     """Emits one compiled while function (see the module docstring)."""
 
-    def __init__(self, planner, name: str, leaves: list):
+    def __init__(self, planner, name: str, leaves: list, what: str):
         super().__init__(planner, name, len(leaves), len(leaves))
         self.leaf_shapes = leaves
         self._counter = None  # the iteration counter of the cancel poll (an alloca)
+        self._poll_id = planner.host_table.add(executor.Polling(what))
         self.swapped: list[int] = []
         self.resident: list[int] = []
 
@@ -295,7 +296,7 @@ class WhileEmitter(Emitter):
         b.store(b.select(due, ir.Constant(I64, 0), count), self._counter)
         with b.if_then(due, likely=False):
             poll = self.table_fn(executor.POLL, POLL_TYPE, "poll")
-            rc = b.call(poll, [self.ctx], name="rc.poll")
+            rc = b.call(poll, [self.ctx, ir.Constant(I64, self._poll_id)], name="rc.poll")
             self.return_if(b.icmp_signed("!=", rc, ir.Constant(I32, 0)))
 
     def emit_while(self, cond, body) -> None:

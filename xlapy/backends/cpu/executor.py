@@ -11,7 +11,7 @@ same in every process and the disk cache holds across processes.
 
 **The function table** (``TABLE``, filled at import): slot ``HOST`` the host callback
 ``i32 host(i8* ctx, i64 id, i8** ptrs)``, slot ``POLL`` the cancel poll ``i32 poll(i8*
-ctx)``, slots ``SGEMM``/``DGEMM`` the raw BLAS routines of SciPy's OpenBLAS (Fortran
+ctx, i64 id)`` (``id``: the host table's ``Polling`` entry naming the loop), slots ``SGEMM``/``DGEMM`` the raw BLAS routines of SciPy's OpenBLAS (Fortran
 convention, from ``scipy.linalg.cython_blas``'s capsules).
 
 **Host calls.** A step that native code cannot run itself (a library call: GEMM in a form
@@ -57,7 +57,7 @@ POLL_PERIOD = 256
 HOST, POLL, SGEMM, DGEMM = range(4)
 _HOST_PROTO = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64,
                                ctypes.c_void_p)
-_POLL_PROTO = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
+_POLL_PROTO = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64)
 _VOID_P = ctypes.c_void_p
 _U64 = ctypes.c_uint64
 
@@ -110,13 +110,13 @@ def _host(ctx, ident, ptrs):
         return 1
 
 
-def _poll(ctx):
+def _poll(ctx, ident):
     run = _TLS.runs[-1]
     cancel = getattr(getattr(run.plan_ctx, "options", None), "cancel", None)
     if cancel is None:
         return 0
     try:
-        cancel.check_abort(run.what)
+        cancel.check_abort(run.table.calls[ident].what if ident >= 0 else run.what)
         return 0
     except BaseException as e:  # noqa: BLE001
         run.error = e
@@ -167,6 +167,15 @@ def context() -> Context:
 # -- host calls ----------------------------------------------------------------------------------
 
 
+class Polling:
+    """A host table entry naming a native loop for its cancel poll (``poll(ctx, id)``)."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str):
+        self.what = what
+
+
 class HostTable:
     """A program's host calls, by id (see the module docstring)."""
 
@@ -215,7 +224,9 @@ class StepCall:
     ``operands``: the instructions the step reads (their values are rebuilt, tuples
     included, from the leaves: views of native memory, or copies for ``owned`` steps -
     those of DEVICE_BOUND instructions and side effects, which may keep their operands
-    beyond the call); the step's ``run(env, plan_ctx)`` computes its value, whose leaves
+    beyond the call - of the leaves in memory native code reuses (``copies``: the
+    emitter's choice per leaf; the caller's arguments and constants are not copied));
+    the step's ``run(env, plan_ctx)`` computes its value, whose leaves
     are copied into the result leaves - or, for a library call with an array result,
     written there directly (``out=``). An out-of-memory error names the step's
     instruction, as the Python plan's do."""
@@ -232,6 +243,7 @@ class StepCall:
         self.n_ptrs = sum(len(x) for x in self._in) + len(self._out)
         self._library_out = False
         self.owned = step.instr.opcode in DEVICE_BOUND or step.instr.has_side_effect
+        self.copies = None  # per operand leaf: whether it is copied (set by the emitter)
         from xlapy.backends.cpu.steps import LibraryStep, SwappedDotStep
 
         if isinstance(step, (LibraryStep, SwappedDotStep)) and \
@@ -241,11 +253,12 @@ class StepCall:
     def _values(self, addrs):
         k = 0
         values = []
+        copies = self.copies
         for o, types in zip(self.operands, self._in):
             leaves = []
             for t in types:
                 view = _view(addrs[k], t.dtype, t.dims, t.nbytes)
-                leaves.append(view.copy() if self.owned else view)
+                leaves.append(view.copy() if copies is not None and copies[k] else view)
                 k += 1
             if o.shape.is_tuple():
                 it = iter(leaves)

@@ -80,8 +80,9 @@ from xlapy.backends.cpu.steps import (
     ValueStep,
     WhileStep,
     _address,
+    _named,
 )
-from xlapy.errors import InvalidArgumentError
+from xlapy.errors import InvalidArgumentError, ResourceExhaustedError
 from xlapy.shape import dtypes
 from xlapy.shape.tree import build_shaped, flatten_tuples
 
@@ -89,9 +90,9 @@ I1 = ir.IntType(1)
 I8 = ir.IntType(8)
 I32 = ir.IntType(32)
 I8P = I8.as_pointer()
-#: i32 host(i8* ctx, i64 id, i8** ptrs) and i32 poll(i8* ctx): see executor
+#: i32 host(i8* ctx, i64 id, i8** ptrs) and i32 poll(i8* ctx, i64 id): see executor
 HOST_TYPE = ir.FunctionType(I32, [I8P, I64, I8P.as_pointer()])
-POLL_TYPE = ir.FunctionType(I32, [I8P])
+POLL_TYPE = ir.FunctionType(I32, [I8P, I64])
 
 #: Alignment of workspace slots (bytes).
 ALIGN = 64
@@ -334,6 +335,8 @@ class Emitter:
         self.native_plans: set = set()  # id(plan) of the plans emitted inline
         self.host_steps = 0  # host calls of steps (not kernels split over threads)
         self.native_gemm_max = None  # largest m*n*k of a GEMM called natively (None: any)
+        self._current = None  # the instruction being emitted
+        self.largest = (0, None)  # the largest workspace slot: (bytes, its instruction)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -373,6 +376,8 @@ class Emitter:
         return self.bytes_slot(nbytes(shape), pinned)
 
     def bytes_slot(self, n_bytes: int, pinned=False) -> Slot:
+        if n_bytes > self.largest[0]:
+            self.largest = (n_bytes, self._current)
         offset = self.arena.alloc(n_bytes)
         slot = Slot(offset, n_bytes, self._ptr(offset), pinned)
         self._slots[id(slot)] = slot
@@ -503,6 +508,7 @@ class Emitter:
 
     def _emit_step(self, step, env) -> None:
         instr = step.instr
+        self._current = instr
         if isinstance(step, ConstantStep):
             shapes = leaf_shapes(instr.shape)
             values = flatten_tuples(step.value)
@@ -630,6 +636,8 @@ class Emitter:
             placed = self._placed(instr, j)
             outs.append(placed if placed is not None else self.new_leaf(s))
         call = executor.StepCall(step, reads)
+        if call.owned:  # values in memory reused later are handed over as copies
+            call.copies = [leaf.slot is not None and not leaf.slot.external for leaf in ins]
         self.host_steps += 1
         self._call_host(call, [leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs],
                         instr.name)
@@ -836,13 +844,15 @@ class NativeEntry:
         self.shape = instr_shape  # the root's shape
         self.params = params  # per entry parameter: its leaf Shapes
         self.results = results  # the root's leaf Shapes
-        self.aliases = aliases  # result leaf -> (parameter number, its leaf index)
+        self.aliases = aliases  # result leaf -> (parameter number, parameter index, leaf)
         self.consts: list = []
         self.ws_bytes = 0
         self.host_table = None
         self.max_gemm = 0
         self.bound = ()
         self.needs_run = False  # host calls or cancel polls: the executor's Run is needed
+        self.result_instrs = [None] * len(results)  # the instruction computing each result
+        self.ws_instr = None  # the instruction of the workspace's largest value
 
     def finish(self, tuple_params: list) -> None:
         """Per-call data, once the emitter is done."""
@@ -868,6 +878,17 @@ class NativeEntry:
         for p in self.params:
             self._leaf_base.append(k)
             k += len(p)
+
+    @staticmethod
+    def _allocate(dims, dt, instr):
+        """A buffer from the pool; out of memory: XLA's RESOURCE_EXHAUSTED naming
+        ``instr`` (the instruction computing a result, or the workspace's largest value)."""
+        try:
+            return buffers.POOL.empty(dims, dt)
+        except ResourceExhaustedError as e:
+            if instr is None:
+                raise
+            raise _named(e, _Named(instr)) from None
 
     def run(self, args, plan_ctx, donated=None):
         n, m = self._n, self._m
@@ -900,16 +921,17 @@ class NativeEntry:
         for j, (dt, dims, small) in enumerate(self._result_types):
             o = None
             if donated and j in self.aliases:
-                pnum, leaf = self.aliases[j]
-                if (pnum, leaf) in donated:
+                pnum, path, leaf = self.aliases[j]
+                if (pnum, path) in donated:
                     o = values[self._leaf_base[pnum] + leaf]
             if o is None:
-                o = np.empty(dims, dt) if small else buffers.POOL.empty(dims, dt)
+                o = np.empty(dims, dt) if small else self._allocate(dims, dt,
+                                                                    self.result_instrs[j])
             outs.append(o)
             bufs[n + j] = _address(o)
         if self.ws_bytes:
             ws = np.empty(self.ws_bytes, np.uint8) if self._small_ws else \
-                buffers.POOL.empty((self.ws_bytes,), np.uint8)
+                self._allocate((self.ws_bytes,), np.uint8, self.ws_instr)
             bufs[n + m] = _address(ws)
         ctx = executor.context()
         bufs[n + m + 1] = ctx.address
@@ -933,6 +955,15 @@ class NativeEntry:
         if not self._tuple_root:
             return outs[0]
         return build(self.shape, iter(outs))
+
+
+class _Named:
+    """Stands for a step in ``steps._named`` (the instruction an error names)."""
+
+    __slots__ = ("instr",)
+
+    def __init__(self, instr):
+        self.instr = instr
 
 
 def compile_entry(planner, plan) -> NativeEntry | None:
@@ -963,7 +994,7 @@ def compile_entry(planner, plan) -> NativeEntry | None:
         ps, rs = param_leaves[pnum][k], results[j]
         if ps.element_type == rs.element_type and \
                 tuple(ps.dimensions) == tuple(rs.dimensions):
-            aliases[j] = (pnum, k)
+            aliases[j] = (pnum, tuple(alias.parameter_index), k)
     name = planner.irmod.get_unique_name("entry")
     n = sum(len(p) for p in param_leaves)
     em = Emitter(planner, name, n, len(results))
@@ -978,11 +1009,12 @@ def compile_entry(planner, plan) -> NativeEntry | None:
         k += len(shapes)
         args.append(build(p.shape, iter(leaves)))
     outs = [em.external_leaf(s, n + j, f"out{j}") for j, s in enumerate(results)]
-    for j, (pnum, leaf) in aliases.items():
+    for j, (pnum, _, leaf) in aliases.items():
         em._donor[id(outs[j].slot)] = param_slots[pnum][leaf]
     steps = {id(s.instr): s for s in plan.steps}
     claimed = set()
-    for j, (instr, idx) in enumerate(_result_sources(plan)):
+    sources = _result_sources(plan)
+    for j, (instr, idx) in enumerate(sources):
         if (id(instr), idx) in claimed or not _placeable(steps.get(id(instr))):
             continue
         claimed.add((id(instr), idx))
@@ -998,6 +1030,8 @@ def compile_entry(planner, plan) -> NativeEntry | None:
     entry.ws_bytes = em.arena.size
     entry.host_table = planner.host_table
     entry.max_gemm = em.max_gemm
+    entry.result_instrs = [instr for instr, _ in sources]
+    entry.ws_instr = em.largest[1]
     entry.needs_run = bool(planner.host_table.calls) or any(
         getattr(k, "native_call", False) for k in planner.kernels)
     entry.finish([p.shape.is_tuple() for p in params])
