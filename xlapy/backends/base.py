@@ -29,9 +29,14 @@ class DeviceProgram:
     caller gives up (Buffers passed for ``input_output_alias`` parameters); the program may
     write the result aliased to such a parameter into that very array and return the array
     itself as that result (the runtime then has nothing to copy). Arguments not donated are
-    never written."""
+    never written.
+
+    A program whose ``fresh_results`` is true returns, when nothing is donated, results
+    that never share memory with its arguments (new arrays every call): the runtime need
+    not check."""
 
     takes_donations = False
+    fresh_results = False
 
     def run(self, args: list, options: EvalOptions):
         raise NotImplementedError

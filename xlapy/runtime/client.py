@@ -653,10 +653,11 @@ class Executable:
         result = self.program.run(values, options)
         if type(result) is not np.ndarray:
             result = np.asarray(result)
-        for v in values:  # an output may not share memory with an input
-            if np.may_share_memory(result, v):
-                result = np.array(result, copy=True)
-                break
+        if not self._fresh_results:
+            for v in values:  # an output may not share memory with an input
+                if np.may_share_memory(result, v):
+                    result = np.array(result, copy=True)
+                    break
         if not return_buffers:
             return [result]
         shape = self.module.entry.root.shape
@@ -664,6 +665,12 @@ class Executable:
             shape = _runtime_shape(shape, result)
         result.flags.writeable = False
         return [Buffer(self.client, device, shape, _Storage(result))]
+
+    @property
+    def _fresh_results(self) -> bool:
+        """The program's results never share memory with its arguments (nothing donated)
+        (``DeviceProgram.fresh_results``)."""
+        return getattr(self.program, "fresh_results", False)
 
     def _buffer_signature(self):
         """[(parameter shape, {id(Shape): Shape} seen matching)] when the fast path of

@@ -40,6 +40,7 @@ The steps and how a plan runs live in ``steps`` (xlapy/backends/cpu/steps.py).
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 
 import numpy as np
@@ -421,7 +422,10 @@ class CpuProgram(DeviceProgram):
         self.entry = entry
         self.kernels = kernels
         self.native = native
+        if native is not None:
+            native.make_context = functools.partial(_LazyContext, module)
         self.takes_donations = native is not None  # run() writes donated parameters
+        self.fresh_results = native is not None  # results are new arrays every call
         self._compiled = compiled  # keeps the machine code alive
         self.nbytes = _estimated_bytes(self)
 
@@ -436,7 +440,7 @@ class CpuProgram(DeviceProgram):
         it)."""
         native = self.native
         if native is not None:
-            return native.run(args, _LazyContext(self.module, options), donated)
+            return native.run(args, options, donated)
         with flushing(self.flush_denormals):
             return self.entry.execute(list(args), _LazyContext(self.module, options))
 

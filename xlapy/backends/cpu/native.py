@@ -851,6 +851,7 @@ class NativeEntry:
         self.max_gemm = 0
         self.bound = ()
         self.needs_run = False  # host calls or cancel polls: the executor's Run is needed
+        self.make_context = None  # options -> the host calls' plan context (the backend's)
         self.result_instrs = [None] * len(results)  # the instruction computing each result
         self.ws_instr = None  # the instruction of the workspace's largest value
 
@@ -890,7 +891,9 @@ class NativeEntry:
                 raise
             raise _named(e, _Named(instr)) from None
 
-    def run(self, args, plan_ctx, donated=None):
+    def run(self, args, options, donated=None):
+        """The root's value for ``args`` (see CpuProgram.run); ``options``: the run's
+        EvalOptions (host calls run with ``make_context(options)``)."""
         n, m = self._n, self._m
         bufs = self._bufs_type()
         if self._flat_params:
@@ -938,6 +941,7 @@ class NativeEntry:
         if self._const_ptrs:
             bufs[n + m + 2:] = self._const_ptrs
         if self.needs_run:
+            plan_ctx = self.make_context(options)
             with executor.running(self.host_table, plan_ctx, "the entry computation") as run:
                 if 0 < self.max_gemm < executor.BIG_GEMM:
                     with executor.blas_threads(1):
