@@ -967,4 +967,4 @@ class Client:
         return f"Client(backend={self.platform!r}, devices={len(self._devices)})"
 
 
-__all__ = ["Buffer", "Client", "DEFAULT_BACKEND", "Device", "Executable", "ExecutionError"]
+__all__ = ["DEFAULT_BACKEND", "Buffer", "Client", "Device", "Executable", "ExecutionError"]

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from xlapy.backends.cpu import backend as be
-from xlapy.backends.cpu import buffers
+from xlapy.backends.cpu import buffers, native
 from xlapy.backends.cpu import control_flow as cf
-from xlapy.backends.cpu import native
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions, evaluate
 from xlapy.interpreter.values import flatten
 from xlapy.npz import load_npz

@@ -15,10 +15,10 @@ import xlapy
 from xlapy.backends.cpu import backend as be
 from xlapy.backends.cpu import control_flow as cf
 from xlapy.backends.cpu import denormals, executor, native
+from xlapy.interpreter.custom_calls import unregister_custom_call
 from xlapy.interpreter.evaluator import EvalOptions, evaluate
 from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
-from xlapy.interpreter.custom_calls import unregister_custom_call
 
 MB = 1 << 20
 
@@ -83,7 +83,7 @@ def test_an_update_of_a_live_value_is_a_copy():
                          "  ROOT t = (f32[1048576], f32[1048576], f32[1048576]) "
                          "tuple(n, b, d1)")
     u = np.arange(1000, dtype=np.float32) + 1
-    n, b, d1 = _run(text, u, np.int32(3))
+    _, b, d1 = _run(text, u, np.int32(3))
     assert np.all(b == 0.5) and np.array_equal(d1[3:1003], u)
 
 
@@ -566,3 +566,24 @@ def test_workspace_slots_are_reused():
 def test_the_emitter_is_shared():
     """Compiled whiles are the entry's emitter with a loop around it."""
     assert issubclass(cf.WhileEmitter, native.Emitter)
+
+
+def test_a_big_transposed_dot_called_out_from_the_entry():
+    """transpose(dot(a, b)) computed as the swapped dot by the library (a host call: too big
+    for the native GEMM call), its operands in the swapped dot's order."""
+    text = """HloModule t
+ENTRY e {
+  a = f32[256,160] parameter(0)
+  b = f32[256,96] parameter(1)
+  d = f32[160,96] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT t = f32[96,160] transpose(d), dimensions={1,0}
+}
+"""
+    program = _native(text)
+    assert [type(s).__name__ for s in program.steps()] == ["SwappedDotStep"]
+    assert program.native.host_table.calls
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((256, 160)).astype(np.float32)
+    b = rng.standard_normal((256, 96)).astype(np.float32)
+    got = Client(backend="cpu").compile(text)(a, b)
+    np.testing.assert_allclose(got, (a.T @ b).T, rtol=1e-4, atol=1e-4)

@@ -21,12 +21,18 @@
    - anything else: the interpreter's kernel (``EvalContext.run_instruction``), so every
      module runs with the interpreter's semantics; the step records why
      (``emitters.explain``; ``CpuProgram.interpreted()`` lists them);
-3. every kernel of every plan goes into ONE LLVM module, compiled once (LLVM -O2 with the
+3. the entry plan, with the computations it runs, as ONE native function
+   (``native.compile_entry``: buffer assignment over the whole entry, results written into
+   the caller's buffers, in-place updates, donation; while loops as nested native calls,
+   conditionals and calls inline; steps native code cannot run as host calls);
+4. every kernel and function goes into ONE LLVM module, compiled once (LLVM -O2 with the
    vectorisers, host CPU).
 
-Running a plan: kernel outputs come from the buffer pool (``buffers.POOL``: no page faults
-for recycled blocks), each value is dropped after its last use so its block is recycled
-within the call (liveness-based reuse), large kernels run on both cores
+Running: ``CpuProgram.run`` makes one native call (result buffers and the workspace from the
+buffer pool, ``buffers.POOL``: no page faults for recycled blocks). Programs the native
+function cannot run (tokens, opaque values, dynamic shapes: ``native.compile_entry``) run
+their plan step by step in Python (``steps.Plan.execute``): kernel outputs from the pool,
+each value dropped after its last use, large kernels on both cores
 (``buffers.run_parallel``).
 
 Compiled programs are cached in memory (``program_cache``): keyed by the module's
@@ -396,7 +402,7 @@ class _LazyContext:
     """The interpreter's EvalContext for a run, made when a step first needs one (most
     programs never do, and making one costs more than a small kernel)."""
 
-    __slots__ = ("module", "options", "_ctx")
+    __slots__ = ("_ctx", "module", "options")
 
     def __init__(self, module, options):
         self.module, self.options, self._ctx = module, options, None

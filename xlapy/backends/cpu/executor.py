@@ -287,7 +287,8 @@ class StepCall:
             from xlapy.backends.cpu import library
 
             dot = getattr(self.step, "dot", None) or instr
-            got = library.run(dot, values, out=outs[0])
+            by_id = {id(o): v for o, v in zip(self.operands, values)}
+            got = library.run(dot, [by_id[id(o)] for o in dot.operands], out=outs[0])
             if got is not outs[0]:
                 np.copyto(outs[0], np.asarray(got).reshape(outs[0].shape), casting="unsafe")
             return

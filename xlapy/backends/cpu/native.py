@@ -220,7 +220,7 @@ class Slot:
     """Memory holding one array value: a workspace range (``offset``), or, ``external``, a
     buffer of the caller (a parameter or result leaf). ``pinned`` slots are never freed."""
 
-    __slots__ = ("offset", "nbytes", "ptr", "pinned", "external")
+    __slots__ = ("external", "nbytes", "offset", "pinned", "ptr")
 
     def __init__(self, offset, n_bytes, ptr, pinned=False, external=False):
         self.offset, self.nbytes, self.ptr = offset, n_bytes, ptr
@@ -231,7 +231,7 @@ class Leaf:
     """An array value at emission time: its shape, its address (an i8* computed in the
     entry block) and the slot it lives in (None: a constant)."""
 
-    __slots__ = ("shape", "ptr", "slot")
+    __slots__ = ("ptr", "shape", "slot")
 
     def __init__(self, shape, ptr, slot):
         self.shape, self.ptr, self.slot = shape, ptr, slot
@@ -824,9 +824,7 @@ def _result_sources(plan) -> list:
 
 def _placeable(step) -> bool:
     """Whether ``step`` writes its result leaves where the emitter places them."""
-    if step is None or isinstance(step, (ConstantStep, ValueStep, CallStep)):
-        return False
-    return True
+    return step is not None and not isinstance(step, (ConstantStep, ValueStep, CallStep))
 
 
 class NativeEntry:
