@@ -77,6 +77,17 @@ def test_updates_over_dead_values_are_in_place():
     _run(CHAIN, u, np.int32(1048000))  # clamped starts
 
 
+def test_a_chain_of_updates_is_computed_in_the_result_buffer():
+    """The result is the last update: the broadcast it starts from is written into the
+    result buffer, and every update after it writes there (no workspace copy at all)."""
+    text = CHAIN.replace("ROOT n = f32[1048576] negate(d2)", "ROOT n = f32[1048576] copy(d2)")
+    text = text.replace("  ROOT n = f32[1048576] copy(d2)\n", "").replace(
+        "  d2 = f32[1048576]", "  ROOT d2 = f32[1048576]")
+    program = _native(text)
+    assert program.native.ws_bytes < MB
+    _run(text, np.arange(1000, dtype=np.float32), np.int32(77))
+
+
 def test_an_update_of_a_live_value_is_a_copy():
     text = CHAIN.replace("ROOT n = f32[1048576] negate(d2)",
                          "n = f32[1048576] negate(d2)\n"

@@ -795,31 +795,60 @@ class Emitter:
 # -- the entry --------------------------------------------------------------------------------
 
 
+def _resolve(values: dict, instr, j: int):
+    """(instruction, leaf index) of the step computing leaf ``j`` of ``instr``'s value,
+    through tuple, get-tuple-element, opt-barrier and reshape/bitcast aliases (``values``:
+    id(instr) -> step)."""
+    while True:
+        step = values.get(id(instr))
+        if not isinstance(step, ValueStep):
+            return instr, j
+        op = instr.opcode
+        if op == "tuple":
+            for e, (lo, hi) in enumerate(_element_ranges(instr.shape)):
+                if lo <= j < hi:
+                    instr, j = instr.operands[e], j - lo
+                    break
+        elif op == "get-tuple-element":
+            lo, _ = _element_ranges(instr.operands[0].shape)[instr.attrs["index"]]
+            instr, j = instr.operands[0], j + lo
+        else:  # opt-barrier, reshape, bitcast: the operand's leaf
+            instr = instr.operands[0]
+
+
+def _updated(values: dict, step, j: int):
+    """(instruction, leaf index) of the value that leaf ``j`` of ``step``'s result updates
+    in place (an in-place kernel's input, a while loop's initial state) when nothing else
+    reads it (every alias between holds it for this step alone), else None: that value
+    may then be computed where the result goes."""
+    if isinstance(step, KernelStep):
+        starts = dict(step.spec.in_place)
+        if j not in starts or starts[j] >= len(step.inputs):
+            return None
+        operand, k = step.inputs[starts[j]], 0
+        if sum(x is operand for x in step.inputs) != 1:
+            return None
+    elif getattr(step, "native_call", False):
+        operand, k = step.instr.operands[0], j
+    else:
+        return None
+    if len(operand.users) != 1 or operand.users[0] is not step.instr:
+        return None
+    source = _resolve(values, operand, k)
+    node = source[0]
+    while node is not operand:
+        if len(node.users) != 1 or not isinstance(values.get(id(node.users[0])), ValueStep):
+            return None
+        node = node.users[0]
+    return source
+
+
 def _result_sources(plan) -> list:
     """Per leaf of ``plan``'s root: (instruction, leaf index) of the step that computes it,
     found through tuple, get-tuple-element, opt-barrier and reshape/bitcast aliases."""
     values = {id(s.instr): s for s in plan.steps}
-
-    def resolve(instr, j):
-        while True:
-            step = values.get(id(instr))
-            if not isinstance(step, ValueStep):
-                return instr, j
-            op = instr.opcode
-            if op == "tuple":
-                ranges = _element_ranges(instr.shape)
-                for e, (lo, hi) in enumerate(ranges):
-                    if lo <= j < hi:
-                        instr, j = instr.operands[e], j - lo
-                        break
-            elif op == "get-tuple-element":
-                lo, _ = _element_ranges(instr.operands[0].shape)[instr.attrs["index"]]
-                instr, j = instr.operands[0], j + lo
-            else:  # opt-barrier, reshape, bitcast: the operand's leaf
-                instr = instr.operands[0]
-
     root = plan.comp.root
-    return [resolve(root, j) for j in range(_leaf_count(root.shape))]
+    return [_resolve(values, root, j) for j in range(_leaf_count(root.shape))]
 
 
 def _placeable(step) -> bool:
@@ -1016,12 +1045,16 @@ def compile_entry(planner, plan) -> NativeEntry | None:
     steps = {id(s.instr): s for s in plan.steps}
     claimed = set()
     sources = _result_sources(plan)
-    for j, (instr, idx) in enumerate(sources):
-        if (id(instr), idx) in claimed or not _placeable(steps.get(id(instr))):
-            continue
-        claimed.add((id(instr), idx))
-        shape = leaf_shapes(instr.shape)[idx]
-        em._placement.setdefault(id(instr), {})[idx] = Leaf(shape, outs[j].ptr, outs[j].slot)
+    for j, source in enumerate(sources):
+        while source is not None:  # the result, then the value it updates in place, ...
+            instr, idx = source
+            if (id(instr), idx) in claimed or not _placeable(steps.get(id(instr))):
+                break
+            claimed.add((id(instr), idx))
+            shape = leaf_shapes(instr.shape)[idx]
+            em._placement.setdefault(id(instr), {})[idx] = Leaf(shape, outs[j].ptr,
+                                                                  outs[j].slot)
+            source = _updated(steps, steps.get(id(instr)), idx)
     root = em.emit_plan(plan, args)
     _finish_results(em, outs, leaves_of(root), aliases, param_slots)
     em.drop(root)
