@@ -545,6 +545,10 @@ class Emitter:
             self._emit_host(step, env)
 
     keyed_sorts_host = False  # the entry calls KeyedSortStep out (its library path)
+    #: Whether LLVM may inline the kernels called: in loops (per-iteration calls of small
+    #: kernels, state kept in registers); not in the entry, where each kernel runs once per
+    #: call and inlining would only make LLVM optimise its loops a second time.
+    inline_kernels = True
 
     # -- where a result goes -----------------------------------------------------------------
 
@@ -725,12 +729,13 @@ class Emitter:
         elif spec.domain:
             bufs = self.bufs_array(ptrs)
             mod = self.planner.irmod
-            self.b.call(mod.get_global(spec.name),
-                        [bufs, ir.Constant(I64, 0), ir.Constant(I64, spec.domain)])
-            then = spec.then
-            if then is not None and then.domain:
-                self.b.call(mod.get_global(then.name),
-                            [bufs, ir.Constant(I64, 0), ir.Constant(I64, then.domain)])
+            for s in (spec, spec.then):
+                if s is None or not s.domain:
+                    continue
+                kernel = mod.get_global(s.name)
+                if not self.inline_kernels:
+                    kernel.attributes.add("noinline")
+                self.b.call(kernel, [bufs, ir.Constant(I64, 0), ir.Constant(I64, s.domain)])
         for s in scratch:
             self.release_slot(s)
         self.set(env, step.instr, tuple(outs) if step.tuple_result else outs[0])
@@ -1031,6 +1036,7 @@ def compile_entry(planner, plan) -> NativeEntry | None:
     em = Emitter(planner, name, n, len(results))
     em.native_plans = {k for k, ok in seen.items() if ok}
     em.keyed_sorts_host = True
+    em.inline_kernels = False
     em.native_gemm_max = _library.PARALLEL_GEMM
     args, k = [], 0
     param_slots = []
