@@ -20,7 +20,7 @@ holding every intermediate value at a static offset; the *context* is the execut
 holds each of its leaves only until the last step that reads that leaf (a
 get-tuple-element reads one element's leaves), so a leaf taken out of a tuple dies with its
 own last use. Each kernel output, library result or host call result gets a workspace slot
-(first fit over the freed ranges, ``ALIGN``-aligned) released when its last holder drops
+(best fit over the freed ranges, ``ALIGN``-aligned) released when its last holder drops
 it. tuple, get-tuple-element, opt-barrier and reshape/bitcast of a row-major array are
 aliases resolved at emission time: they cost no code.
 
@@ -181,7 +181,8 @@ def host_callable(step, entry: bool = False) -> bool:
 
 
 class _Arena:
-    """Static offsets in the workspace: first fit over freed ranges, ALIGN-aligned."""
+    """Static offsets in the workspace: best fit over freed ranges (the smallest that
+    holds the value), ALIGN-aligned; none: the workspace grows."""
 
     def __init__(self):
         self.size = 0
@@ -189,13 +190,18 @@ class _Arena:
 
     def alloc(self, n_bytes: int) -> int:
         n = max(ALIGN, -(-n_bytes // ALIGN) * ALIGN)
+        best = None
         for k, (start, end) in enumerate(self._free):
-            if end - start >= n:
-                if end - start == n:
-                    del self._free[k]
-                else:
-                    self._free[k][0] = start + n
-                return start
+            if end - start >= n and (best is None or end - start < best[1]):
+                best = (k, end - start)
+        if best is not None:
+            k, size = best
+            start = self._free[k][0]
+            if size == n:
+                del self._free[k]
+            else:
+                self._free[k][0] = start + n
+            return start
         if self._free and self._free[-1][1] == self.size:  # grow the last free range
             start = self._free.pop()[0]
         else:
