@@ -13,8 +13,10 @@ normal f32 and narrows without FTZ, so f16 keeps its denormals.
 
 How the CPU backend does the same:
 
-- every generated kernel (``kernel_abi.KERNEL_TYPE`` entry points) sets FTZ|DAZ on entry and
-  restores the caller's MXCSR before returning, whichever thread runs it; every function of
+- every generated kernel and native function (``kernel_abi.KERNEL_TYPE`` entry points) is
+  called from Python through a wrapper that sets FTZ|DAZ and restores the caller's MXCSR,
+  whichever thread runs it; native code calls the functions themselves (its thread holds
+  FTZ|DAZ already); every function of
   the LLVM module carries ``"denormal-fp-math"="preserve-sign,preserve-sign"`` (and the f32
   variant) so that LLVM's constant folding agrees with the hardware;
 - the thread running a program holds FTZ|DAZ for the whole run (``flushing``), so the steps
@@ -75,18 +77,35 @@ def flush_in_module(module: ir.Module) -> None:
             set.add(fn.attributes, attribute)
         if fn.ftype != KERNEL_TYPE:
             continue
-        b = ir.IRBuilder()
-        b.position_at_start(fn.entry_basic_block)
-        saved = b.alloca(_I32, name="mxcsr.saved")
-        flushed = b.alloca(_I32, name="mxcsr.flush")
-        b.call(stmxcsr, [b.bitcast(saved, _I8P)])
-        b.store(b.or_(b.load(saved), ir.Constant(_I32, FTZ_DAZ)), flushed)
-        b.call(ldmxcsr, [b.bitcast(flushed, _I8P)])
-        for block in fn.blocks:
-            term = block.terminator
-            if isinstance(term, ir.Ret):  # "ret void" included (its opname is "ret void")
-                b.position_before(term)
-                b.call(ldmxcsr, [b.bitcast(saved, _I8P)])
+        _wrap(module, fn, stmxcsr, ldmxcsr)
+
+
+def _wrap(module: ir.Module, fn, stmxcsr, ldmxcsr) -> None:
+    """Make ``fn`` an internal function ``<name>.flush_inner`` and add, under its name, the
+    entry point Python calls: set FTZ|DAZ, call it, restore the caller's MXCSR. The calls
+    native code makes (a native function calling a kernel or a nested loop, whose thread
+    holds FTZ|DAZ already) stay on the inner function: no ``ldmxcsr`` there (tens of cycles
+    each; a loop calling small kernels paid ~24 ns per iteration)."""
+    name = fn.name
+    del module.globals[name]
+    inner = module.get_unique_name(f"{name}.flush_inner")
+    fn.name = inner
+    module.globals[inner] = fn
+    module.scope._useset.discard(name)  # llvmlite has no rename: free the name for the wrapper
+    fn.linkage = "internal"
+    outer = ir.Function(module, KERNEL_TYPE, name=name)
+    for attribute in ATTRIBUTES:
+        set.add(outer.attributes, attribute)
+    outer.args[0].add_attribute("noalias")
+    b = ir.IRBuilder(outer.append_basic_block("entry"))
+    saved = b.alloca(_I32, name="mxcsr.saved")
+    flushed = b.alloca(_I32, name="mxcsr.flush")
+    b.call(stmxcsr, [b.bitcast(saved, _I8P)])
+    b.store(b.or_(b.load(saved), ir.Constant(_I32, FTZ_DAZ)), flushed)
+    b.call(ldmxcsr, [b.bitcast(flushed, _I8P)])
+    b.call(fn, list(outer.args))
+    b.call(ldmxcsr, [b.bitcast(saved, _I8P)])
+    b.ret_void()
 
 
 # -- the calling thread's MXCSR -------------------------------------------------------------------
