@@ -400,6 +400,53 @@ ENTRY e {
             np.testing.assert_allclose(g, w, rtol=1e-6)
 
 
+PERMUTE_AHEAD = """HloModule ahead
+c {
+  s = (s32[], f32[4096], f32[4096]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(40)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+b {
+  s = (s32[], f32[4096], f32[4096]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[4096] get-tuple-element(s), index=1
+  acc = f32[4096] get-tuple-element(s), index=2
+  one = f32[] constant(1)
+  ob = f32[4096] broadcast(one), dimensions={}
+  x1 = f32[4096] add(x, ob)
+  got = f32[4096] collective-permute(x1), source_target_pairs={{0,1}}
+  acc1 = f32[4096] add(acc, got)
+  k = s32[] constant(1)
+  i1 = s32[] add(i, k)
+  ROOT t = (s32[], f32[4096], f32[4096]) tuple(i1, x1, acc1)
+}
+ENTRY e {
+  x = f32[4096] parameter(0)
+  z = f32[] constant(0)
+  acc = f32[4096] broadcast(z), dimensions={}
+  zero = s32[] constant(0)
+  init = (s32[], f32[4096], f32[4096]) tuple(zero, x, acc)
+  w = (s32[], f32[4096], f32[4096]) while(init), condition=c, body=b
+  ROOT r = f32[4096] get-tuple-element(w), index=2
+}
+"""
+
+
+def test_a_value_sent_ahead_is_a_copy():
+    """Replica 0 sends and goes on at once (nothing to receive): its loop overwrites the
+    memory of what it sent while replica 1 has not read it yet - unless the host call
+    hands the channel a copy (StepCall.copies)."""
+    args = [[np.arange(4096, dtype=np.float32) * (r + 1)] for r in range(2)]
+    exe = Client(backend="cpu").compile(PERMUTE_AHEAD, replicas=2)
+    assert exe.program.native is not None
+    want = Client(backend="interpreter").compile(PERMUTE_AHEAD, replicas=2).execute(args)
+    for _ in range(5):
+        got = exe.execute(args)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
 def test_programs_with_tokens_keep_the_python_plan():
     text = """HloModule feed
 ENTRY e {
