@@ -1,5 +1,5 @@
-"""Native code calling out: how a compiled function (a compiled while today, see
-control_flow) reaches what is not LLVM code - library routines, steps that must stay in
+"""Native code calling out: how a native function (a program's entry computation, see
+native; a compiled while, see control_flow) reaches what is not LLVM code - library routines, steps that must stay in
 Python, the worker pool, the runtime's cancellation - without returning to Python.
 
 **The context.** Every compiled function gets a *context* buffer (``Context``: three i64
