@@ -8,17 +8,22 @@ for 2 and 4 replicas, message sizes 4 B .. 64 MiB (powers of 4).
 
 What is timed: one execution of an HLO module whose while loop runs ``iters`` all-reduces
 (sum) of one array of the given size, divided by ``iters`` - so the figure is what a
-collective costs inside a running program (the interpreter's per-instruction overhead
-included), not a bare MPI call. Each point is the median of ``--reps`` executions; for MPI
-every rank times the same execution between two barriers and the slowest rank counts.
-GB/s is the algorithm bandwidth, bytes per replica / time (NCCL's "algbw"; its "busbw"
-is algbw x 2(n-1)/n).
+collective costs inside a running program (the loop's counter and compare included), not a
+bare MPI call. The devices run the module on ``--backend`` (default the compiled CPU
+backend, where the loop is one native function and the all-reduce a step of it; the
+interpreter: ``--backend interpreter``). Each point is the median of ``--reps`` executions;
+for MPI every rank times the same execution between two barriers and the slowest rank
+counts. GB/s is the algorithm bandwidth, bytes per replica / time (NCCL's "algbw"; its
+"busbw" is algbw x 2(n-1)/n).
 
-f32 sums (the default) are folded by the interpreter in group order on both runtimes (bit
-for bit the in-process result): in-process every device folds all n contributions; under
-MPI, small arrays are all-gathered and folded by each rank, arrays above 64 KiB are folded
-one piece per rank (Ialltoallv) and re-assembled (Iallgatherv). Integer sums (--dtype s32)
-use MPI_SUM itself.
+f32 sums (the default) are folded in group order on both runtimes (bit for bit the
+interpreter's result). In-process (xlapy/backends/cpu/collectives.py) the device threads
+meet in shared memory: every device folds all n operands into its own result, and from
+256 KiB on each folds 1/n of the elements and writes them into every device's result.
+Under MPI (xlapy/runtime/mpi_collectives.py, called by the compiled step) small arrays are
+all-gathered and folded by each rank, arrays above 64 KiB are folded one piece per rank
+(Ialltoall) and re-assembled (Iallgather); the folds run the CPU backend's compiled kernels.
+Integer sums (--dtype s32) use MPI_SUM itself.
 
 The XLA:CPU column is the same loop compiled by XLA through jax (a shard_map over N host
 devices, ``--xla_force_host_platform_device_count``, whose body is a fori_loop of psums),
@@ -122,10 +127,11 @@ def value(elements: int, t: str, replica: int) -> np.ndarray:
 # -- in-process (threads) -------------------------------------------------------------------------
 
 
-def bench_threads(n: int, size_list: list[int], t: str, reps: int) -> dict[int, float]:
+def bench_threads(n: int, size_list: list[int], t: str, reps: int,
+                  backend: str = "cpu") -> dict[int, float]:
     from xlapy.runtime import Client
 
-    client = Client(timeout=600)
+    client = Client(backend, timeout=600)
     out = {}
     itemsize = np.dtype(TYPES[t]).itemsize
     for nbytes in size_list:
@@ -150,7 +156,8 @@ def mpi_worker(args) -> None:
     """One rank of the MPI benchmark (started by mpiexec); rank 0 prints a JSON line."""
     from mpi4py import MPI
 
-    from xlapy.interpreter.evaluator import EvalOptions, evaluate
+    from xlapy.backends.base import get_backend
+    from xlapy.interpreter.evaluator import EvalOptions
     from xlapy.runtime.mpi_collectives import MpiCollectives
     from xlapy.runtime.mpi_run import prepare_module
 
@@ -163,14 +170,15 @@ def mpi_worker(args) -> None:
         elements = max(nbytes // itemsize, 1)
         iters = iterations(nbytes)
         module = prepare_module(module_text(elements, args.dtype, iters), n)
+        program = get_backend(args.backend, "collectives_bench").compile(module)
         x = value(elements, args.dtype, rank)
         options = EvalOptions(replica_id=rank, replica_count=n, collectives=backend, timeout=600)
-        evaluate(module, x, options=options)  # warm-up
+        program.run([x], options)  # warm-up
         times = []
         for _ in range(args.reps):
             comm.Barrier()
             start = time.perf_counter()
-            evaluate(module, x, options=options)
+            program.run([x], options)
             elapsed = time.perf_counter() - start
             times.append(comm.allreduce(elapsed, op=MPI.MAX) / iters)
         out[nbytes] = statistics.median(times)
@@ -192,7 +200,8 @@ def mpiexec() -> str:
 def bench_mpi(n: int, args) -> dict[int, float]:
     cmd = [mpiexec(), "-n", str(n), sys.executable, str(Path(__file__).resolve()),
            "--mpi-worker", "--max-size", str(args.max_size), "--dtype", args.dtype,
-           "--reps", str(args.reps)] + (["--no-check"] if args.no_check else [])
+           "--reps", str(args.reps), "--backend", args.backend] + \
+        (["--no-check"] if args.no_check else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
                           env=dict(os.environ, PYTHONUNBUFFERED="1"))
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
@@ -289,6 +298,9 @@ def main(argv=None) -> int:
                    help="largest message per replica (default 64MiB)")
     p.add_argument("--dtype", choices=sorted(TYPES), default="f32")
     p.add_argument("--reps", type=int, default=5, help="executions per point (median)")
+    p.add_argument("--backend", default="cpu",
+                   help="the runtime backend the devices run on (default cpu, the compiled "
+                   "CPU backend; interpreter: the reference)")
     p.add_argument("--no-mpi", action="store_true", help="only the in-process runtime")
     p.add_argument("--no-threads", action="store_true", help="only the MPI runtime")
     p.add_argument("--no-check", action="store_true",
@@ -309,7 +321,8 @@ def main(argv=None) -> int:
           f"{size_text(size_list[0])} .. {size_text(size_list[-1])}, median of {args.reps}, "
           f"{os.cpu_count()} cores", flush=True)
     for n in args.replicas:
-        threads = None if args.no_threads else bench_threads(n, size_list, args.dtype, args.reps)
+        threads = None if args.no_threads else bench_threads(n, size_list, args.dtype,
+                                                             args.reps, args.backend)
         mpi = None if args.no_mpi else bench_mpi(n, args)
         xla = None if args.no_xla else bench_xla(n, args)
         print()

@@ -1,4 +1,4 @@
-"""Memory of a long-running process that keeps compiling new modules (issue 12, item 3).
+"""Memory of a long-running process that keeps compiling new modules.
 
     python benchmarks/compile_memory_bench.py [--count 2000] [--every 200] [--disk]
 

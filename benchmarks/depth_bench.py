@@ -7,7 +7,7 @@ interpreter/CPU times of call chains and tuple nesting.
 The chain is ``x = op(x, c)`` with op cycling through add, multiply, subtract, maximum on
 f32[64] (jax: the same Python loop, jitted). CPU compile times are cold (the disk cache is
 off for the run; the in-memory cache is cleared per case); run times are the median of 5
-calls after one warm-up call. Compile time should grow linearly in N (issue 12, item 4).
+calls after one warm-up call. Compile time should grow linearly in N.
 Figures depend on the machine's load: run it on a quiet machine to compare.
 """
 

@@ -1,5 +1,6 @@
 """Corrupt the cpu backend's disk cache entry of a module 49 ways and load it in a fresh
-process each time (issue 12, item 2). Not a timing benchmark: a robustness probe.
+process each time. Not a timing benchmark: a robustness probe (every corruption must be
+detected, the module compiled again and the entry rewritten).
 
     python benchmarks/disk_cache_sweep.py
 

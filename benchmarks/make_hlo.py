@@ -71,7 +71,7 @@ def _functions() -> dict:
     def sort(x):
         return jnp.sort(x)
 
-    # issue 14 part A: data-dependent kernels
+    # data-dependent kernels
     def embedding_lookup(table, idx):
         return table[idx]
 
@@ -99,7 +99,7 @@ def _functions() -> dict:
             return lax.fori_loop(0, iters, body, buf)
         return dus_loop
 
-    # issue 14 part B
+    # the sort family and scans
     def topk_for(k):
         def topk(x):
             return lax.top_k(x, k)
@@ -114,7 +114,7 @@ def _functions() -> dict:
     def sort_kv(k, v):
         return lax.sort((k, v), dimension=1, num_keys=1, is_stable=True)
 
-    # issue 14 part D
+    # batched GEMMs, a transformer block, rng-bit-generator
     def batched_matmul(a, b):
         return jnp.matmul(a, b)
 
@@ -141,7 +141,7 @@ def _functions() -> dict:
         return rng_bits
 
 
-    # issue 14 part C
+    # loops holding dots, the per-call cost
     def lstm_loss(params, xs, h0, c0):
         wx, wh, b = params
 
@@ -186,7 +186,7 @@ def _functions() -> dict:
         "while_scalar": lambda p: while_scalar_for(p["iters"]),
         "while_vector": lambda p: while_vector_for(p["iters"]),
         "sort": lambda p: sort,
-        # issue 14 part B
+        # the sort family and scans
         "topk": lambda p: topk_for(p["k"]),
         "cumsum": lambda p: cumsum,
         "argmax": lambda p: argmax,

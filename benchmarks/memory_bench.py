@@ -1,4 +1,4 @@
-"""Peak memory of xlapy's CPU backend against XLA:CPU (issue 14 item 1).
+"""Peak memory of xlapy's CPU backend against XLA:CPU.
 
     PYTHONPATH=$PWD python benchmarks/memory_bench.py [--programs transformer,lstm,cnn]
 

@@ -1,4 +1,7 @@
-"""The cases of ``xlapy bench`` (issue 7, "Speed: a benchmark suite, with targets").
+"""The cases of ``xlapy bench`` and their speed targets: per case the largest xlapy/XLA:CPU
+time ratio accepted (``Case.target``), the geometric mean of the ratios (< 0.9), the
+bandwidth of memory-bound cases (>= BANDWIDTH_TARGET of a measured copy) and the compile
+time of the MLP module (COMPILE_COLD_TARGET, COMPILE_CACHED_TARGET_S).
 
 Every case is a computation jax defines (benchmarks/make_hlo.py holds the jax functions),
 dumped once per size tier as ``benchmarks/hlo/<case>.<tier>.hlo``: xlapy runs that dump,
@@ -6,7 +9,7 @@ XLA:CPU runs the same jax function through ``jax.jit`` (the bench checks that it
 to the committed text), and NumPy runs the eager version written here, which is also the
 reference every xlapy result is checked against.
 
-Tiers: ``full`` (the issue's sizes), ``quick`` (``xlapy bench --quick``: the whole run in
+Tiers: ``full`` (the sizes the targets are set for), ``quick`` (``xlapy bench --quick``: the whole run in
 under a minute; memory-bound working sets still larger than this machine's 32 MiB L3),
 ``tiny`` (``--tiny``: seconds, for the tests).
 
@@ -35,8 +38,8 @@ class Case:
     ``inputs(rng, p)``: the arguments (NumPy arrays, in the HLO's parameter order);
     ``numpy(p, *args)``: the eager NumPy computation (an array or a tuple of arrays, in the
     HLO's result order); ``describe(p)``: the size column; ``target``: the largest
-    xlapy/XLA time ratio the issue accepts; ``memory_bound``: the issue's bandwidth target
-    (>= 80% of the measured copy bandwidth) applies; ``rtol``: a result element passes when
+    xlapy/XLA time ratio accepted; ``memory_bound``: the bandwidth target (>= 80% of the
+    measured copy bandwidth) applies; ``rtol``: a result element passes when
     ``|xlapy - numpy| <= rtol * max|numpy|`` (per output).
     """
 
@@ -291,7 +294,7 @@ SORT = Case(
 )
 
 
-# -- issue 14 part A: data-dependent kernels (gather, scatter, select-and-scatter, in place) ----
+# -- data-dependent kernels (gather, scatter, select-and-scatter, in place) ---------------------
 
 def _embedding_inputs(rng, p, grad=False):
     out = [_normal(rng, p["vocab"], p["dim"]),
@@ -403,7 +406,7 @@ DUS_LOOP = Case(
 )
 
 
-# -- issue 14 part B: the sort family and scans ---------------------------------------------------
+# -- the sort family and scans -------------------------------------------------------------------
 
 def _topk_np(p, x):
     order = np.argsort(-x, axis=-1, kind="stable")[..., :p["k"]]
@@ -463,7 +466,7 @@ SORT_KV = Case(
 )
 
 
-# -- issue 14 part D: batched GEMMs, a transformer block, rng-bit-generator --------------- ------------------
+# -- batched GEMMs, a transformer block, rng-bit-generator -----------------------------------------
 
 def _bf16():
     import ml_dtypes
@@ -589,8 +592,7 @@ GEMM_CASES = ("matmul", "matmul_big", "mlp_train", "conv2d", "batched_matmul",
               "batched_matmul_bf16", "cnn_train", "transformer_fwd")
 
 
-# issue 14 part C -------------------------------------------------------------------------------
-# (the executor: a scan whose body holds dots runs in native code; the per-call cost)
+# -- loops holding dots (a scan whose body holds dots runs in native code) and the per-call cost --
 
 
 def _sigmoid(x):
@@ -665,10 +667,10 @@ PER_CALL = Case(
 CASES: dict[str, Case] = {c.name: c for c in (
     ELEMENTWISE, SOFTMAX, LAYERNORM, MATMUL, MATMUL_BIG, MLP_TRAIN, CONV2D, REDUCE_SUM,
     WHILE_SCALAR, WHILE_VECTOR, SORT,
-    EMBEDDING_LOOKUP, EMBEDDING_GRAD, CNN_TRAIN, DUS_LOOP,  # issue 14 part A
-    TOPK, CUMSUM, ARGMAX, SORT_KV,  # issue 14 part B
-    BATCHED_MATMUL, BATCHED_MATMUL_BF16, TRANSFORMER_FWD, RNG_BITS,  # issue 14 part D
-    LSTM_SCAN, PER_CALL,  # issue 14 part C
+    EMBEDDING_LOOKUP, EMBEDDING_GRAD, CNN_TRAIN, DUS_LOOP,  # data-dependent kernels
+    TOPK, CUMSUM, ARGMAX, SORT_KV,  # the sort family and scans
+    BATCHED_MATMUL, BATCHED_MATMUL_BF16, TRANSFORMER_FWD, RNG_BITS,  # batched GEMMs...
+    LSTM_SCAN, PER_CALL,  # loops holding dots, the per-call cost
 )}
 
 #: The compile-time case: the mlp_train module compiled cold (every xlapy cache bypassed;

@@ -19,3 +19,6 @@ def _exact_cpu_numerics(monkeypatch):
 
     monkeypatch.setitem(backend.DEFAULT_OPTIONS, "allow_excess_precision", False)
     monkeypatch.setitem(backend.DEFAULT_OPTIONS, "flush_denormals", False)
+    from xlapy.backends import interpreter  # xlapy run --flush-denormals sets its default too
+
+    monkeypatch.setitem(interpreter.DEFAULT_OPTIONS, "flush_denormals", False)

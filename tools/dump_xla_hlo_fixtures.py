@@ -7,8 +7,9 @@ Usage::
 
 Where ``tools/dump_jax_fixtures.py`` records what jax programs lower to, this script feeds
 XLA hand-written HLO text - ops jax never emits as such (integer ``power`` with arbitrary
-exponents, dynamic-(update-)slice and gather with unsigned start indices of every width) - at
-the edges of their integer semantics. Each module goes through XLA's own parser
+exponents, dynamic-(update-)slice and gather with unsigned start indices of every width,
+complex maximum/minimum, which jax lowers to compares and selects) - at the edges of their
+semantics. Each module goes through XLA's own parser
 (``hlo_module_from_text``), the HLO -> StableHLO import and XLA:CPU's compiler, and runs on
 the CPU client. For every module ``<name>`` it writes ``<name>.hlo`` (the text as given) and
 ``<name>.npz`` (inputs ``arg<i>``, outputs ``out<i>`` of the result flattened depth first; the
@@ -24,6 +25,8 @@ What XLA:CPU does here (jaxlib 0.10.2), which tests/interpreter/test_xla_hlo_fix
   (all bits set), 0 otherwise.
 - dynamic-slice, dynamic-update-slice and gather clamp unsigned start indices by value (a
   u64 start of 2**64 - 1 gives the largest start).
+- complex maximum/minimum compare the real parts only: lhs when lhs.re >= rhs.re (<= for
+  minimum), else rhs - so rhs when either real part is NaN; the imaginary parts never decide.
 - dynamic-update-slice with a start index type too narrow for the largest start (an s8 or
   u8 index into 300 elements, a 16-bit one into 70000) clamps to that largest start
   truncated to the index width (299 -> 43 in 8 bits): the in-place emitter computes the
@@ -139,10 +142,35 @@ def gather_cases():
                text, [np.arange(300, dtype=np.int32), starts])
 
 
+#: Real and imaginary parts of the complex maximum/minimum operands: NaN of both signs,
+#: infinities, signed zeros, ordinary values (no denormals: XLA:CPU compares with them
+#: flushed, a numerics option of its own, docs/numerics.md).
+COMPLEX_PARTS = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.5, -3.0]
+
+
+def complex_minmax_cases():
+    for t, part in (("c64", np.float32), ("c128", np.float64)):
+        f = "f32" if part is np.float32 else "f64"
+        values = np.array(COMPLEX_PARTS, part)
+        re_a, im_a, re_b, im_b = (g.ravel() for g in np.meshgrid(values, values, values,
+                                                                   values, indexing="ij"))
+        n = re_a.size
+        for op in ("maximum", "minimum"):
+            text = (f"HloModule complex_{op}_{t}\n\nENTRY main {{\n"
+                    + "".join(f"  {v} = {f}[{n}] parameter({i})\n"
+                              for i, v in enumerate(("ar", "ai", "br", "bi")))
+                    + f"  a = {t}[{n}] complex(ar, ai)\n  b = {t}[{n}] complex(br, bi)\n"
+                    f"  ROOT r = {t}[{n}] {op}(a, b)\n}}\n")
+            yield (f"complex_{op}_{t}", (f"{op} of {t} over every pair of edge values (real "
+                   f"and imaginary parts: NaN, +-inf, +-0, ordinary)"), text,
+                   [re_a, im_a, re_b, im_b])
+
+
 def all_cases():
     yield from power_cases()
     yield from slice_cases()
     yield from gather_cases()
+    yield from complex_minmax_cases()
 
 
 def run_on_xla(text: str, args: list[np.ndarray]) -> list[np.ndarray]:

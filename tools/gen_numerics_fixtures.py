@@ -42,6 +42,12 @@ def _programs():
     rng = np.random.default_rng(17)
     x = rng.standard_normal((16, 128)).astype(bf16)
     w = rng.standard_normal((128, 16)).astype(bf16)
+    rows = rng.standard_normal((64, 256)).astype(bf16)
+
+    def layernorm_gelu(x):
+        m = jnp.mean(x, axis=-1, keepdims=True)
+        v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+        return jax.nn.gelu((x - m) * jax.lax.rsqrt(v + 1e-5))
     progs = {  # name -> (function, args, excess-precision program?)
         "bf16_softmax": (lambda x: jax.nn.softmax(x, axis=-1), (x,), True),
         "bf16_chain_to_f32": (lambda x: (x * x + x).astype(jnp.float32) * 3, (x,), True),
@@ -49,6 +55,9 @@ def _programs():
         "bf16_dot_to_f32": (lambda x, w: (x @ w).astype(jnp.float32), (x, w), True),
         "bf16_explicit_roundtrip": (
             lambda x: jnp.sin(x.astype(jnp.float32)).astype(bf16).astype(jnp.float32), (x,), True),
+        # XLA:CPU's reduction library skips the bf16 rounding of the squares before the
+        # variance's f32 sum, with excess precision off too (docs/numerics.md)
+        "bf16_layernorm_gelu": (layernorm_gelu, (rows,), True),
     }
 
     def denormal_ops(x):

@@ -41,7 +41,7 @@ from xlapy.hlo.module_data import (
     read_frontend_attributes,
 )
 from xlapy.hlo.opcodes import ASYNC_OPCODES, OPCODE_NAMES
-from xlapy.opdefs import get_opdef, make_instruction
+from xlapy.opdefs import get_opdef, make_instruction, result_shape
 from xlapy.opdefs.registry import RESULT_ACCURACY
 from xlapy.shape import dtypes
 from xlapy.shape.text import MAX_RECURSION_DEPTH, Scanner, read_shape
@@ -49,7 +49,10 @@ from xlapy.shape.text import MAX_RECURSION_DEPTH, Scanner, read_shape
 _NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 _OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
 _ATTR_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
-_SHAPE_START = re.compile(r"\(|([a-z][a-z0-9]*)\[")
+# A shape: a tuple's '(', a buffer's 'b(' (group 1) or an array's type name and '[' (group 2).
+_SHAPE_START = re.compile(r"\(|(b)(?:[ \t\n\r]|/\*.*?\*/)*\(|([a-z][a-z0-9]*)\[", re.DOTALL)
+# What the lexer skips whole (strings, comments) and braces: pairing an inline computation's.
+_BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|/\*.*?\*/|//[^\n\r]*|[{}]', re.DOTALL)
 # Words XLA's lexer reserves (hlo_lexer.cc), and type names other than tuple: without a
 # '%' sigil they cannot name an instruction or computation.
 _KEYWORDS = frozenset({
@@ -118,6 +121,10 @@ class _Parser:
         self.computation_pos: dict[str, int] = {}  # where each computation name is defined
         self.scope_pos: dict[str, int] = {}  # where each instruction name of the scope is
         self._positions: dict[int, int] = {}  # id(instruction) -> where its text starts
+        # Inline computations met by the attributes of the instruction being read: (the
+        # computation, where its body starts), read once its attributes are (see _rhs).
+        self._inline: list[tuple[Computation, int]] | None = None
+        self._braces: dict[int, int] | None = None  # '{' position -> its '}' (see _skip_body)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -153,7 +160,7 @@ class _Parser:
         sc.skip()
         pos = sc.pos
         if sc.peek() == "{":
-            return self._inline_computation()
+            return self._inline_computation_ref()
         m = sc.peek_re(_NAME)
         if not m:
             self.error(f"expected a computation name, found {sc.describe_next()}")
@@ -266,10 +273,10 @@ class _Parser:
         sc.skip()
         start = sc.pos
         m = _SHAPE_START.match(sc.text, sc.pos)
-        if m and (m.group(0) == "(" or dtypes.is_type_name(m.group(1))):
-            instr = self.instruction_rhs(comp, "_", start, allow_attributes=True)
+        if _is_shape_start(m):
+            instr = self._drive(self._rhs(comp, "_", start, allow_attributes=True))
         else:
-            instr, _ = self.instruction(comp)
+            instr, _ = self._drive(self.instruction(comp))
         if not sc.at_end():
             self.error("Expected eof after parsing single instruction. Did you mean to write an "
                        "HLO module and forget the \"HloModule\" header?")
@@ -407,7 +414,7 @@ class _Parser:
         signature = None
         if sc.peek() == "(":
             signature = self._skip_signature()
-        comp = self._instruction_list(name, name_pos)
+        comp = self._drive(self._instruction_list(name, name_pos))
         if signature is not None and not signature[0].compatible(comp.root.shape):
             self.error(f"Shape of computation {name}, {signature[0].to_string(False)}, is not "
                        f"compatible with that of its root instruction {comp.root.name}, "
@@ -422,11 +429,12 @@ class _Parser:
         self.module_.add_computation(comp, entry=is_entry, uniquify=False)
         return comp, is_entry
 
-    def _instruction_list(self, name: str, name_pos: int) -> Computation:
-        """``{ instruction... }``: a computation's body, in a scope of its own."""
+    def _instruction_list(self, name: str, name_pos: int, comp: Computation | None = None):
+        """``{ instruction... }``: a computation's body, in a scope of its own (a reading
+        generator, see _drive; into ``comp`` when given)."""
         sc = self.sc
         sc.expect("{", f"to start computation '{name}'")
-        comp = Computation(name)
+        comp = Computation(name) if comp is None else comp
         self.scope = {}
         self.scope_pos = {}
         self.scopes += 1
@@ -437,7 +445,7 @@ class _Parser:
                 self.error(f"expected '}}' to end computation '{name}', found end of input")
             sc.skip()
             instr_pos = sc.pos
-            instr, is_root = self.instruction(comp)
+            instr, is_root = yield from self.instruction(comp)
             last = instr
             if is_root:
                 if root is not None:
@@ -450,16 +458,67 @@ class _Parser:
         self.scopes -= 1
         return comp
 
-    def _inline_computation(self) -> Computation:
+    def _inline_computation_ref(self) -> Computation:
         """``to_apply={ ... }``: a computation written where it is used, named ``_`` (made
-        unique with the others at the end), as XLA's ParseHloComputation does."""
+        unique with the others at the end), as XLA's ParseHloComputation does. Read by an
+        instruction's attributes, it is skipped and returned empty: the instruction reads
+        its body once its attributes are read (_rhs), so that nesting costs no Python
+        stack. (A body whose braces do not close is read at once, for its error.)"""
+        sc = self.sc
+        sc.skip()
+        start = sc.pos
+        comp = Computation("_")
+        end = self._skip_body(start) if self._inline is not None else None
+        if end is None:
+            self._drive(self._inline_body(comp, start))
+        else:
+            self._inline.append((comp, start))
+            sc.pos = end
+        return comp
+
+    def _inline_body(self, comp: Computation, start: int):
+        """Reads the body of an inline computation at ``start`` into ``comp`` (a reading
+        generator) and adds it to the module."""
         saved = self.scope, self.scope_pos
+        self.sc.pos = start
         self._nest()
-        comp = self._instruction_list("_", self.sc.pos)
+        yield from self._instruction_list("_", start, comp)
         self.depth -= 1
         self.scope, self.scope_pos = saved
         self.module_.add_computation(comp, uniquify=False)
         return comp
+
+    def _skip_body(self, start: int) -> int | None:
+        """The position after the ``}`` closing the ``{`` at ``start`` (strings and comments
+        skipped as the lexer skips them), or None when it does not close. The pairs of the
+        whole text are found in one pass, the first time one is asked for."""
+        if self._braces is None:
+            self._braces, stack = {}, []
+            for m in _BRACE_TOKENS.finditer(self.sc.text):
+                if m.group() == "{":
+                    stack.append(m.start())
+                elif m.group() == "}" and stack:
+                    self._braces[stack.pop()] = m.end()
+        return self._braces.get(start)
+
+    def _drive(self, gen):
+        """Runs a reading generator and every nested one it asks for: a generator that meets
+        a nested operand or an inline computation's body yields the generator reading it and
+        is sent its result. The nested ones are kept on a list, not on Python's stack, so
+        the depth a text may nest is bounded by max_recursion_depth and memory only."""
+        stack = [gen]
+        value = None
+        while True:
+            try:
+                request = stack[-1].send(value)
+            except StopIteration as done:
+                stack.pop()
+                if not stack:
+                    return done.value
+                value = done.value
+                continue
+            stack.append(request)
+            value = None
 
     def _skip_signature(self):
         """``(p0: f32[2], p1: s32[]) -> f32[2]``: checked for syntax; the parameters'
@@ -482,7 +541,9 @@ class _Parser:
 
     # -- instructions ----------------------------------------------------------------------
 
-    def instruction(self, comp: Computation) -> tuple[Instruction, bool]:
+    def instruction(self, comp: Computation):
+        """``[ROOT] name = rhs`` (a reading generator giving the instruction and whether it
+        is the root)."""
         sc = self.sc
         is_root = False
         if sc.peek_ident() == "ROOT":
@@ -498,18 +559,20 @@ class _Parser:
         if not sc.eat("="):
             self.error(f"expects '=' in instruction (after the name '{name}'), found "
                        f"{sc.describe_next()}")
-        instr = self.instruction_rhs(comp, name, start, allow_attributes=True)
+        instr = yield self._rhs(comp, name, start, allow_attributes=True)
         self.scope[name] = instr
         self.scope_pos[name] = start
         return instr, is_root
 
-    def instruction_rhs(self, comp: Computation, name: str, start: int,
-                        allow_attributes: bool) -> Instruction:
+    def _rhs(self, comp: Computation, name: str, start: int, allow_attributes: bool):
+        """``[shape] opcode(operands), attributes`` (a reading generator giving the
+        instruction; its nested operands and inline computations are read by generators it
+        yields, see _drive)."""
         sc = self.sc
         shape = None
         sc.skip()
         m = _SHAPE_START.match(sc.text, sc.pos)
-        if m and (m.group(0) == "(" or dtypes.is_type_name(m.group(1))):
+        if _is_shape_start(m):
             shape = self._shape()
         sc.skip()
         op_pos = sc.pos
@@ -547,7 +610,7 @@ class _Parser:
                 values[spec.name] = spec.kind.read(sc, self)
             sc.expect(")", f"to end the operands of {opcode}")
         else:
-            operands = self.operands(comp)
+            operands = yield from self.operands(comp)
         # Which schema each attribute key belongs to: the opcode's own; for sugar, the
         # wrapped op's keys go to it (custom-call-start's output_to_operand_aliasing is the
         # custom-call's, as in XLA) and the async op keeps its thread and aliasing.
@@ -563,7 +626,18 @@ class _Parser:
         excluded = frozenset()
         if opcode == "conditional" and operands:
             excluded = self._conditional_keys(operands[0].shape)
-        parts, data = self._attributes(comp, m.group(0), tables, allow_attributes, excluded)
+        outer, self._inline = self._inline, []
+        try:
+            parts, data = self._attributes(comp, m.group(0), tables, allow_attributes,
+                                           excluded)
+            inline = self._inline
+        finally:
+            self._inline = outer
+        if inline:  # the bodies of the inline computations the attributes named
+            end = sc.pos
+            for called, body in inline:
+                yield self._inline_body(called, body)
+            sc.pos = end
         values.update(self._assemble(opdef, parts[-1], start))
         if opcode in ASYNC_OPCODES:
             self._check_async(opcode, wrapped, shape, operands, values, start, op_pos)
@@ -748,14 +822,11 @@ class _Parser:
         if operands == root.operands and result is root.shape:
             return
         try:
-            new = make_instruction(root.opcode, operands, dict(root.attrs.items()), shape=result,
-                                   name=root.name, check_shape=self.verify,
-                                   metadata=root.metadata,
-                                   frontend_attributes=root.frontend_attributes,
-                                   sharding=root.sharding, backend_config=root.backend_config,
-                                   extras=root.extras)
+            result = result_shape(root.opcode, operands, dict(root.attrs.items()), result,
+                                  check_shape=self.verify)
         except XlaError as e:
             self.error(f"{opcode}: binding the wrapped {root.opcode} late: {e}", start)
+        new = root.clone(operands, shape=result)
         for op in root.operands:
             if id(root) in op._user_ids:
                 op._drop_user(root)
@@ -843,24 +914,26 @@ class _Parser:
         else:  # statistics, origin: carried through as text
             data.setdefault("extras", {})[key] = read_balanced(sc)
 
-    def operands(self, comp: Computation) -> list[Instruction]:
+    def operands(self, comp: Computation):
+        """The operands up to ``)`` (a reading generator giving the list)."""
         sc = self.sc
         out: list[Instruction] = []
         if sc.eat(")"):
             return out
         while True:
-            out.append(self.operand(comp))
+            out.append((yield from self.operand(comp)))
             if sc.eat(")"):
                 return out
             sc.expect(",", "or ')' in the operand list")
 
-    def operand(self, comp: Computation) -> Instruction:
+    def operand(self, comp: Computation):
+        """One operand: a name or a nested instruction (a reading generator giving it)."""
         sc = self.sc
         sc.skip()
         start = sc.pos
         shape = None
         m = _SHAPE_START.match(sc.text, sc.pos)
-        if m and (m.group(0) == "(" or dtypes.is_type_name(m.group(1))):
+        if _is_shape_start(m):
             shape = self._shape()
         sc.skip()
         after_shape = sc.pos
@@ -906,9 +979,15 @@ class _Parser:
         # nested anonymous instruction: [shape] opcode(operands)
         sc.pos = start
         self._nest()
-        instr = self.instruction_rhs(comp, "", start, allow_attributes=False)
+        instr = yield self._rhs(comp, "", start, allow_attributes=False)
         self.depth -= 1
         return instr
+
+
+def _is_shape_start(m: re.Match | None) -> bool:
+    """Whether a _SHAPE_START match opens a shape (a tuple, a buffer or an array type)."""
+    return m is not None and (m.group(0) == "(" or m.group(1) is not None
+                              or dtypes.is_type_name(m.group(2)))
 
 
 def _set_thread(comp: Computation, thread: str) -> None:

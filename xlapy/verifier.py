@@ -9,7 +9,11 @@ own; the entry computation layout matches the entry computation; channel ids pai
 send/recv with their -done halves; operands do not mix floating-point precisions unless
 allowed (XLA's allow_mixed_precision, false by default); a sharding fits its instruction's
 shape (HloSharding::Validate); every instruction carries its opcode's attribute schema (it was
-made by ``make_instruction`` or cloned from one that was). Messages show the failing
+made by ``make_instruction`` or cloned from one that was); buffer shapes (``b(...)``) appear
+only where XLA's VerifyBuffers allows them (the Pin, Unpin and CreateBuffer custom calls,
+custom calls aliasing each buffer operand to one result, dynamic-update-slice into a buffer,
+tuples, get-tuple-element, while, parameters of non-entry computations; XLA's count of a
+buffer's writers is not made). Messages show the failing
 instruction with its operands and users.
 
 Sits above the op definitions (XLA's xla/service/hlo_verifier): imports the IR, its printer
@@ -151,8 +155,117 @@ def verify_module(module: Module, *, allow_mixed_precision: bool = False) -> Non
             instr_names[instr.name] = comp
     for comp in module.computations:
         verify_computation(comp, allow_mixed_precision=allow_mixed_precision)
+    _verify_buffers(module)
     _verify_entry_layout(module)
     _verify_channels(module)
+
+
+# -- buffers (XLA's VerifyBuffers) -------------------------------------------------------------
+
+
+def _has_buffer(shape) -> bool:
+    return any(leaf.is_buffer() for _, leaf in shape.leaves())
+
+
+def _no_buffers(instr: Instruction, shapes) -> None:
+    for shape in shapes:
+        if _has_buffer(shape):
+            _fail(instr, f"Seen buffers while buffers aren't allowed in this context: "
+                         f"{instr.opcode} %{instr.name}")
+
+
+def _verify_buffers(module: Module) -> None:
+    """Where buffer shapes may appear: as XLA's VerifyBuffers (layout-insensitive)."""
+    from xlapy.hlo.opcodes import ASYNC_OPCODES
+
+    asynchronous = {id(i.attrs["calls"]) for i in module.instructions()
+                    if i.opcode == "async-start" and i.attrs.get("calls") is not None}
+    for comp in module.computations:
+        if id(comp) in asynchronous:  # only the wrapped custom call, if it is one
+            if comp.root.opcode == "custom-call":
+                _verify_buffer_custom_call(comp.root)
+            continue
+        for instr in comp.instructions:
+            op = instr.opcode
+            if op in ASYNC_OPCODES or (op == "call" and "_xla_stream_annotation"
+                                       in instr.frontend_attributes):
+                continue
+            operands = [o.shape for o in instr.operands]
+            if op == "custom-call":
+                _verify_buffer_custom_call(instr)
+            elif op == "parameter":
+                if comp is module.entry:
+                    _no_buffers(instr, [instr.shape])
+            elif op == "dynamic-update-slice":
+                if operands[0].is_buffer():
+                    _no_buffers(instr, operands[1:])
+                    if not instr.shape.is_buffer():
+                        _fail(instr, "DynamicUpdateSlice result must be a buffer if operand 0 "
+                                     "is a buffer")
+                else:
+                    _no_buffers(instr, [instr.shape, *operands])
+            elif op not in ("get-tuple-element", "tuple", "while"):
+                _no_buffers(instr, [instr.shape, *operands])
+
+
+def _verify_buffer_custom_call(instr: Instruction) -> None:
+    """XLA's VerifyPin / VerifyCreateBuffer / VerifyUnpin, and for other custom calls:
+    every buffer operand and result is in exactly one output_to_operand_aliasing pair."""
+    target = instr.attrs.get("custom_call_target")
+    aliasing = instr.attrs.get("output_to_operand_aliasing") or ()
+    operands = [o.shape for o in instr.operands]
+    if target == "Pin":
+        if len(operands) != 1 or not operands[0].is_array() or operands[0].is_buffer():
+            _fail(instr, "custom-call to Pin must have one array non-buffer operand")
+        if not instr.shape.is_buffer():
+            _fail(instr, "custom-call to Pin must have one buffer result")
+        if not operands[0].equal(instr.shape.buffer_shape(), ignore_layout=True):
+            _fail(instr, "custom-call to Pin must have the same shape as the operand")
+        if len(aliasing) != 1:
+            _fail(instr, "custom-call to Pin must have one output-to-operand aliasing")
+        return
+    if target == "CreateBuffer":
+        if operands:
+            _fail(instr, "custom-call to CreateBuffer can't have an operand")
+        if not instr.shape.is_buffer():
+            _fail(instr, "custom-call to CreateBuffer must have one buffer result")
+        return
+    if target == "Unpin":
+        if len(operands) != 1 or not operands[0].is_buffer():
+            _fail(instr, "custom-call to Unpin must have one buffer operand")
+        if not instr.shape.is_array() or instr.shape.is_buffer():
+            _fail(instr, "custom-call to Unpin must have one array non-buffer result")
+        if not operands[0].buffer_shape().equal(instr.shape, ignore_layout=True):
+            _fail(instr, "custom-call to Unpin must have the same shape as the operand")
+        if len(aliasing) != 1:
+            _fail(instr, "custom-call to Unpin must have one output-to-operand aliasing")
+        return
+    by_operand: dict = {}
+    by_output: dict = {}
+    for output_index, operand_part in aliasing:
+        by_operand[operand_part] = by_operand.get(operand_part, 0) + 1
+        by_output[tuple(output_index)] = by_output.get(tuple(output_index), 0) + 1
+    for n, shape in enumerate(operands):
+        for index, leaf in shape.leaves():
+            if not leaf.is_buffer():
+                continue
+            count = by_operand.get((n, index), 0)
+            if count == 0:
+                _fail(instr, f"buffer is used in operands but not in results: operand {n} "
+                             f"ShapeIndex {{{','.join(map(str, index))}}}")
+            if count > 1:
+                _fail(instr, f"buffer is used in results multiple times: operand {n} "
+                             f"ShapeIndex {{{','.join(map(str, index))}}}")
+    for index, leaf in instr.shape.leaves():
+        if not leaf.is_buffer():
+            continue
+        count = by_output.get(index, 0)
+        if count == 0:
+            _fail(instr, f"buffer is used in results but not in operands: "
+                         f"{{{','.join(map(str, index))}}}")
+        if count > 1:
+            _fail(instr, f"buffer is used in operands multiple times: "
+                         f"{{{','.join(map(str, index))}}}")
 
 
 def _verify_entry_layout(module: Module) -> None:

@@ -52,6 +52,20 @@ def test_inputs_and_outputs_npz(tmp_path, capsys):
     assert "f32[3] {2, 4, 6}" in printed and "bf16[2] {-1.5, 2}" in printed
 
 
+def test_a_glob_skips_directories(tmp_path, capsys):
+    """An XLA dump folder holds a subdirectory per module: a glob that picks one skips it as
+    it skips any file holding no module; a directory named on the command line is an error."""
+    (tmp_path / "a.hlo").write_text(ADD)
+    (tmp_path / "module_0001").mkdir()
+    assert main(["run", f"{tmp_path}/*", "--backend", "interpreter", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert f"skipped {tmp_path}/module_0001: not an HLO module (a directory)" in captured.out
+    assert f"== {tmp_path}/a.hlo" in captured.out and captured.err == ""
+    assert main(["run", str(tmp_path / "module_0001")]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"xlapy run: error: {tmp_path}/module_0001: not an HLO module (a directory)")
+
+
 def test_random_inputs_are_deterministic(tmp_path, capsys):
     module = tmp_path / "m.hlo"
     module.write_text(ADD)

@@ -121,6 +121,23 @@ def test_opt_help_and_list_show_every_pass_with_a_description():
     assert listed.strip() in help_passes
 
 
+def test_opt_help_says_which_passes_are_exact():
+    """The passes that change results are named as such, not covered by 'every pass is
+    exact'."""
+    text = " ".join(run_cli("opt", "--help").stdout.split())
+    assert "Every pass is exact" not in text
+    assert ("Every pass but spmd-partition and excess-precision is exact: the printed module "
+            "computes the same bits as the input") in text
+    assert "excess-precision gives XLA:CPU's answers" in text
+
+
+def test_layout_png_help_names_the_converter_it_uses_first():
+    text = " ".join(run_cli("layout", "--help").stdout.split())
+    png = text[text.index("--png FILE"):]
+    assert png.index("resvg-py") < png.index("rsvg-convert")
+    assert "pip install 'xlapy[pictures]'" in png
+
+
 def test_version_names_libraries_blas_and_cpu():
     proc = run_cli("--version")
     assert proc.returncode == 0, proc.stderr

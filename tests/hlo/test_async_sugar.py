@@ -18,6 +18,7 @@ from xlapy.hlo.async_chain import (
     is_async_computation,
     split_async_sugar,
 )
+from xlapy.hlo.ir import Instruction
 from xlapy.hlo.printer import HloPrintOptions, async_sugar_opcode, module_to_string
 from xlapy.parser import parse_hlo_module
 from xlapy.verifier import verify_module
@@ -232,6 +233,32 @@ def test_late_bound_update_adds_operands():
     comp = async_wrapped_computation(update)
     assert str(comp.root.shape) == "s32[1024]{0}"  # the output the update bound
     assert comp.execution_thread == "parallel_thread"
+
+
+def test_late_binding_copies_the_wrapped_op_with_instruction_clone(monkeypatch):
+    """The wrapped op bound late is the old one copied by Instruction.clone (the one place an
+    instruction's fields are copied) on the new operands and shape: every field kept."""
+    text = ACCEPTED["DesugarParsingTest_CustomCall_LateBinding"].replace(
+        'async_execution_thread="parallel_thread"',
+        'async_execution_thread="parallel_thread", backend_config="cfg", '
+        'frontend_attributes={k="v"}, metadata={op_name="op"}')
+    cloned = []
+    clone = Instruction.clone
+
+    def recording_clone(self, *args, **kwargs):
+        copy = clone(self, *args, **kwargs)
+        cloned.append((self, copy))
+        return copy
+
+    monkeypatch.setattr(Instruction, "clone", recording_clone)
+    module = parse_hlo_module(text)
+    root = async_wrapped_computation(module.entry.root).root
+    old = next(old for old, copy in cloned if copy is root)
+    assert (len(old.operands), len(root.operands)) == (0, 2)
+    assert (str(old.shape), str(root.shape)) == ("()", "s32[1024]{0}")
+    assert root.backend_config == "cfg" and root.frontend_attributes == {"k": "v"}
+    assert root.metadata.op_name == "op" and root.attr_specs == old.attr_specs
+    assert root.attrs["custom_call_target"] == "foo"
 
 
 @pytest.mark.parametrize("text,wrapped", [

@@ -3,6 +3,7 @@ pairs, slice sizes, the single ``dimensions={d}``, channel handles and group mod
 Texts are XLA-printed ones from hlo_parser_test.cc; iota expansions follow
 replica_group_test.cc / tile_assignment_test.cc."""
 
+import numpy as np
 import pytest
 
 from xlapy.errors import InvalidArgumentError, ParseError
@@ -137,8 +138,14 @@ def test_iota_constructor_errors():
         IotaReplicaGroupList(2, 2, (8,), (0,))
     with pytest.raises(InvalidArgumentError, match=r"T\(0,0\) must be a permutation of 0..1"):
         IotaReplicaGroupList(2, 2, (2, 2), (0, 0))
-    with pytest.raises(InvalidArgumentError, match="num_devices_per_group must be an integer >= 1"):
+    with pytest.raises(InvalidArgumentError, match="num_devices_per_group must be >= 1, got 0"):
         IotaReplicaGroupList(2, 0)
+    with pytest.raises(InvalidArgumentError,
+                       match="num_replica_groups must be an integer, got 2.0"):
+        IotaReplicaGroupList(2.0, 2)
+    with pytest.raises(InvalidArgumentError,
+                       match=rf"reshape_dims\[0\] must fit in 64 bits \(int64\), got {2**70}"):
+        IotaReplicaGroupList(2, 2, (2**70,), (0,))
 
 
 # -- replica groups: malformed text ---------------------------------------------------------------
@@ -193,10 +200,15 @@ def test_replica_groups_from_python_values():
 def test_replica_groups_from_bad_values():
     with pytest.raises(InvalidArgumentError, match="must be a list of replica groups"):
         replica_groups_from(3)
-    with pytest.raises(InvalidArgumentError, match="replica ids must be integers"):
+    group = r"CollectiveDeviceList: groups\[0\] \(a replica group\) must be"
+    with pytest.raises(InvalidArgumentError, match=group + r" a list of integers, got \[0, 1.5\]"):
         replica_groups_from([[0, 1.5]])
-    with pytest.raises(InvalidArgumentError, match="each replica group must be a list of ids"):
+    with pytest.raises(InvalidArgumentError, match=group + " a list of integers, got 0"):
         replica_groups_from([0, 1])
+    with pytest.raises(InvalidArgumentError, match=group + " a list of integers, got '01'"):
+        replica_groups_from(["01"])
+    with pytest.raises(InvalidArgumentError, match=r"\(a replica group\)\[1\] must fit in 64 bits"):
+        replica_groups_from([[0, 2**70]])
     with pytest.raises(ParseError, match="iota size 3 does not match"):
         replica_groups_from("[2,2]<=[3]")
 
@@ -217,14 +229,34 @@ def test_source_target_pairs_errors():
     with pytest.raises(ParseError, match=r"expected '\{' to start an integer list"):
         read(SOURCE_TARGET_PAIRS, "{0,1}")
     assert SOURCE_TARGET_PAIRS.check([(0, 1), [1, 0]], "w") == ((0, 1), (1, 0))
-    with pytest.raises(InvalidArgumentError, match=r"must be a list of \(source, target\) pairs"):
-        SOURCE_TARGET_PAIRS.check([(0, 1, 2)], "collective-permute: attribute 'source_target_pairs'")
+    where = "collective-permute: attribute 'source_target_pairs'"
+    with pytest.raises(InvalidArgumentError, match=r"'source_target_pairs' must be a list of "
+                                                   r"\(source, target\) pairs, got \(0, 1, 2\) "
+                                                   r"at index 0"):
+        SOURCE_TARGET_PAIRS.check([(0, 1, 2)], where)
+    with pytest.raises(InvalidArgumentError, match=r"'source_target_pairs'\[0\] must be a list of "
+                                                   r"integers, got \(0, '1'\)"):
+        SOURCE_TARGET_PAIRS.check([(0, "1")], where)
 
 
 @pytest.mark.parametrize("text", ["{{128,32}}", "{{1,8,128},{1,8,128}}",
                                   "{{1,8,128},{1,8,128},{2,8,128},{2,8,128}}"])
 def test_slice_sizes_round_trip(text):
     assert SLICE_SIZES.to_text(read(SLICE_SIZES, text)) == text
+
+
+def test_slice_sizes_check_integers():
+    assert SLICE_SIZES.check([(1, 8), [np.int32(2)]], "w") == ((1, 8), (2,))
+    where = "collective-permute: attribute 'slice_sizes'"
+    with pytest.raises(InvalidArgumentError, match=rf"'slice_sizes'\[1\]\[0\] must fit in 64 bits "
+                                                   rf"\(int64\), got {2**70}"):
+        SLICE_SIZES.check([(1, 8), (2**70,)], where)
+    with pytest.raises(InvalidArgumentError, match=r"'slice_sizes'\[0\] must be a list of "
+                                                   r"integers, got \(1, 2.5\)"):
+        SLICE_SIZES.check([(1, 2.5)], where)
+    with pytest.raises(InvalidArgumentError, match=r"'slice_sizes' must be a list of integer "
+                                                   r"lists, got 3 at index 0"):
+        SLICE_SIZES.check([3], where)
 
 
 def test_single_dimension():
@@ -239,6 +271,8 @@ def test_single_dimension():
         read(SINGLE_DIMENSION, "{0,1}")
     with pytest.raises(InvalidArgumentError, match="must be one dimension number"):
         SINGLE_DIMENSION.check((0, 1), "all-gather: attribute 'dimensions'")
+    with pytest.raises(InvalidArgumentError, match="'dimensions' must fit in 64 bits"):
+        SINGLE_DIMENSION.check((2**70,), "all-gather: attribute 'dimensions'")
 
 
 # -- channels and group modes --------------------------------------------------------------------

@@ -2,6 +2,7 @@
 byte for byte (texts from xla/hlo/parser/hlo_parser_test.cc), malformed texts raise
 ParseError with a caret, and Python values normalise."""
 
+import numpy as np
 import pytest
 
 from xlapy.errors import InvalidArgumentError, ParseError
@@ -62,12 +63,31 @@ def test_slice_malformed(text, message):
 
 
 def test_slice_check_rejects_bad_values():
-    with pytest.raises(InvalidArgumentError, match="each range must be"):
+    ranges = r"slice: attribute 'slice' must be a list of \(start, limit\) or \(start, limit, " \
+             r"stride\) ranges, got "
+    with pytest.raises(InvalidArgumentError, match=ranges + r"\(1,\) at index 0"):
         SLICE_RANGES.check([(1,)], "slice: attribute 'slice'")
     with pytest.raises(InvalidArgumentError, match="one entry per dimension"):
         SliceRanges((1, 2), (3,), (1, 1))
-    with pytest.raises(InvalidArgumentError, match="must be SliceRanges"):
+    with pytest.raises(InvalidArgumentError, match=ranges + "3"):
         SLICE_RANGES.check(3, "slice: attribute 'slice'")
+    with pytest.raises(InvalidArgumentError, match=r"'slice'\[0\] must be a list of integers, "
+                                                   r"got \(0, 2.5\)"):
+        SLICE_RANGES.check([(0, 2.5)], "slice: attribute 'slice'")
+
+
+@pytest.mark.parametrize("starts,limits,strides,message", [
+    ((0.7,), (2,), (1,), r"SliceRanges: starts must be a list of integers, got \(0.7,\)"),
+    (("1",), (2,), (1,), r"SliceRanges: starts must be a list of integers, got \('1',\)"),
+    ((0,), (2**70,), (1,), rf"SliceRanges: limits\[0\] must fit in 64 bits \(int64\), got {2**70}"),
+    ((0,), (2,), (True,), r"SliceRanges: strides must be a list of integers, got \(True,\)"),
+    ((0,), (2,), 1, r"SliceRanges: strides must be a list of integers, got 1"),
+])
+def test_slice_ranges_take_integers_only(starts, limits, strides, message):
+    """A float, a string, a bool or more than 64 bits is refused, never truncated."""
+    with pytest.raises(InvalidArgumentError, match=message):
+        SliceRanges(starts, limits, strides)
+    assert SliceRanges((np.int64(0),), (2,), (1,)).to_text() == "{[0:2]}"
 
 
 # -- padding --------------------------------------------------------------------------------

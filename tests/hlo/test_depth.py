@@ -165,6 +165,97 @@ def test_builder_build_copies_a_deep_call_chain():
     verify_module(built)
 
 
+# -- nested operands and inline computations -------------------------------------------------------
+
+
+def nested_operands_text(levels: int) -> str:
+    """An instruction whose operand nests ``levels`` deep as the limit counts it: levels - 1
+    nested operands, each in the one before, and the innermost one's shape."""
+    expr = "p"
+    for _ in range(levels):
+        expr = f"f32[] negate({expr})"
+    return f"HloModule m\nENTRY e {{\n  p = f32[] parameter(0)\n  ROOT r = {expr}\n}}\n"
+
+
+def inline_computations_text(levels: int) -> str:
+    """A map whose to_apply={...} nests ``levels`` deep as the limit counts it: levels - 1
+    inline computations, each in the one before, and the innermost root's shape."""
+    body = "a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)"
+    for _ in range(levels - 2):
+        body = ("a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] map(a, b), "
+                "dimensions={}, to_apply={" + body + "}")
+    return ("HloModule m\nENTRY e {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+            " ROOT r = f32[] map(x, y), dimensions={}, to_apply={" + body + "}\n}\n")
+
+
+@pytest.mark.parametrize("text_of", [nested_operands_text, inline_computations_text])
+def test_nesting_is_bounded_by_max_recursion_depth_not_by_pythons_stack(text_of):
+    """The parser keeps the nested readers on a list of its own, not on Python's stack: the
+    limit is max_recursion_depth's, exactly."""
+    for levels in (MAX_RECURSION_DEPTH - 1, MAX_RECURSION_DEPTH):
+        module = parse_hlo_module(text_of(levels))
+        verify_module(module)
+    with pytest.raises(ParseError, match="maximum recursion depth exceeded"):
+        parse_hlo_module(text_of(MAX_RECURSION_DEPTH + 1))
+    assert sys.getrecursionlimit() <= 1000  # put back
+
+
+@pytest.mark.parametrize("text_of", [nested_operands_text, inline_computations_text])
+def test_a_raised_max_recursion_depth_holds_at_several_thousand(text_of):
+    levels = 5000
+    text = text_of(levels)
+    module = parse_hlo_module(text, max_recursion_depth=levels)
+    if text_of is nested_operands_text:  # one instruction per nested operand
+        assert len(module.entry.instructions) == levels + 1
+    else:  # one computation per inline one (levels - 1)
+        assert len(module.computations) == levels  # and the entry
+    with pytest.raises(ParseError, match="maximum recursion depth exceeded"):
+        parse_hlo_module(text, max_recursion_depth=levels - 1)
+    assert sys.getrecursionlimit() <= 1000
+
+
+def test_inline_computation_bodies_pair_braces_as_the_lexer_reads():
+    """An inline body is read after its instruction's attributes: its closing brace is found
+    past braces in strings and comments; a body that does not close gives the error inside."""
+    text = """HloModule m
+ENTRY e {
+  x = f32[] parameter(0)
+  ROOT r = f32[] call(x), to_apply={ /* { */ // {
+    a = f32[] parameter(0), frontend_attributes={k="}{"}
+    ROOT c = f32[] custom-call(a), custom_call_target="t", backend_config="{{{"
+  }, frontend_attributes={after="}"}
+}
+"""
+    module = parse_hlo_module(text)
+    root = module.entry.root
+    callee = root.called_computations()[0]
+    assert callee.root.backend_config == "{{{" and root.frontend_attributes == {"after": "}"}
+    assert module.computations[0] is callee
+    with pytest.raises(ParseError, match="expected '}' to end computation"):
+        parse_hlo_module(text.replace('"{{{"\n  }', '"{{{"\n'))
+
+
+def test_deep_texts_parse_at_once_from_several_threads():
+    import threading
+
+    results, errors = [], []
+
+    def parse(levels):
+        try:
+            results.append(len(parse_hlo_module(nested_operands_text(levels),
+                                                max_recursion_depth=levels).entry.instructions))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=parse, args=(n,)) for n in (2000, 3000, 400, 2500)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and sorted(results) == [401, 2001, 2501, 3001]
+    assert sys.getrecursionlimit() <= 1000
+
+
 # -- literals -------------------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ import random
 import numpy as np
 import pytest
 
+from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.sharding import HloSharding, TileAssignment, parse_sharding
 from xlapy.parser import parse_hlo_module
 from xlapy.shape import parse_shape
@@ -174,3 +175,29 @@ def test_equality_ignores_metadata_and_form():
     assert a != parse_sharding("{devices=[2,2]0,2,1,3}")
     assert HloSharding.partial_tile(TileAssignment.from_array(np.array([[1, 0], [3, 2]]))) \
         == parse_sharding("{devices=[2,2]<=[4] last_tile_dim_replicate}")
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: TileAssignment.from_array([[0.5, 1]]),
+     r"TileAssignment: devices must be a list of integers, got \[0.5, 1.0\]"),
+    (lambda: TileAssignment.from_array(np.array([True, False])),
+     r"TileAssignment: devices must be a list of integers, got \[True, False\]"),
+    (lambda: TileAssignment.from_array([2**70]),
+     rf"TileAssignment: devices\[0\] must fit in 64 bits \(int64\), got {2**70}"),
+    (lambda: TileAssignment.make_iota((2, 2.0)),
+     r"TileAssignment: dims must be a list of integers, got \(2, 2.0\)"),
+    (lambda: TileAssignment.make_iota((4,), (2, 2), ("1", "0")),
+     r"TileAssignment: transpose perm must be a list of integers, got \('1', '0'\)"),
+    (lambda: TileAssignment.make_iota((4,), (2, -2)),
+     r"TileAssignment: reshape dims\[1\] must be >= 0, got -2"),
+    (lambda: TileAssignment.make_iota((4,)).reshape((2, 2.5)),
+     r"TileAssignment.reshape: dims must be a list of integers, got \(2, 2.5\)"),
+    (lambda: HloSharding.maximal(1.0),
+     r"HloSharding.maximal: device must be an integer, got 1.0"),
+])
+def test_tile_assignments_take_integers_only(make, message):
+    """Device ids and dimensions are integers: a float is refused, not truncated."""
+    with pytest.raises(InvalidArgumentError, match=message):
+        make()
+    assert TileAssignment.from_array(np.arange(4, dtype=np.uint8).reshape(2, 2)).devices == (
+        0, 1, 2, 3)

@@ -62,8 +62,16 @@ def test_kind_values():
     assert OUTPUT_TO_OPERAND_ALIASING.check([([0], [1, []])], "x") == (((0,), (1, ())),)
     with pytest.raises(InvalidArgumentError, match="each entry must be"):
         OUTPUT_TO_OPERAND_ALIASING.check([(0, 1)], "x")
-    with pytest.raises(InvalidArgumentError, match="operand number must be an integer >= 0"):
+    with pytest.raises(InvalidArgumentError, match="x: operand number must be >= 0, got -1"):
         OUTPUT_TO_OPERAND_ALIASING.check([((0,), (-1, ()))], "x")
+    with pytest.raises(InvalidArgumentError, match="x: operand number must be an integer, got 1.0"):
+        OUTPUT_TO_OPERAND_ALIASING.check([((0,), (1.0, ()))], "x")
+    with pytest.raises(InvalidArgumentError, match=r"x: operand index \(a shape index\)\[0\] "
+                                                   r"must be >= 0, got -1"):
+        OUTPUT_TO_OPERAND_ALIASING.check([((0,), (1, (-1,)))], "x")
+    with pytest.raises(InvalidArgumentError, match=r"x: output index \(a shape index\) must be "
+                                                   r"a list of integers, got \['0'\]"):
+        OUTPUT_TO_OPERAND_ALIASING.check([(["0"], (1, ()))], "x")
     assert read(PADDING_TYPE, "PADDING_VALID") is PaddingType.PADDING_VALID
     assert SHAPED_LITERAL.check(np.int32(3), "x") == Literal.from_array(np.int32(3))
 

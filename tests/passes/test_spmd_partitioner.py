@@ -385,3 +385,20 @@ scale {
                      comps), 4)
     assert "call" not in ops(m) and collectives(m) == []
     assert m.entry.root.shape.dimensions == (2, 6)
+
+
+def test_every_elementwise_opcode_is_partitioned_as_elementwise(monkeypatch):
+    """The elementwise handler covers every opcode whose definition has the ELEMENTWISE trait
+    (and copy, map), read from the op definitions: a new elementwise op needs nothing here."""
+    from xlapy.opdefs import REGISTRY, all_opdefs
+    from xlapy.opdefs.registry import ELEMENTWISE, OpDef
+    from xlapy.passes.spmd import handlers_shape
+    from xlapy.passes.spmd.partitioner import HANDLERS
+
+    traits = [o for o, d in all_opdefs().items() if d.has(ELEMENTWISE)]
+    assert len(traits) > 50
+    for opcode in traits + ["copy", "map"]:
+        assert HANDLERS[opcode] is handlers_shape.elementwise, opcode
+    new = OpDef("frobnicate", shape_rule=None, traits=frozenset({ELEMENTWISE}))
+    monkeypatch.setitem(REGISTRY, "frobnicate", new)
+    assert "frobnicate" in handlers_shape.elementwise_opcodes()

@@ -1,10 +1,11 @@
 """Run under mpiexec by tests/runtime/test_mpi.py: every case of a directory in one MPI job.
 
-    mpiexec -n 4 python mpi_driver.py CASE_DIR
+    mpiexec -n 4 python mpi_driver.py CASE_DIR [BACKEND]
 
 For each ``<name>.hlo`` (sorted) with ``<name>.npz`` (per-device inputs ``r<k>.arg<i>``) and
 ``<name>.json`` (``{"partitions": P, "timeout": s}``), every rank runs its device through
-``xlapy.runtime.mpi_run.run_distributed`` with a fresh MpiCollectives; rank 0 writes
+``xlapy.runtime.mpi_run.run_distributed`` with a fresh MpiCollectives, on BACKEND (default
+cpu, with the exact HLO numerics the suite's in-process runs use); rank 0 writes
 ``<name>.out.npz`` (``r<k>.out<i>``, as ``xlapy run --replicas``) and ``<name>.stats.json``
 (the communicator cache counters of rank 0's backend)."""
 
@@ -32,7 +33,11 @@ def arguments(module, arrays: dict, device: int) -> list:
     return [take(p.shape) for p in module.entry.parameters]
 
 
-def main(case_dir: str) -> None:
+#: The cpu backend with the exact HLO semantics (tests/conftest.py sets them in process).
+EXACT = {"allow_excess_precision": False, "flush_denormals": False}
+
+
+def main(case_dir: str, device_backend: str = "cpu") -> None:
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -46,7 +51,8 @@ def main(case_dir: str) -> None:
         args = arguments(module, load_npz(hlo.with_suffix(".npz")), rank)
         backend = MpiCollectives(comm, num_partitions=partitions, timeout=timeout)
         results = run_distributed(module, *args, comm=comm, num_partitions=partitions,
-                                  timeout=timeout, backend=backend)
+                                  timeout=timeout, backend=backend, device_backend=device_backend,
+                                  backend_options=EXACT if device_backend == "cpu" else None)
         if rank == 0:
             out = {}
             for k, result in enumerate(results):
@@ -61,4 +67,4 @@ def main(case_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

@@ -332,31 +332,37 @@ def assert_same_bits(got, want, what: str) -> None:
     assert bits(got) == bits(want), f"{what}: {got} != {want}"
 
 
-_JOBS: dict[int, tuple[Path, dict, subprocess.CompletedProcess]] = {}
+_JOBS: dict[tuple, tuple[Path, dict, subprocess.CompletedProcess]] = {}
 
 
-def mpi_job(n: int, tmp_path_factory) -> tuple[Path, dict, subprocess.CompletedProcess]:
-    """Run every case for ``n`` ranks in one MPI job (once per test session)."""
-    if n not in _JOBS:
-        case_dir = tmp_path_factory.mktemp(f"mpi{n}")
+def mpi_job(n: int, tmp_path_factory, backend: str = "cpu"
+            ) -> tuple[Path, dict, subprocess.CompletedProcess]:
+    """Run every case for ``n`` ranks in one MPI job, each rank's device on ``backend``
+    (once per test session)."""
+    if (n, backend) not in _JOBS:
+        case_dir = tmp_path_factory.mktemp(f"mpi{n}{backend}")
         all_cases = cases(n)
         for name, (text, inputs, partitions) in all_cases.items():
             (case_dir / f"{name}.hlo").write_text(text)
             save_inputs(case_dir / f"{name}.npz", inputs)
             (case_dir / f"{name}.json").write_text(json.dumps({"partitions": partitions}))
-        proc = launch(n, [sys.executable, str(DRIVER), str(case_dir)])
-        _JOBS[n] = (case_dir, all_cases, proc)
-    return _JOBS[n]
+        proc = launch(n, [sys.executable, str(DRIVER), str(case_dir), backend])
+        _JOBS[n, backend] = (case_dir, all_cases, proc)
+    return _JOBS[n, backend]
 
 
 CASE_NAMES = ["ar_f32", "scalars", "ar_big", "ar_ints", "ar_groups", "gather_scatter", "all_to_all",
               "permute_broadcast", "send_recv", "loop_ragged", "dynamic"]
 
 
-@pytest.mark.parametrize("n, name", [(2, c) for c in CASE_NAMES] + [(4, c) for c in CASE_NAMES]
-                         + [(4, "partitions")])
-def test_mpi_job_equals_in_process_run(n, name, tmp_path_factory):
-    case_dir, all_cases, proc = mpi_job(n, tmp_path_factory)
+@pytest.mark.parametrize("n, name, backend",
+                         [(2, c, "cpu") for c in CASE_NAMES] + [(4, c, "cpu") for c in CASE_NAMES]
+                         + [(4, "partitions", "cpu")]
+                         + [(2, c, "interpreter") for c in CASE_NAMES])
+def test_mpi_job_equals_in_process_run(n, name, backend, tmp_path_factory):
+    # the ranks' devices on the compiled CPU backend (its collective steps calling
+    # MpiCollectives) and on the interpreter
+    case_dir, all_cases, proc = mpi_job(n, tmp_path_factory, backend)
     assert proc.returncode == 0, f"mpiexec -n {n} failed:\n{proc.stdout}\n{proc.stderr}"
     text, inputs, partitions = all_cases[name]
     got = load_npz(str(case_dir / f"{name}.out.npz"))

@@ -349,7 +349,8 @@ def _leaves(result) -> list:
     return [result]
 
 
-def _run_single(parser, module, entry, backend: str, n_outputs: int) -> list:
+def _run_single(parser, module, entry, backend: str, n_outputs: int,
+                backend_options: dict | None = None) -> list:
     from xlapy.runtime import Client
 
     hlo = Converter(parser, module).run(entry)
@@ -358,7 +359,7 @@ def _run_single(parser, module, entry, backend: str, n_outputs: int) -> list:
 
         result = evaluate(hlo)
     else:
-        result = Client(backend=backend).compile(hlo)()
+        result = Client(backend=backend, backend_options=backend_options).compile(hlo)()
     return [result] if n_outputs == 1 else list(result)
 
 
@@ -374,7 +375,8 @@ def _const_value(parser, v: M.Value):
     raise Unsupported("run_parallel inputs that are not constants")
 
 
-def _run_parallel(parser, module, op: M.Op, backend: str, outputs: list, driver: str) -> list:
+def _run_parallel(parser, module, op: M.Op, backend: str, outputs: list, driver: str,
+                  backend_options: dict | None = None) -> list:
     from xlapy.runtime import Client
 
     programs = op.attrs.get("programs")
@@ -400,7 +402,7 @@ def _run_parallel(parser, module, op: M.Op, backend: str, outputs: list, driver:
     if len(inputs) % n:
         raise Unsupported("run_parallel inputs do not divide among the processes")
     per = len(inputs) // n
-    client = Client(backend=backend, timeout=60)
+    client = Client(backend=backend, timeout=60, backend_options=backend_options)
     exe = client.compile(hlo, replicas, partitions)
     queues = op.attrs.get("infeed")
     if queues is not None:
@@ -425,7 +427,7 @@ def _run_parallel(parser, module, op: M.Op, backend: str, outputs: list, driver:
     return out
 
 
-def run_case(text: str, backend: str) -> tuple[str, str]:
+def run_case(text: str, backend: str, backend_options: dict | None = None) -> tuple[str, str]:
     try:
         parser, module, entry, checks, parallel, outputs = prepare(text)
     except Unsupported as e:
@@ -434,9 +436,10 @@ def run_case(text: str, backend: str) -> tuple[str, str]:
         return _classify(str(e))
     try:
         if parallel is not None:
-            values = _run_parallel(parser, module, parallel, backend, outputs, entry)
+            values = _run_parallel(parser, module, parallel, backend, outputs, entry,
+                                   backend_options)
         else:
-            values = _run_single(parser, module, entry, backend, len(outputs))
+            values = _run_single(parser, module, entry, backend, len(outputs), backend_options)
     except Unsupported as e:
         return "unsupported", str(e)
     except XlaError as e:
@@ -477,12 +480,20 @@ def case_names(path: Path) -> list[str]:
     return [f"{file_label(path)}:{line}" for line, _ in split_cases(path.read_text())]
 
 
-def run_file(path: Path, backend: str) -> list[Outcome]:
+def run_file(path: Path, backend: str, backend_options: dict | None = None) -> list[Outcome]:
+    """Every case of one test file on ``backend`` (made with ``backend_options``: the cpu
+    backend's ``EXACT_NUMERICS`` or ``XLA_NUMERICS``; None: the backend's defaults)."""
     out = []
     for i, (line, chunk) in enumerate(split_cases(path.read_text())):
-        status, detail = run_case(chunk, backend)
+        status, detail = run_case(chunk, backend, backend_options)
         out.append(Outcome(file_label(path), i, line, status, detail))
     return out
+
+
+#: The cpu backend's options for the exact HLO semantics (the interpreter's numerics) and
+#: for XLA:CPU's default numerics (the backend's own default).
+EXACT_NUMERICS = {"allow_excess_precision": False, "flush_denormals": False}
+XLA_NUMERICS = {"allow_excess_precision": True, "flush_denormals": True}
 
 
 def interpret_files(root: Path) -> list[Path]:
@@ -493,13 +504,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("root", type=Path, help="stablehlo/tests/interpret")
     ap.add_argument("--backend", default="interpreter", choices=("interpreter", "cpu"))
+    ap.add_argument("--exact-numerics", action="store_true",
+                    help="cpu: excess precision and denormal flushing off (XLA:CPU's defaults "
+                         "otherwise)")
     ap.add_argument("--show", default="fail,unsupported",
                     help="outcomes to list (comma-separated)")
     args = ap.parse_args(argv)
     counts = {"pass": 0, "fail": 0, "unsupported": 0}
     show = set(args.show.split(","))
+    options = EXACT_NUMERICS if args.exact_numerics and args.backend == "cpu" else None
     for path in interpret_files(args.root):
-        for o in run_file(path, args.backend):
+        for o in run_file(path, args.backend, options):
             counts[o.status] += 1
             if o.status in show:
                 print(f"{o.status:<11} {o.name}: {o.detail[:300]}")

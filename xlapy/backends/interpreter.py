@@ -23,14 +23,22 @@ class InterpreterProgram(DeviceProgram):
         return EvalContext(self.module, options).call(self.module.entry, list(args))
 
 
+#: The interpreter's own numerics: the exact HLO semantics (denormals kept).
+INTERPRETER_DEFAULTS = {"flush_denormals": False}
+#: What a backend made without options gets (``xlapy run --flush-denormals`` sets it).
+DEFAULT_OPTIONS = dict(INTERPRETER_DEFAULTS)
+
+
 class InterpreterBackend(Backend):
     """The reference interpreter (xlapy.interpreter): nothing to compile. The exact HLO
     semantics: denormals are kept unless ``flush_denormals=True`` (XLA:CPU's MXCSR FTZ/DAZ
-    around the run, xlapy.backends.cpu.denormals)."""
+    around the run, xlapy.backends.cpu.denormals; None: DEFAULT_OPTIONS)."""
 
     name = "interpreter"
 
-    def __init__(self, *, flush_denormals: bool = False):
+    def __init__(self, *, flush_denormals: bool | None = None):
+        if flush_denormals is None:
+            flush_denormals = DEFAULT_OPTIONS["flush_denormals"]
         self.flush_denormals = bool(flush_denormals)
 
     def compile(self, module):
@@ -40,4 +48,5 @@ class InterpreterBackend(Backend):
         return InterpreterProgram(module, self.flush_denormals)
 
 
-__all__ = ["InterpreterBackend", "InterpreterProgram"]
+__all__ = ["DEFAULT_OPTIONS", "INTERPRETER_DEFAULTS", "InterpreterBackend",
+           "InterpreterProgram"]

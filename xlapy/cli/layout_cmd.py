@@ -75,8 +75,9 @@ def register(subparsers) -> None:
                         "coloured, padding hatched) as an SVG file; '-' writes only the SVG "
                         "to stdout")
     parser.add_argument("--png", metavar="FILE",
-                        help="the same picture as a PNG file (needs rsvg-convert, from "
-                        "Debian's librsvg2-bin, or the cairosvg Python package)")
+                        help="the same picture as a PNG file (drawn by the resvg-py wheel: "
+                        "pip install 'xlapy[pictures]'; else by rsvg-convert or the cairosvg "
+                        "package when one is there)")
 
 
 def _index_list(text: str) -> tuple[int, ...]:

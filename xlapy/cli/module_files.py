@@ -9,6 +9,7 @@ Imports xlapy.proto; nothing here imports the protobuf package until a proto is 
 
 from __future__ import annotations
 
+import os
 import sys
 
 from xlapy.cli.common import CommandError
@@ -26,6 +27,8 @@ def read_module_bytes(path: str) -> bytes | str:
         stream = getattr(sys.stdin, "buffer", None)  # bytes for protos; a text stream has none
         data = stream.read() if stream is not None else sys.stdin.read()
     else:
+        if os.path.isdir(path):  # a dump folder's per-module subdirectory, say
+            raise NotAnHloModuleError(f"{path}: not an HLO module (a directory)")
         try:
             with open(path, "rb") as f:
                 data = f.read()

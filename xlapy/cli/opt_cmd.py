@@ -30,6 +30,12 @@ _SUMMARIES = {
                         "op in f32 (changes results, as XLA:CPU does)",
 }
 
+#: The passes whose module does not compute the same bits as their input: what each gives.
+_NOT_EXACT = {
+    "spmd-partition": "the program of one partition",
+    "excess-precision": "XLA:CPU's answers, not the HLO's exact roundings",
+}
+
 #: What runs without --passes (xlapy.passes.DEFAULT_PASSES; a test checks they agree).
 _DEFAULT = ("inline", "simplify", "constant-folding", "cse", "dce")
 
@@ -47,9 +53,18 @@ def _pass_table() -> str:
     return "\n".join(lines)
 
 
+def _exactness() -> str:
+    import textwrap
+
+    return textwrap.fill(
+        "Optimise an HLO module with xlapy's passes and print the result as HLO text. Every "
+        f"pass but {' and '.join(_NOT_EXACT)} is exact: the printed module computes the same "
+        "bits as the input (NaN, inf and -0 included); "
+        + "; ".join(f"{k} gives {v}" for k, v in _NOT_EXACT.items()) + ".", 92)
+
+
 _DESCRIPTION = f"""\
-Optimise an HLO module with xlapy's passes and print the result as HLO text. Every pass is
-exact: the printed module computes the same bits as the input (NaN, inf and -0 included).
+{_exactness()}
 
 passes (run in the order given; default: {','.join(_DEFAULT)}):
 {_pass_table()}

@@ -60,8 +60,8 @@ def register(subparsers) -> None:
             ("xlapy run examples/mlp.hlo", "random inputs, print the results"),
             ("xlapy run m.hlo --inputs in.npz --output out.npz", "arrays in and out as .npz"),
             ("cat m.hlo | xlapy run -", "module text from stdin"),
-            ("xlapy run f.mlir", "StableHLO text (jax's lower(...).as_text()), told apart by "
-             "content"),
+            ("xlapy run f.mlir", ("StableHLO text (jax's lower(...).as_text()), told apart by "
+             "content")),
             ("xlapy run snapshot.pb", "an HloSnapshot, run on the arguments it holds"),
             ("xlapy run 'dump/*before_optimizations*' --reference xla",
              "every module of an XLA dump against real XLA:CPU (jax)"),
@@ -109,15 +109,17 @@ def register(subparsers) -> None:
     p.add_argument("--backend", default=None, metavar="NAME",
                    help=f"runtime backend to run on (default {DEFAULT_BACKEND}; "
                    "interpreter: the reference interpreter)")
-    p.add_argument("--xla_allow_excess_precision", type=_flag_bool, default=True,
+    p.add_argument("--xla_allow_excess_precision", type=_flag_bool, default=None,
                    metavar="true|false",
-                   help="cpu backend: XLA:CPU's default bf16 numerics (true, the default: a "
+                   help="cpu backend (the only one with this option; an error for a run with "
+                   "no cpu backend): XLA:CPU's default bf16 numerics (true, the default: a "
                    "bf16 operation converted to f32 gives its f32 value unrounded) or the HLO's "
                    "exact roundings, the interpreter's answers (false); XLA's flag of that name")
-    p.add_argument("--flush-denormals", type=_flag_bool, default=True, metavar="true|false",
-                   help="cpu backend: denormal inputs and results of float arithmetic are "
-                   "zeros, as on XLA:CPU (true, the default) or kept, the interpreter's answers "
-                   "(false)")
+    p.add_argument("--flush-denormals", type=_flag_bool, default=None, metavar="true|false",
+                   help="denormal inputs and results of float arithmetic are zeros, as on "
+                   "XLA:CPU (true) or kept, the exact HLO semantics (false); for the cpu and "
+                   "interpreter backends of the run (--backend, --reference); default: each "
+                   "backend's own (cpu true, interpreter false)")
     p.add_argument("--reference", metavar="NAME",
                    help="also run on this backend and compare the results (exit 1 if they "
                    "differ); a difference is bisected to its first instruction; xla: real "
@@ -144,6 +146,45 @@ def register(subparsers) -> None:
     from xlapy.cli import spmd_run
 
     spmd_run.add_options(p)
+
+
+#: The numerics flags: flag -> (its argparse name, the backend option it sets).
+NUMERICS_FLAGS = {"--xla_allow_excess_precision": ("xla_allow_excess_precision",
+                                                   "allow_excess_precision"),
+                  "--flush-denormals": ("flush_denormals", "flush_denormals")}
+
+
+def _numerics_options(backend: str) -> tuple[dict, dict] | None:
+    """(the options a backend made without options reads, the backend's own defaults) of a
+    backend with numerics options (cpu, interpreter), else None."""
+    if backend == "cpu":
+        from xlapy.backends.cpu import backend as cpu
+
+        return cpu.DEFAULT_OPTIONS, cpu.XLA_CPU_DEFAULTS
+    if backend == "interpreter":
+        from xlapy.backends import interpreter
+
+        return interpreter.DEFAULT_OPTIONS, interpreter.INTERPRETER_DEFAULTS
+    return None
+
+
+def _set_numerics(args) -> None:
+    """The numerics flags set their option on every backend of the run that has it
+    (--backend, --reference); a flag that no backend of the run has is an error, never
+    ignored. A flag not given leaves each backend its own default."""
+    backends = list(dict.fromkeys([args.backend] + ([args.reference] if args.reference else [])))
+    for flag, (dest, option) in NUMERICS_FLAGS.items():
+        value = getattr(args, dest)
+        having = [n for n in map(_numerics_options, backends) if n and option in n[1]]
+        if value is not None and not having:
+            owners = [b for b in ("cpu", "interpreter") if option in _numerics_options(b)[1]]
+            many = len(backends) > 1
+            raise CommandError(
+                f"{flag}: the backend{'s' if many else ''} of this run ({', '.join(backends)}) "
+                f"ha{'ve' if many else 's'} no such option; only {' and '.join(owners)} "
+                f"{'has' if len(owners) == 1 else 'have'} it")
+        for defaults, own in having:
+            defaults[option] = own[option] if value is None else value
 
 
 def _flag_bool(text: str) -> bool:
@@ -311,17 +352,12 @@ def _check_options(args, paths: list[str]) -> None:
         value = getattr(args, name)
         if not value >= 0:
             raise CommandError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
-    if args.distributed and args.backend not in (None, "interpreter"):
-        raise CommandError("--distributed mpi runs the interpreter; it does not take --backend")
     if args.backend is None:
-        args.backend = "interpreter" if args.distributed else DEFAULT_BACKEND
+        args.backend = DEFAULT_BACKEND
     check_backend(args.backend)
-    from xlapy.backends.cpu.backend import DEFAULT_OPTIONS
-
-    DEFAULT_OPTIONS["allow_excess_precision"] = args.xla_allow_excess_precision
-    DEFAULT_OPTIONS["flush_denormals"] = args.flush_denormals
     if args.reference is not None:
         check_backend(args.reference)
+    _set_numerics(args)
     if args.output:
         check_output_path(args.output, "--output")
     if len(paths) > 1:
@@ -333,8 +369,8 @@ def _check_options(args, paths: list[str]) -> None:
         if "-" in paths:
             raise CommandError("- (stdin) cannot be combined with other modules")
     if args.distributed and (args.reference or args.iterations is not None):
-        raise CommandError("--distributed mpi runs the interpreter once; it does not take "
-                           "--backend, --reference or --iterations")
+        raise CommandError("--distributed mpi runs the module once; it does not take "
+                           "--reference or --iterations")
 
 
 def _run_module(args, path: str, progress) -> int:

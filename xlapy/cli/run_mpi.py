@@ -24,8 +24,9 @@ def run_mpi(args) -> int:
     rank 0 prints and writes ``--output`` exactly as ``xlapy run --replicas`` does
     (``r<k>.out<i>``; one rank: as a single-device ``xlapy run``). Devices: ``--replicas`` /
     ``--partitions`` or the module's header, else one replica per rank; their product must
-    equal the number of ranks. Any error on any rank is printed (``xlapy: rank N: ...``) and
-    aborts the job: mpiexec exits non-zero."""
+    equal the number of ranks. ``--backend`` (default the compiled CPU backend) is what each
+    rank runs its device's program on. Any error on any rank is printed (``xlapy: rank N:
+    ...``) and aborts the job: mpiexec exits non-zero."""
     MPI = import_mpi()
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -59,7 +60,8 @@ def run_mpi(args) -> int:
             module.config["num_partitions"] = partitions
         inputs = run_cmd.device_inputs(module, args, size)[rank]
         results = run_distributed(module, *inputs, comm=comm, num_partitions=partitions,
-                                  timeout=args.timeout, verify=not args.no_verify)
+                                  timeout=args.timeout, verify=not args.no_verify,
+                                  device_backend=args.backend)
         if rank == 0:
             if size == 1:  # one device: xlapy run's single-device output (out<i>, no label)
                 _report_single(module, args, results[0])

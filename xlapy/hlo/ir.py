@@ -229,13 +229,15 @@ class Instruction:
 
     def clone(self, new_operands: Iterable[Instruction],
               computation_map: dict[int, Computation] | None = None,
-              name: str | None = None) -> Instruction:
+              name: str | None = None, shape: Shape | None = None) -> Instruction:
         """A copy of this instruction on ``new_operands`` (XLA's CloneWithNewOperands): the
-        same opcode, shape, attributes and their schema, metadata, frontend attributes,
-        sharding, backend_config and extras; called computations replaced through
-        ``computation_map`` (``id(original) -> copy``; unmapped ones are shared). The copy
-        belongs to no computation and has no control edges: those join two instructions,
-        so whoever copies both ends adds them."""
+        same opcode, shape (``shape`` when given), attributes and their schema, metadata,
+        frontend attributes, sharding, backend_config and extras; called computations
+        replaced through ``computation_map`` (``id(original) -> copy``; unmapped ones are
+        shared). The one place an instruction's fields are copied. The copy belongs to no
+        computation and has no control edges: those join two instructions, so whoever copies
+        both ends adds them. (A new shape or operands are not checked here: the op's shape
+        rule is the op definitions', ``opdefs.result_shape``.)"""
         attrs = self.attrs  # read-only: shared unless a computation is replaced
         if computation_map:
             values = {}
@@ -247,7 +249,8 @@ class Instruction:
                 values[k] = v
             attrs = Attrs(values)
         return Instruction(
-            self.opcode, self.shape, new_operands, attrs, self.name if name is None else name,
+            self.opcode, self.shape if shape is None else shape, new_operands, attrs,
+            self.name if name is None else name,
             metadata=self.metadata, frontend_attributes=self.frontend_attributes,
             sharding=self.sharding, backend_config=self.backend_config, extras=self.extras,
             attr_specs=self.attr_specs)

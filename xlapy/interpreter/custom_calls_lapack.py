@@ -1,7 +1,10 @@
 """The custom-call targets XLA:CPU programs from jax contain: jaxlib's LAPACK FFI kernels
 (lapack_<t>potrf_ffi, trsm, geqrf, orgqr/ungqr, syevd/heevd, gesdd, gesvd, getrf, geev for
-t = s, d, c, z), XLA:CPU's "TopK", and the sharding annotations of single-device programs
-(Sharding, SPMDFullToShardShape, SPMDShardToFullShape: identities on one device).
+t = s, d, c, z), XLA:CPU's "TopK", the sharding annotations of single-device programs
+(Sharding, SPMDFullToShardShape, SPMDShardToFullShape: identities on one device) and XLA's
+buffer custom calls: "Pin" (an array to the buffer ``b(...)`` holding it) and "Unpin" (back),
+both the value itself, and "CreateBuffer" (a new buffer of the result shape: XLA leaves its
+contents undefined, the interpreter gives zeros).
 
 The LAPACK targets call the same LAPACK routines as jaxlib (scipy.linalg.lapack, the library
 jaxlib binds to), with the same arguments (uplo/side/trans/diag/mode character codes from
@@ -16,7 +19,8 @@ are batch dimensions (one LAPACK call per matrix). Results follow jaxlib's tuple
 - geqrf (a) -> (a_out, tau[batch, min(m,n)]) (LAPACK's compact QR).
 - orgqr/ungqr (a, tau) -> q (m x n).
 - syevd/heevd (a) -> (eigenvectors (mode V; else the destroyed a), eigenvalues, info).
-- gesdd/gesvd (a) -> (a_out, s, u, vt, info) (mode A full, S reduced, N values only).
+- gesdd/gesvd (a) -> (a_out, s, u, vt, info) (mode A full, S reduced, N values only);
+  a_out is LAPACK's destroyed copy of a, as XLA:CPU returns it.
 - getrf (a) -> (lu, ipiv (1-based, as LAPACK), info).
 - geev real (a) -> (wr, wi, vl, vr, info) with complex vl/vr unpacked from LAPACK's
   conjugate-pair storage; complex (a) -> (w, vl, vr, info). A non-finite input gives
@@ -249,14 +253,17 @@ def _svd(prefix: str, routine: str):
         u = np.zeros(u_dims, a.dtype)
         vt = np.zeros(vt_dims, a.dtype)
         info = np.zeros(batch, np.int32)
+        a_out = np.empty_like(a)
         for b in _batches(batch):
-            ub, sb, vtb, info[b] = fn(a[b], compute_uv=compute_uv, full_matrices=full, lwork=lwork)
+            work = np.array(a[b], order="F", copy=True)  # LAPACK works in place on it
+            ub, sb, vtb, info[b] = fn(work, compute_uv=compute_uv, full_matrices=full,
+                                      lwork=lwork, overwrite_a=1)
             _check_info(instr, info[b], prefix + routine)
-            s[b] = sb
+            s[b], a_out[b] = sb, work
             if compute_uv:
                 u[b], vt[b] = ub, vtb
-        # LAPACK leaves a destroyed; return the input (jax never reads it).
-        return _fill(instr, [a.copy(), s, u, vt, info])
+        # the first result is what LAPACK leaves in its copy of a, as XLA:CPU returns it
+        return _fill(instr, [a_out, s, u, vt, info])
     return target
 
 
@@ -295,8 +302,8 @@ def unpack_eigenvectors(wi, packed):
             j += 1
             continue
         re, im = packed[:, j].copy(), packed[:, j + 1].copy()
-        out[:, j] = re + 1j * im
-        out[:, j + 1] = re - 1j * im
+        out[:, j].real, out[:, j].imag = re, im  # parts set, not computed: -0.0 stays
+        out[:, j + 1].real, out[:, j + 1].imag = re, -im  # (re - 1j * im gives +0.0)
         j += 2
     return out
 
@@ -400,6 +407,11 @@ def _identity(x, *_rest):
     return x
 
 
+def _create_buffer(*, instr):
+    shape = instr.shape
+    return np.zeros(shape.dimensions, dtypes.to_dtype(shape.element_type))
+
+
 def _register() -> None:
     def register(name, fn, source):
         if not is_registered(name):  # a target the user registered first wins
@@ -417,8 +429,9 @@ def _register() -> None:
         register(f"lapack_{p}getrf_ffi", _getrf(p), source=src)
         register(f"lapack_{p}geev_ffi", _geev(p), source=src)
     register("TopK", _top_k, source=src)
-    for name in ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"):
+    for name in ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "Pin", "Unpin"):
         register(name, _identity, source=src)
+    register("CreateBuffer", _create_buffer, source=src)
 
 
 _register()

@@ -15,6 +15,7 @@ from xlapy.opdefs.registry import (
     all_opdefs,
     get_opdef,
     make_instruction,
+    result_shape,
 )
 
 FAMILIES = (
@@ -26,4 +27,4 @@ for _family in FAMILIES:
     importlib.import_module(f"xlapy.opdefs.{_family}")
 
 __all__ = ["REGISTRY", "OpCall", "OpDef", "ShapeError", "all_opdefs", "get_opdef",
-           "make_instruction"]
+           "make_instruction", "result_shape"]

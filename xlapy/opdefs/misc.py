@@ -88,10 +88,11 @@ def is_shape_prefix(prefix: Shape, shape: Shape) -> bool:
 
 
 def check_output_operand_aliasing(call: OpCall, aliasing, operands: Sequence[Shape],
-                                  result: Shape) -> None:
+                                  result: Shape, ignore_buffer: bool = False) -> None:
     """Each ``output_index: (operand, operand_index)`` names a valid operand, valid shape
     indices, and sub-shapes equal up to layout and dynamic sizes (as the verifier's
-    HandleCustomCall / HandleFusion require)."""
+    HandleCustomCall / HandleFusion require; ``ignore_buffer``: a buffer aliases its array,
+    as for the Pin and Unpin custom calls)."""
     for output_index, (operand, operand_index) in aliasing:
         if not operand < len(operands):
             call.fail(f"Invalid aliasing operand index: {operand} (the instruction has "
@@ -104,7 +105,8 @@ def check_output_operand_aliasing(call: OpCall, aliasing, operands: Sequence[Sha
         if output_sub is None:
             call.fail(f"Invalid aliasing output shape index: {_index_text(output_index)} "
                       f"in {result}.")
-        if not output_sub.equal(operand_sub, ignore_layout=True, ignore_dynamic_dimension=True):
+        if not output_sub.equal(operand_sub, ignore_layout=True, ignore_dynamic_dimension=True,
+                                ignore_buffer=ignore_buffer):
             call.fail(f"Different aliasing shapes: {operand_sub} vs {output_sub}")
 
 
@@ -152,7 +154,8 @@ def _custom_call(call: OpCall) -> Shape:
             if not constraint.compatible(operand) or constraint.is_tuple() != operand.is_tuple():
                 call.fail(f"Operand layout constraint shape {constraint} for operand {i} is "
                           f"not compatible with operand shape {operand}", parser_check=True)
-    check_output_operand_aliasing(call, call.output_to_operand_aliasing, call.operands, result)
+    check_output_operand_aliasing(call, call.output_to_operand_aliasing, call.operands, result,
+                                  ignore_buffer=call.custom_call_target in ("Pin", "Unpin"))
     return result
 
 

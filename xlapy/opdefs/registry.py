@@ -171,7 +171,7 @@ def get_opdef(opcode: str) -> OpDef:
         return REGISTRY[opcode]
     except KeyError:
         if opcode in OPCODE_NAMES:
-            raise InvalidArgumentError(f"opcode '{opcode}' has no definition in xlapy yet") from None
+            raise InvalidArgumentError(f"opcode '{opcode}' has no op definition") from None
         raise InvalidArgumentError(f"unknown opcode '{opcode}'") from None
 
 
@@ -200,6 +200,21 @@ def make_instruction(
     """
     opdef = get_opdef(opcode)
     checked = opdef.check_attrs(attrs or {})
+    shape = _result_shape(opdef, operands, checked, shape, check_shape)
+    return Instruction(opcode, shape, operands, checked, name, attr_specs=opdef.attrs, **data)
+
+
+def result_shape(opcode: str, operands: Sequence[Instruction], attrs: dict[str, Any],
+                 shape: Shape | None = None, *, check_shape: bool = True) -> Shape:
+    """The result shape make_instruction would give the op on ``operands`` (``shape``
+    checked against the shape rule, as there): for an instruction copied with new operands
+    or a new shape (``Instruction.clone``)."""
+    opdef = get_opdef(opcode)
+    return _result_shape(opdef, operands, opdef.check_attrs(attrs), shape, check_shape)
+
+
+def _result_shape(opdef: OpDef, operands, checked: dict, shape: Shape | None,
+                  check_shape: bool) -> Shape:
     if not check_shape and shape is not None:
         try:
             opdef.infer_shape([o.shape for o in operands], checked, shape)
@@ -207,17 +222,16 @@ def make_instruction(
             raise
         except ShapeError:
             pass
-        return Instruction(opcode, shape, operands, checked, name, attr_specs=opdef.attrs,
-                           **data)
+        return shape
     inferred = opdef.infer_shape([o.shape for o in operands], checked, shape)
     if shape is None:
-        shape = inferred
-    elif not shape.compatible(inferred) or (shape.is_tuple() != inferred.is_tuple()):
+        return inferred
+    if not shape.compatible(inferred) or (shape.is_tuple() != inferred.is_tuple()):
         raise ShapeError(
-            f"{opcode}: the given shape {shape} is not compatible with the inferred shape "
+            f"{opdef.opcode}: the given shape {shape} is not compatible with the inferred shape "
             f"{inferred}"
         )
-    return Instruction(opcode, shape, operands, checked, name, attr_specs=opdef.attrs, **data)
+    return shape
 
 
 _loaded = False

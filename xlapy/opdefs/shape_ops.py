@@ -474,7 +474,7 @@ def _dynamic_slice(call: OpCall) -> Shape:
 @op("dynamic-update-slice", min_operands=2)
 def _dynamic_update_slice(call: OpCall) -> Shape:
     """The operand with ``update`` written at runtime start indices (clamped so the update
-    fits); the result has the operand's shape."""
+    fits); the result has the operand's shape (a buffer for a buffer operand)."""
     x, update, *indices = call.operands
     if not x.is_array():
         call.fail(f"Expected array or buffer argument for operand of dynamic update slice, but "
@@ -497,7 +497,7 @@ def _dynamic_update_slice(call: OpCall) -> Shape:
     dyn = [x.dynamic_dimensions[d]
            or (update.dynamic_dimensions[d] and update.dimensions[d] == x.dimensions[d])
            for d in range(x.rank)]
-    return Shape(x.element_type, x.dimensions, tuple(dyn), x.layout)
+    return Shape(x.element_type, x.dimensions, tuple(dyn), x.layout, buffer=x.buffer)
 
 
 # -- pad, concatenate -----------------------------------------------------------------------

@@ -72,8 +72,19 @@ def layout_from_proto(lp, rank: int, where: str) -> Layout:
     return layout
 
 
+#: PrimitiveType BUFFER (xla_data.proto): a buffer shape, its array as the one tuple_shapes.
+BUFFER = 34
+
+
 def shape_from_proto(sp, where: str = "shape") -> Shape:
     """A ShapeProto as a Shape (no layout in the proto: none in the shape)."""
+    if sp.element_type == BUFFER:  # as XLA's Shape::FromProto
+        if len(sp.tuple_shapes) != 1:
+            raise ProtoError(f"{where}: Buffer shape must have exactly one tuple shape.")
+        array = shape_from_proto(sp.tuple_shapes[0], f"{where}.tuple_shapes[0]")
+        if not array.is_array() or array.is_buffer():
+            raise ProtoError(f"{where}: Buffer shape must have array shape.")
+        return Shape.buffer_of(array)
     t = _primitive_type(sp.element_type, where)
     if t == P.TUPLE:
         return Shape.tuple(shape_from_proto(s, f"{where}.tuple_shapes[{i}]")
@@ -116,6 +127,10 @@ def layout_to_proto(layout: Layout, lp) -> None:
 
 def shape_to_proto(shape: Shape, sp) -> None:
     """Fill ShapeProto ``sp`` (as XLA's Shape::ToProto: is_dynamic_dimension always)."""
+    if shape.is_buffer():
+        sp.element_type = BUFFER
+        shape_to_proto(shape.buffer_shape(), sp.tuple_shapes.add())
+        return
     sp.element_type = int(shape.element_type)
     if shape.is_tuple():
         for s in shape.tuple_shapes:

@@ -71,7 +71,8 @@ Bounded-dynamic operands (the array's shape is the runtime shape) are exchanged 
 arrays, so members may hold different runtime sizes.
 
 mpi4py is imported lazily (``pip install xlapy[mpi]``): importing this module works
-without it. Imports numpy, the interpreter core and the collectives interface only.
+without it. Imports numpy, the interpreter core, the collectives interface and the CPU
+backend's buffer pool.
 """
 
 from __future__ import annotations
@@ -127,8 +128,12 @@ def contiguous(value) -> np.ndarray:
 
 
 def empty_like_bytes(shape: tuple[int, ...], dtype) -> tuple[np.ndarray, np.ndarray]:
-    """A new array and its flat byte view (the receive buffer)."""
-    out = np.empty(shape, dtype)
+    """A new array and its flat byte view (the receive buffer). Large ones come from the
+    CPU backend's buffer pool (xlapy/backends/cpu/buffers.py: recycled once nobody holds
+    them, so a collective in a loop does not fault in fresh pages every time)."""
+    from xlapy.backends.cpu.buffers import POOL
+
+    out = POOL.empty(shape, dtype)
     return out, out.reshape(-1).view(np.uint8)
 
 
@@ -137,16 +142,29 @@ def empty_like_bytes(shape: tuple[int, ...], dtype) -> tuple[np.ndarray, np.ndar
 _BINARY_REDUCERS = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
 
 
+_OPCODE_OF: dict[int, tuple] = {}  # id(reducer) -> (reducer, its opcode or None)
+
+
 def reducer_opcode(reducer) -> str | None:
     """The opcode when ``reducer`` is ``op(p0, p1)`` (or ``op(p1, p0)``) of its two
-    parameters and nothing else, for one of the commutative ops MPI has; else None."""
-    if reducer is None or reducer.num_parameters != 2:
+    parameters and nothing else, for one of the commutative ops MPI has; else None
+    (remembered per computation: collectives in loops ask every time)."""
+    if reducer is None:
         return None
-    root = reducer.root
-    if root.opcode not in _BINARY_REDUCERS or len(reducer.instructions) != 3:
-        return None
-    numbers = sorted(o.parameter_number for o in root.operands if o.opcode == "parameter")
-    return root.opcode if numbers == [0, 1] else None
+    got = _OPCODE_OF.get(id(reducer))
+    if got is not None and got[0] is reducer:
+        return got[1]
+    op = None
+    if reducer.num_parameters == 2:
+        root = reducer.root
+        if root.opcode in _BINARY_REDUCERS and len(reducer.instructions) == 3:
+            numbers = sorted(o.parameter_number for o in root.operands
+                             if o.opcode == "parameter")
+            op = root.opcode if numbers == [0, 1] else None
+    if len(_OPCODE_OF) >= 256:
+        _OPCODE_OF.clear()
+    _OPCODE_OF[id(reducer)] = (reducer, op)  # holds the reducer: its id stays its own
+    return op
 
 
 def _is_numpy_int(dtype: np.dtype) -> bool:
@@ -835,13 +853,22 @@ def _instr_hash(instr) -> int:
 
 
 
+_DYNAMIC: dict[int, tuple] = {}  # id(instr) -> (instr, whether it is dynamic)
+
+
 def _dynamic(instr) -> bool:
-    """Whether any operand has a bounded-dynamic dimension (runtime sizes may differ)."""
-    for o in instr.operands:
-        for _, leaf in o.shape.leaves() if o.shape.is_tuple() else [((), o.shape)]:
-            if leaf.is_array() and leaf.is_dynamic():
-                return True
-    return False
+    """Whether any operand has a bounded-dynamic dimension (runtime sizes may differ);
+    remembered per instruction."""
+    got = _DYNAMIC.get(id(instr))
+    if got is not None and got[0] is instr:
+        return got[1]
+    dynamic = any(leaf.is_array() and leaf.is_dynamic()
+                  for o in instr.operands
+                  for _, leaf in (o.shape.leaves() if o.shape.is_tuple() else [((), o.shape)]))
+    if len(_DYNAMIC) >= 1024:
+        _DYNAMIC.clear()
+    _DYNAMIC[id(instr)] = (instr, dynamic)
+    return dynamic
 
 
 def _blocks(instr, value: np.ndarray, dimension: int, n: int, stacked: bool = False):

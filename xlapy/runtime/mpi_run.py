@@ -8,9 +8,11 @@ each rank. From Python, in a script started by ``mpiexec -n 4 python script.py``
     from xlapy.runtime.mpi_run import run_distributed
     results = run_distributed(module_text, x)   # on rank 0: [replica 0's result, ...]
 
-Every rank evaluates the whole module with ``EvalOptions(replica_id=<rank>,
-replica_count=<ranks>, collectives=MpiCollectives(comm))``: device (replica r, partition p)
-is rank ``r * num_partitions + p``. Every rank reads the same inputs; rank 0 gathers the
+Every rank compiles the module with a runtime backend (``device_backend``: the compiled CPU
+backend by default, as ``xlapy.Client()``; ``interpreter`` the reference) and runs it with
+``EvalOptions(replica_id=<rank>, replica_count=<ranks>, collectives=MpiCollectives(comm))``:
+device (replica r, partition p) is rank ``r * num_partitions + p``; the CPU backend's
+collectives call the MpiCollectives from their steps (xlapy/backends/cpu/collectives.py). Every rank reads the same inputs; rank 0 gathers the
 results. Channels (send/recv with the same channel id) pair as in the in-process runtime (``_xla_send_recv_source_target_pairs``
 names the peer; without it send and recv run on the same device), over MPI point to point
 when the peer is another rank (MpiChannels).
@@ -20,8 +22,9 @@ as ``xlapy: rank N: <message>`` and the job is aborted with ``MPI_Abort``, so mp
 non-zero instead of the other ranks waiting forever; every collective also gives up after
 ``timeout`` seconds (the EvalOptions timeout) with an error naming what it waited for.
 
-mpi4py is imported lazily (``pip install 'xlapy[mpi]'``). Imports the interpreter,
-xlapy.runtime.mpi_collectives and the error classes of xlapy.runtime.threaded_collectives.
+mpi4py is imported lazily (``pip install 'xlapy[mpi]'``). Imports the interpreter, the
+backends' registry, xlapy.runtime.mpi_collectives and the error classes of
+xlapy.runtime.threaded_collectives.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from xlapy.backends.base import get_backend
 from xlapy.errors import InvalidArgumentError
-from xlapy.interpreter.evaluator import EvalOptions, evaluate, module_of
+from xlapy.interpreter.evaluator import EvalOptions, module_of
+from xlapy.interpreter.values import to_value
 from xlapy.runtime.mpi_collectives import MpiChannels, MpiCollectives, import_mpi
 from xlapy.runtime.threaded_collectives import CollectiveTimeoutError
 
@@ -127,9 +132,15 @@ def _timed(comm, requests, timeout, what) -> None:
         time.sleep(1e-4)
 
 
+#: The runtime backend a rank runs its device's program on by default (Client()'s).
+DEFAULT_DEVICE_BACKEND = "cpu"
+
+
 def run_distributed(module, *inputs, comm=None, num_partitions: int = 1,
                     timeout: float | None = 60.0, root: int = 0, abort_on_error: bool = True,
                     verify: bool = True, backend: MpiCollectives | None = None,
+                    device_backend: str = DEFAULT_DEVICE_BACKEND,
+                    backend_options: dict | None = None,
                     **option_values: Any) -> list | None:
     """Run ``module`` (a Module, an XlaComputation or HLO text) with one device per rank of
     ``comm`` (default MPI.COMM_WORLD) on the same ``inputs`` everywhere. Returns, on
@@ -144,6 +155,8 @@ def run_distributed(module, *inputs, comm=None, num_partitions: int = 1,
     ``timeout``: seconds any collective (and the final gather) may wait for the other ranks.
     ``abort_on_error``: an exception on a rank prints ``xlapy: rank N: ...`` and aborts the
     job (the others would otherwise wait forever); with False it is raised as is.
+    ``device_backend`` / ``backend_options``: the runtime backend each rank compiles the
+    module with (xlapy.backends.base.get_backend; default the compiled CPU backend).
     ``option_values``: further EvalOptions (rng_seed, custom_calls, infeed, ...)."""
     MPI = import_mpi()
     comm = MPI.COMM_WORLD if comm is None else comm
@@ -156,7 +169,16 @@ def run_distributed(module, *inputs, comm=None, num_partitions: int = 1,
         options = EvalOptions(replica_id=backend.replica_id, partition_id=backend.partition_id,
                               replica_count=replicas, num_partitions=partitions,
                               collectives=backend, timeout=timeout, **option_values)
-        result = evaluate(module, *inputs, options=options)
+        program = get_backend(device_backend, "run_distributed", backend_options).compile(module)
+        params = module.entry.parameters
+        if len(inputs) != len(params):
+            raise InvalidArgumentError(
+                f"run_distributed: the entry computation %{module.entry.name} takes "
+                f"{len(params)} arguments ({', '.join(str(p.shape) for p in params)}), got "
+                f"{len(inputs)}")
+        values = [to_value(a, p.shape, f"run_distributed: argument {i} (%{p.name})",
+                           exact_dtype=True) for i, (a, p) in enumerate(zip(inputs, params))]
+        result = program.run(values, options)
         backend.finish_sends(timeout)
         return gather_results(backend.results_comm, result, root=root, timeout=timeout)
     except BaseException as e:  # reported and the job aborted

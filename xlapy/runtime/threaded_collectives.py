@@ -26,6 +26,17 @@ can never meet a device of another execution or deliver stale data.
 collective-permute is point to point: the sender leaves its values in a mailbox keyed by
 (instruction, sender, receiver, occurrence) and goes on; the receiver waits for them.
 
+Values: a member's contributions are read by the other members after the member's own call
+may have returned (the last to arrive folds last; a permute's receiver reads the mailbox
+later), so a caller must pass arrays it never writes afterwards. The interpreter's values
+are never written in place; a caller passing views of memory it reuses (a compiled loop's
+workspace) passes copies instead.
+
+Compiled callers (the CPU backend's native collectives, xlapy/backends/cpu/collectives.py)
+meet in memory of their own: ``shared(key, make)`` gives every device of the execution the
+same object (made once), ``state`` is the ExecutionState they wait on when a peer is late,
+and ``ExecutionState.on_abort`` tells them when the execution is given up.
+
 Imports the interpreter only (never the client).
 """
 
@@ -107,6 +118,7 @@ class ExecutionState:
         self.waiting: dict[Device, _Wait] = {}
         self.abort_reason: str | None = None
         self.running_at_abort: tuple[Device, ...] = ()
+        self._abort_hooks: list[Callable[[], None]] = []
 
     def label(self, device: Device) -> str:
         return device_label(device, self.partitions)
@@ -122,13 +134,23 @@ class ExecutionState:
     def abort(self, reason: str) -> None:
         """Release every waiter with a RendezvousAbortedError saying ``reason``. The devices
         neither finished nor waiting in a collective then (computing, or blocked on a
-        channel or feed) are kept in ``running_at_abort``."""
+        channel or feed) are kept in ``running_at_abort``. The ``on_abort`` hooks run once,
+        holding ``cond``."""
         with self.cond:
             if self.abort_reason is None:
                 self.abort_reason = reason
                 self.running_at_abort = tuple(d for d in self.devices if d not in self.finished
                                               and d not in self.waiting)
+                for hook in self._abort_hooks:
+                    hook()
             self.cond.notify_all()
+
+    def on_abort(self, hook: Callable[[], None]) -> None:
+        """Call ``hook()`` when the execution is aborted (at once if it was already)."""
+        with self.cond:
+            self._abort_hooks.append(hook)
+            if self.abort_reason is not None:
+                hook()
 
     def check_abort(self, what: str) -> None:
         if self.abort_reason is not None:
@@ -189,8 +211,15 @@ class ExecutionState:
 def reduce_values(ctx, reducer, arrays: Sequence[np.ndarray], what: str) -> np.ndarray:
     """Fold ``arrays`` (one per member, in group order) with the scalar computation
     ``reducer`` applied elementwise: ((a0 + a1) + a2) + ...; the result keeps the dtype and
-    shape of ``arrays[0]``."""
+    shape of ``arrays[0]``. A context with ``fold_values(reducer, arrays, what)`` (a compiled
+    caller's: the same fold by its kernels) folds them itself unless that returns None."""
     from xlapy.interpreter.kernels.reduction import apply_computation
+
+    fold = getattr(ctx, "fold_values", None)
+    if fold is not None:
+        got = fold(reducer, arrays, what)
+        if got is not None:
+            return got
 
     acc = np.asarray(arrays[0])
     for other in arrays[1:]:
@@ -288,11 +317,26 @@ class ThreadedCollectives(CollectivesBackend):
     >>> backend = ThreadedCollectives(state)
     """
 
+    #: Every device runs in this process (compiled callers may meet in shared memory).
+    in_process = True
+
     def __init__(self, state: ExecutionState):
         self.state = state
         self._slots: dict[tuple, _Slot] = {}
         self._mail: dict[tuple, list] = {}
         self._counters: dict[tuple, int] = {}
+        self._shared: dict = {}
+
+    def shared(self, key, make: Callable[[], object], what: str):
+        """The object of this execution named ``key``: ``make()``'s result, made by the first
+        device asking (every device asking with the same key gets the same object). ``what``
+        names the asking instruction in the error raised once the execution was aborted."""
+        with self.state.cond:
+            self.state.check_abort(what)
+            got = self._shared.get(key)
+            if got is None:
+                got = self._shared[key] = make()
+            return got
 
     def _next(self, device: Device, key: tuple) -> int:
         n = self._counters.get((device, key), 0)

@@ -1,5 +1,6 @@
 """Shapes: arrays (static, bounded-dynamic ``<=n`` and unbounded ``?`` dimensions), tuples,
-tokens and opaque values, printed exactly as XLA prints them.
+tokens and opaque values, and buffers (``b(f32[8])``: an array that custom calls such as
+Pin/Unpin/CreateBuffer hand around as mutable memory), printed exactly as XLA prints them.
 
 Owns: Shape, its constructors and the helpers XLA users expect (rank, element count,
 negative dimension numbers, default layout, true rank, equality and compatibility).
@@ -28,7 +29,11 @@ _DEFAULT = object()
 @dataclass(frozen=True, eq=False)
 class Shape:
     """An XLA shape. Build with ``Shape.array``, ``Shape.tuple``, ``Shape.token``,
-    ``Shape.opaque`` or ``parse_shape``.
+    ``Shape.opaque``, ``Shape.buffer_of`` or ``parse_shape``.
+
+    A buffer shape (``buffer`` set) is an array shape as XLA's is: ``is_array()`` holds and
+    its element type, dimensions and layout are the array's (``buffer_shape()``); it prints
+    as ``b(<array>)`` and equals only another buffer of an equal array.
 
     >>> str(Shape.array(PrimitiveType.F32, (3, 5)))
     'f32[3,5]{1,0}'
@@ -39,6 +44,7 @@ class Shape:
     dynamic_dimensions: tuple[bool, ...] = ()
     layout: Layout | None = None
     tuple_shapes: tuple["Shape", ...] = ()
+    buffer: bool = False
 
     # -- construction -------------------------------------------------------------------
 
@@ -113,6 +119,16 @@ class Shape:
     def opaque() -> "Shape":
         return Shape(PrimitiveType.OPAQUE_TYPE)
 
+    @staticmethod
+    def buffer_of(array: Shape) -> Shape:
+        """The buffer shape ``b(array)`` (XLA's MakeValidatedBufferShape): ``array`` must be
+        an array shape that is not a buffer."""
+        if not isinstance(array, Shape) or not array.is_array() or array.buffer:
+            raise InvalidArgumentError(
+                f"element_shape must be an array shape to create a buffer shape, got {array}")
+        return Shape(array.element_type, array.dimensions, array.dynamic_dimensions,
+                     array.layout, buffer=True)
+
     # -- kind ------------------------------------------------------------------------------
 
     def is_array(self) -> bool:
@@ -126,6 +142,15 @@ class Shape:
 
     def is_opaque(self) -> bool:
         return self.element_type == PrimitiveType.OPAQUE_TYPE
+
+    def is_buffer(self) -> bool:
+        return self.buffer
+
+    def buffer_shape(self) -> Shape:
+        """The array a buffer shape holds."""
+        if not self.buffer:
+            raise InvalidArgumentError(f"buffer_shape: expected a buffer shape, got {self}")
+        return Shape(self.element_type, self.dimensions, self.dynamic_dimensions, self.layout)
 
     def is_scalar(self) -> bool:
         return self.is_array() and not self.dimensions
@@ -260,7 +285,8 @@ class Shape:
         self._require_array("with_layout")
         if layout is not None:
             layout.validate(self.dimensions, self.to_string(print_layout=False))
-        return Shape(self.element_type, self.dimensions, self.dynamic_dimensions, layout)
+        return Shape(self.element_type, self.dimensions, self.dynamic_dimensions, layout,
+                     buffer=self.buffer)
 
     def with_default_layout(self) -> "Shape":
         """This shape with XLA's default layout on every array (XLA's SetToDefaultLayout)."""
@@ -275,7 +301,8 @@ class Shape:
             return self.map_leaves(Shape.without_layout)
         if not self.is_array():
             return self
-        return Shape(self.element_type, self.dimensions, self.dynamic_dimensions, None)
+        return Shape(self.element_type, self.dimensions, self.dynamic_dimensions, None,
+                     buffer=self.buffer)
 
     def with_element_type(self, element_type: PrimitiveType) -> "Shape":
         self._require_array("with_element_type")
@@ -290,13 +317,15 @@ class Shape:
     # -- comparison ------------------------------------------------------------------------
 
     def equal(self, other: "Shape", *, ignore_layout=False, ignore_dynamic_dimension=False,
-              ignore_element_type=False, ignore_fp_precision=False) -> bool:
-        """XLA's Shape::Equal with its Ignore* options."""
+              ignore_element_type=False, ignore_fp_precision=False,
+              ignore_buffer=False) -> bool:
+        """XLA's Shape::Equal with its Ignore* options (``ignore_buffer``: a buffer equals
+        its array)."""
         if not isinstance(other, Shape):
             return False
         if not self.is_tuple():
             return self._equal_leaf(other, ignore_layout, ignore_dynamic_dimension,
-                                    ignore_element_type, ignore_fp_precision)
+                                    ignore_element_type, ignore_fp_precision, ignore_buffer)
         pairs = [(self, other)]  # compared with a stack: nesting costs no recursion
         while pairs:
             a, b = pairs.pop()
@@ -307,13 +336,15 @@ class Shape:
                     return False
                 pairs.extend(zip(a.tuple_shapes, b.tuple_shapes))
             elif not a._equal_leaf(b, ignore_layout, ignore_dynamic_dimension,
-                                   ignore_element_type, ignore_fp_precision):
+                                   ignore_element_type, ignore_fp_precision, ignore_buffer):
                 return False
         return True
 
     def _equal_leaf(self, other: "Shape", ignore_layout, ignore_dynamic_dimension,
-                    ignore_element_type, ignore_fp_precision) -> bool:
+                    ignore_element_type, ignore_fp_precision, ignore_buffer=False) -> bool:
         if other.is_tuple():
+            return False
+        if self.buffer != other.buffer and not ignore_buffer:
             return False
         if not self.is_array():
             return self.element_type == other.element_type
@@ -354,7 +385,8 @@ class Shape:
         hashes (computed children first with a stack, so a deep tuple needs no recursion
         here nor in ``hash``)."""
         if not self.is_tuple():
-            return (self.element_type, self.dimensions, self.dynamic_dimensions, self.layout)
+            return (self.element_type, self.dimensions, self.dynamic_dimensions, self.layout,
+                    self.buffer)
         stack = [self]
         while stack:
             node = stack[-1]
@@ -414,7 +446,7 @@ class Shape:
             layout_text = str(self.layout)
             if self.dimensions or layout_text != "{}":
                 text += layout_text
-        return text
+        return f"b({text})" if self.buffer else text
 
     def __str__(self) -> str:
         return self.to_string(print_layout=True)

@@ -131,6 +131,20 @@ def read_shape(sc: Scanner, *, fill_missing_layouts: bool = True,
     open_tuples: list[list[Shape]] = []  # elements read so far, innermost tuple last
     text = sc.text
     while True:  # at a shape
+        sc.skip()
+        buffer = _BUFFER_OPEN.match(text, sc.pos)
+        if buffer:
+            shape = _read_buffer_shape(sc, buffer, fill_missing_layouts,
+                                       depth + len(open_tuples), max_depth, intern)
+            while open_tuples:  # as below: the shape ends an element
+                open_tuples[-1].append(shape)
+                if not _eat_char(sc, text, ")"):
+                    sc.expect(",", "or ')' in tuple shape")
+                    break
+                shape = _tuple(intern, open_tuples.pop())
+            else:
+                return shape
+            continue
         run = _OPEN_RUN.match(text, sc.pos)  # '(((' at once (deep tuples are long runs)
         opened = run.end() - sc.pos if run else int(sc.eat("("))
         if depth + len(open_tuples) + opened + 1 > max_depth:
@@ -161,6 +175,29 @@ def read_shape(sc: Scanner, *, fill_missing_layouts: bool = True,
 
 
 _OPEN_RUN = re.compile(r"\(+")
+_BUFFER_OPEN = re.compile(r"b(?:[ \t\n\r]+|/\*.*?\*/|//[^\n\r]*)*\(", re.DOTALL)
+
+
+def _read_buffer_shape(sc: Scanner, opening: re.Match, fill_missing_layouts: bool,
+                       depth: int, max_depth: int, intern: dict | None) -> Shape:
+    """``b(<array shape>)`` (XLA's ParseShape: the buffer and its array each count a level
+    of ``max_depth``)."""
+    if depth + 2 > max_depth:
+        sc.error("maximum recursion depth exceeded", opening.start() if depth + 1 > max_depth
+                 else opening.end())
+    sc.pos = opening.end()
+    sc.skip()
+    inner_pos = sc.pos
+    if sc.peek() == "(" or _BUFFER_OPEN.match(sc.text, sc.pos):
+        sc.error("element_shape must be an array shape to create a buffer shape (not a "
+                 "tuple or a buffer)", inner_pos)
+    inner = _read_array_shape(sc, fill_missing_layouts)
+    if not inner.is_array():
+        sc.error(f"element_shape must be an array shape to create a buffer shape, got "
+                 f"{inner}", inner_pos)
+    if not sc.eat(")"):
+        sc.error(f"expects ')' at the end of buffer shape, found {sc.describe_next()}")
+    return _interned_leaf(intern, Shape.buffer_of(inner))
 
 
 def read_shape_in(sc: Scanner, ctx) -> Shape:

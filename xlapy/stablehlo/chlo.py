@@ -11,8 +11,8 @@ series approximations with XLA's coefficients, computed in f32 for narrower floa
 ``atanh``, ``atan`` the real-argument formulas; ``next_after`` works on the bit patterns;
 ``mulhi`` widens; ``tan`` is HLO ``tan``. The same formulas in the same operation order, so
 results are XLA's bit for bit. Complex arguments of the inverse trigonometric and
-hyperbolic functions are not supported (their decomposition is the Hull et al. algorithm,
-not transcribed yet).
+hyperbolic functions are refused with an error at the op (XLA decomposes them with the
+Hull et al. algorithm, which xlapy does not have).
 
 Owns ``lower_chlo`` and the small expression builder (``Ex``) the formulas are written in.
 """

@@ -29,12 +29,6 @@ INTERPRETED = {
     ("rng", "*"): "rng (RngUniform/RngNormal): the interpreter's generator state; no native "
                   "generator with its streams",
     ("map", "*"): "map: no emitter inlines a mapped computation yet (jax never emits it)",
-    ("all-gather", "*"): "collectives: the interpreter's replica runtime",
-    ("all-reduce", "*"): "collectives: the interpreter's replica runtime",
-    ("all-to-all", "*"): "collectives: the interpreter's replica runtime",
-    ("collective-permute", "*"): "collectives: the interpreter's replica runtime",
-    ("reduce-scatter", "*"): "collectives: the interpreter's replica runtime",
-    ("replica-id", "*"): "collectives: the interpreter's replica runtime",
     ("batch-norm-inference", "*"): "batch-norm: no emitter (XLA expands it first: "
                                    "BatchNormExpander; xlapy has no such pass yet)",
     ("get-dimension-size", "*"): "dynamic shapes: the interpreter tracks runtime sizes",
@@ -289,3 +283,72 @@ def test_reasons_name_the_emitter():
                                                                                  "float")
     assert table["gather_scatter"].has("gather", "float")
     assert table["sort"].has("sort", "pred")
+
+
+#: jaxlib's LAPACK custom-call targets (``lapack_<t><routine>_ffi``, the ones the interpreter
+#: runs) that stay interpreted: routine -> why. THE list for custom calls.
+INTERPRETED_LAPACK: dict[str, str] = {}
+
+_R = {"s": "f32", "d": "f64", "c": "f32", "z": "f64"}
+_C = {"s": "c64", "d": "c128", "c": "c64", "z": "c128"}
+# routine -> (operands, result) of a 3x3 call, {T}: the element type, {R}: its real type,
+# {C}: the complex type of its eigenvectors
+LAPACK_CALLS = {
+    "potrf": (["{T}[3,3]"], "({T}[3,3], s32[])", "{uplo = 76 : ui8}"),
+    "trsm": (["{T}[3,3]", "{T}[3,2]"], "{T}[3,2]",
+             "{diag = 78 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 76 : ui8}"),
+    "getrf": (["{T}[3,3]"], "({T}[3,3], s32[3], s32[])", "{}"),
+    "geqrf": (["{T}[3,3]"], "({T}[3,3], {T}[3])", "{}"),
+    "orgqr": (["{T}[3,3]", "{T}[3]"], "{T}[3,3]", "{}"),
+    "ungqr": (["{T}[3,3]", "{T}[3]"], "{T}[3,3]", "{}"),
+    "syevd": (["{T}[3,3]"], "({T}[3,3], {R}[3], s32[])", "{mode = 86 : ui8, uplo = 76 : ui8}"),
+    "heevd": (["{T}[3,3]"], "({T}[3,3], {R}[3], s32[])", "{mode = 86 : ui8, uplo = 76 : ui8}"),
+    "gesdd": (["{T}[3,3]"], "({T}[3,3], {R}[3], {T}[3,3], {T}[3,3], s32[])",
+              "{mode = 65 : ui8}"),
+    "gesvd": (["{T}[3,3]"], "({T}[3,3], {R}[3], {T}[3,3], {T}[3,3], s32[])",
+              "{mode = 65 : ui8}"),
+    "geev": (["{T}[3,3]"], "({T}[3], {T}[3], {C}[3,3], {C}[3,3], s32[])",
+             "{compute_left = 78 : ui8, compute_right = 86 : ui8}"),
+}
+
+
+def _lapack_module(p, routine):
+    t = {"s": "f32", "d": "f64", "c": "c64", "z": "c128"}[p]
+    ops, result, config = LAPACK_CALLS[routine]
+    if routine == "geev" and p in "cz":
+        result = "({T}[3], {T}[3,3], {T}[3,3], s32[])"
+
+    def fill(s):
+        return s.replace("{T}", t).replace("{R}", _R[p]).replace("{C}", _C[p])
+
+    params = "\n".join(f"  p{i} = {fill(s)} parameter({i})" for i, s in enumerate(ops))
+    names = ", ".join(f"p{i}" for i in range(len(ops)))
+    return (f"HloModule m\nENTRY e {{\n{params}\n  ROOT r = {fill(result)} custom-call({names}), "
+            f'custom_call_target="lapack_{p}{routine}_ffi", '
+            f"api_version=API_VERSION_TYPED_FFI, backend_config={config}\n}}\n")
+
+
+def test_every_lapack_target_compiles_or_is_listed():
+    import re
+
+    from xlapy.interpreter.custom_calls import registered_custom_calls
+
+    targets = [n for n in registered_custom_calls() if re.fullmatch(r"lapack_[sdcz]\w+_ffi", n)]
+    assert len(targets) >= 30, targets
+    for target in targets:
+        p, routine = target[len("lapack_")], target[len("lapack_") + 1:-len("_ffi")]
+        assert routine in LAPACK_CALLS, f"{target}: add a 3x3 call to LAPACK_CALLS"
+        program = be.compile_module(parse_hlo_module(_lapack_module(p, routine)))
+        rows = program.interpreted()
+        if routine in INTERPRETED_LAPACK:
+            assert len(rows) == 1 and target in rows[0][2], (target, rows)
+        else:
+            assert rows == [], f"{target}: interpreted without a listed reason: {rows}"
+
+
+def test_custom_call_reasons_name_the_target():
+    text = ("HloModule m\nENTRY e {\n  a = f32[3] parameter(0)\n  ROOT r = f32[3] "
+            'custom-call(a), custom_call_target="my_function"\n}\n')
+    program = be.compile_module(parse_hlo_module(text))
+    ((_, _, reason),) = program.interpreted()
+    assert "'my_function'" in reason and "top-k" not in reason

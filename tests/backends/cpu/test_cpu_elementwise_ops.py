@@ -705,8 +705,8 @@ ENTRY e {{
   b = f32[{N}] real(a)
   w = f64[{N}] convert(y)
   c = pred[{N}] compare(y, w), direction=LT, type=TOTALORDER
-  d = u8[{N},4] bitcast-convert(y)
-  ROOT out = (f32[{N}], pred[{N}], u8[{N},4]) tuple(b, c, d)
+  d = c64[{N}] bitcast-convert(x)
+  ROOT out = (f32[{N}], pred[{N}], c64[{N}]) tuple(b, c, d)
 }}
 """
     mod = parse_hlo_module(text)
@@ -737,7 +737,7 @@ def test_supports_is_exact():
         (["c64[4]"], "f32[4] convert(p0)", False),
         (["f32[4]", "u32[4]"], "s32[4] stochastic-convert(p0, p1)", True),
         (["f32[4]", "u32[4]"], "u32[4] stochastic-convert(p0, p1)", False),
-        (["f32[4]"], "u16[4,2] bitcast-convert(p0)", False),
+        (["f32[4]"], "u16[4,2] bitcast-convert(p0)", True),
         (["f32[4]"], "s32[4] bitcast-convert(p0)", True),
         (["s4[4]"], "f4e2m1fn[4] bitcast-convert(p0)", True),
         (["f32[]", "f32[4]", "f32[]"], "f32[4] clamp(p0, p1, p2)", True),

@@ -16,8 +16,8 @@ import pytest
 
 from xlapy import Client
 from xlapy.backends.cpu import backend as cpu_backend
-from xlapy.parser import parse_hlo_module
 from xlapy.npz import load_npz
+from xlapy.parser import parse_hlo_module
 from xlapy.passes import PASSES, make_pipeline
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "numerics")
@@ -164,3 +164,59 @@ def test_client_rejects_unknown_backend_options():
 
     with pytest.raises(InvalidArgumentError, match="does not take the options"):
         Client(backend="cpu", backend_options={"fast_math": True})
+
+
+def test_kernels_called_from_native_code_leave_mxcsr_alone():
+    # MXCSR is written by each kernel's entry point (the symbol Python calls), never by a
+    # kernel that a compiled while calls: ldmxcsr per kernel call made loops several times
+    # slower. The loop still flushes: its own entry point set FTZ|DAZ.
+    from llvmlite import ir
+
+    from xlapy.backends.cpu import denormals
+    from xlapy.backends.cpu.backend import Planner
+
+    text = """HloModule m
+body {
+  s = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  v = f32[8] get-tuple-element(s), index=1
+  h = f32[] constant(0.5)
+  hb = f32[8] broadcast(h), dimensions={}
+  w = f32[8] multiply(v, hb)
+  ROOT t = (s32[], f32[8]) tuple(j, w)
+}
+cond {
+  s = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  x = f32[8] parameter(0)
+  z = s32[] constant(0)
+  s = (s32[], f32[8]) tuple(z, x)
+  r = (s32[], f32[8]) while(s), condition=cond, body=body
+  ROOT v = f32[8] get-tuple-element(r), index=1
+}"""
+    planner = Planner(parse_hlo_module(text))
+    planner.plan(planner.module.entry)
+    irmod = planner.irmod
+    denormals.flush_in_module(irmod)
+    if not denormals.supported():
+        pytest.skip("no MXCSR on this host")
+    ldmxcsr = irmod.globals["llvm.x86.sse.ldmxcsr"]
+    writers = {fn.name for fn in irmod.functions if not fn.is_declaration and any(
+        isinstance(i, ir.CallInstr) and i.callee is ldmxcsr
+        for block in fn.blocks for i in block.instructions)}
+    kernels = {fn.name for fn in irmod.functions
+               if not fn.is_declaration and not fn.name.endswith(denormals.ENTRY_SUFFIX)}
+    assert any(name.startswith("while.") for name in kernels)
+    assert writers == {name + denormals.ENTRY_SUFFIX for name in kernels}
+    # and the loop flushes: a denormal input reads as 0 (DAZ); unflushed it halves exactly
+    x = np.full(8, 2.0 ** -130, np.float32)
+    (got,) = _run(text, [x], flush_denormals=True)
+    assert not got.any()
+    (kept,) = _run(text, [x], flush_denormals=False)
+    assert (kept == np.float32(2.0 ** -133)).all()

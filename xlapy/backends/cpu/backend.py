@@ -15,7 +15,12 @@
      kernels (a sort the library's NumPy keys match tries those first);
    - gather, scatter, select-and-scatter, dynamic-update-slice: their kernels
      (``gather_scatter``; scatter and dynamic-update-slice in place);
-   - dot, convolution, sort, fft with a fast library path (``library``): a library call;
+   - a small f32/f64 dot: a generated GEMM kernel (``gemm_kernel``);
+   - dot, convolution, sort, fft, cholesky, triangular-solve and jaxlib's LAPACK custom
+     calls with a fast library path (``library``, ``lapack_calls``): a library call;
+   - collectives and replica-id/partition-id: ``collectives``' steps (native code meeting
+     the other devices in shared memory on the threaded runtime, the runtime's collectives
+     backend in Python otherwise);
    - while/conditional/call: the sub-plans of their computations, run in a loop here;
    - tuple/get-tuple-element/reshape of a contiguous array: no copy, no kernel;
    - anything else: the interpreter's kernel (``EvalContext.run_instruction``), so every
@@ -53,17 +58,19 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.base import Backend, DeviceProgram
+from xlapy.backends.cpu import collectives as _collectives
 from xlapy.backends.cpu import control_flow as _control_flow
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import emitters as _emitters
 from xlapy.backends.cpu import executor as _executor
 from xlapy.backends.cpu import gather_scatter, indexing
+from xlapy.backends.cpu import gemm_kernel as _gemm_kernel
 from xlapy.backends.cpu import library as _library
 from xlapy.backends.cpu import native as _native
 from xlapy.backends.cpu import reduction as _reduction
 from xlapy.backends.cpu import rng_kernel as _rng_kernel
 from xlapy.backends.cpu import sort as _native_sort
-from xlapy.backends.cpu.denormals import flush_in_module, flushing
+from xlapy.backends.cpu.denormals import entry_name, flush_in_module, flushing
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.loop_emitter import emit_loop, members_of
 from xlapy.backends.cpu.program_cache import ENGINE_BYTES, INSTRUCTION_BYTES, ProgramCache
@@ -157,6 +164,7 @@ class Planner:
         self._plans: dict[int, Plan] = {}
         self._walked: set[int] = set()  # computations plan() has entered
         self.host_table = _executor.HostTable()  # what native code calls out to
+        self.collective_steps: list = []  # the collectives with a run-table entry, in order
 
     def plan(self, comp) -> Plan:
         """The plan of ``comp``; the computations its while/call/conditional steps run are
@@ -235,6 +243,8 @@ class Planner:
             return InterpretStep(instr, "dynamic shapes: the interpreter tracks runtime sizes")
         if op == "constant":
             return ConstantStep(instr, constant_value(instr))
+        if op in _collectives.OPCODES:  # collectives and device ids: collectives.py
+            return _collectives.plan_step(self, instr)
         if op in ("tuple", "get-tuple-element", "opt-barrier"):
             return ValueStep(instr)
         if op in ("reshape", "bitcast") and indexing.supports(instr):
@@ -270,6 +280,8 @@ class Planner:
             return self._topk_kernel(instr)
         if op == "rng-bit-generator" and _rng_kernel.supports(instr):
             return self._rng_kernel(instr)
+        if op == "dot" and isinstance(_gemm_kernel.form(instr), _gemm_kernel.Form):
+            return self._gemm_kernel(instr)  # small GEMMs: a generated kernel, no BLAS call
         if _library.supports(instr):
             return LibraryStep(instr)
         return InterpretStep(instr, _emitters.explain(instr))
@@ -332,6 +344,12 @@ class Planner:
         self.kernels.append(step)
         return step
 
+    def _gemm_kernel(self, instr):
+        spec = _gemm_kernel.emit(self.irmod, f"k{len(self.kernels)}", instr)
+        step = KernelStep(instr, list(instr.operands), [], spec)
+        self.kernels.append(step)
+        return step
+
     def _row_kernel(self, fusion, root, inputs, bound):
         from xlapy.backends.cpu import row_reduction
 
@@ -363,18 +381,25 @@ class Planner:
         self.kernels.append(step)
         return step
 
-    def compile(self):
-        """Compile every kernel; bind the function pointers; drop the LLVM IR (nothing
-        needs it once the machine code is loaded, and it is the bulk of a plan's Python
+    def compile(self, flush_denormals: bool = False):
+        """Compile every kernel; bind the function pointers (the flushing entry points when
+        ``flush_denormals``: ``denormals.flush_in_module``); drop the LLVM IR (nothing needs
+        it once the machine code is loaded, and it is the bulk of a plan's Python
         objects)."""
         irmod, self.irmod = self.irmod, None
         if not self.kernels:
             return None
+        if flush_denormals:
+            flush_in_module(irmod)
         compiled = get_jit().compile(irmod, keep_assembly=False)
+
+        def bind(name):
+            return _KERNEL_PROTO(compiled.function_address(entry_name(name, flush_denormals)))
+
         for step in self.kernels:
-            step.fn = _KERNEL_PROTO(compiled.function_address(step.spec.name))
+            step.fn = bind(step.spec.name)
             if step.spec.then is not None:
-                step.then_fn = _KERNEL_PROTO(compiled.function_address(step.spec.then.name))
+                step.then_fn = bind(step.spec.then.name)
             if getattr(step, "function", None) is not None:  # a compiled while's ir.Function
                 step.function = None
         return compiled
@@ -402,15 +427,19 @@ class _LazyContext:
     """The interpreter's EvalContext for a run, made when a step first needs one (most
     programs never do, and making one costs more than a small kernel)."""
 
-    __slots__ = ("_ctx", "module", "options")
+    __slots__ = ("_ctx", "collectives", "module", "options")
 
     def __init__(self, module, options):
         self.module, self.options, self._ctx = module, options, None
+        self.collectives = None  # the run's collectives (collectives.bound)
 
-    def run_instruction(self, instr, args):
+    def eval_context(self) -> EvalContext:
         if self._ctx is None:
             self._ctx = EvalContext(self.module, self.options)
-        return self._ctx.run_instruction(instr, args)
+        return self._ctx
+
+    def run_instruction(self, instr, args):
+        return self.eval_context().run_instruction(instr, args)
 
 
 class CpuProgram(DeviceProgram):
@@ -436,6 +465,7 @@ class CpuProgram(DeviceProgram):
         self.nbytes = _estimated_bytes(self)
 
     flush_denormals = True  # the run holds MXCSR FTZ|DAZ (denormals.flushing)
+    run_table_size = 0  # entries of a run's table (collectives.bound); 0: none needed
 
     def run(self, args, options, donated=None):
         """The result for ``args``. ``donated``: (parameter number, parameter index) of the
@@ -443,12 +473,18 @@ class CpuProgram(DeviceProgram):
         such a parameter is written into the argument's own array, which is then that
         result. Results are fresh arrays every call; parameters are never written unless
         donated. The native entry sets MXCSR FTZ|DAZ itself (its host calls run inside
-        it)."""
+        it). A program with collectives or device ids runs with its run table in the
+        thread's context (``collectives.bound``)."""
         native = self.native
         if native is not None:
-            return native.run(args, options, donated)
-        with flushing(self.flush_denormals):
-            return self.entry.execute(list(args), _LazyContext(self.module, options))
+            if not self.run_table_size:
+                return native.run(args, options, donated)
+            plan_ctx = _LazyContext(self.module, options)
+            with _collectives.bound(self, plan_ctx):
+                return native.run(args, options, donated, plan_ctx)
+        plan_ctx = _LazyContext(self.module, options)
+        with flushing(self.flush_denormals), _collectives.bound(self, plan_ctx):
+            return self.entry.execute(list(args), plan_ctx)
 
     def steps(self) -> list:
         return list(self.entry.steps)
@@ -462,6 +498,8 @@ class CpuProgram(DeviceProgram):
             for step in plan.steps:
                 if isinstance(step, InterpretStep):
                     out.append((step.instr.name, step.instr.opcode, step.reason))
+                elif getattr(step, "interpreted_reason", None):  # collectives.py's
+                    out.append((step.instr.name, step.instr.opcode, step.interpreted_reason))
                 subs = [getattr(step, "cond", None), getattr(step, "body", None),
                         *(getattr(step, "branches", None) or ())]
                 for sub in subs:
@@ -507,11 +545,12 @@ def compile_module(module, *, allow_excess_precision: bool = True,
     planner = Planner(work)
     entry = planner.plan(work.entry)
     native = _native.compile_entry(planner, entry)
-    if flush_denormals:
-        flush_in_module(planner.irmod)
-    compiled = planner.compile()
+    compiled = planner.compile(bool(flush_denormals))
     program = CpuProgram(work, entry, planner.kernels, compiled, native)
     program.flush_denormals = bool(flush_denormals)
+    if any(isinstance(s, _collectives.CollectiveStep) and s.form is not None
+           for s in planner.kernels):
+        program.run_table_size = _collectives.T_HANDLES + len(planner.collective_steps)
     PROGRAMS.put(key, program, program.nbytes)
     return program
 

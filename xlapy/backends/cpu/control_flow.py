@@ -42,11 +42,12 @@ nothing reads after the step writes that slot itself (in the body only: never th
 the condition reads); such kernels are never double-buffered. A loop of row updates into a
 big state thus costs the rows.
 
-A nested compiled while is a call to its own function (the same ABI: its workspace is a slot
-of the enclosing workspace, its constants are appended to the enclosing ones). A
-conditional is a ``switch`` over its branches; each branch's result is copied into the
-conditional's result slots. Native loops call the executor's cancel poll every
-``executor.POLL_PERIOD`` iterations.
+A collective with a native function (collectives.py) is a call to it; its array result
+may be a double-buffered state leaf like a kernel's. A nested compiled while is a call to
+its own function (the same ABI: its workspace is a slot of the enclosing workspace, its
+constants are appended to the enclosing ones). A conditional is a ``switch`` over its
+branches; each branch's result is copied into the conditional's result slots. Native
+loops call the executor's cancel poll every ``executor.POLL_PERIOD`` iterations.
 
 The Python side (``CompiledWhileStep.run``, for loops the Python plan runs) is one native
 call per while execution: the result leaves and the workspace come from ``buffers.POOL``.
@@ -179,7 +180,7 @@ def compile_while(planner, step):
 class CompiledWhileStep:
     """A while loop run by one native call (see the module docstring)."""
 
-    native_call = True  # the emitter calls its function (native.Emitter._emit_nested_while)
+    native_loop = True  # the emitter calls its function (native.Emitter._emit_nested_while)
 
     def __init__(self, instr, cond, body, spec, function, leaves, consts, ws_bytes):
         self.instr = instr
@@ -274,6 +275,8 @@ class WhileEmitter(Emitter):
                    if (isinstance(st, KernelStep) and not st.tuple_result and
                        not st.spec.in_place) or  # in place: writes the dying state slot
                    (isinstance(st, (LibraryStep, SwappedDotStep)) and
+                    st.instr.shape.is_array()) or
+                   (getattr(st, "native_call", None) is not None and  # a collective's
                     st.instr.shape.is_array())}
         out = {}
         for k, o in enumerate(operands):

@@ -13,14 +13,19 @@ normal f32 and narrows without FTZ, so f16 keeps its denormals.
 
 How the CPU backend does the same:
 
-- every generated kernel and native function (``kernel_abi.KERNEL_TYPE`` entry points) is
-  called from Python through a wrapper that sets FTZ|DAZ and restores the caller's MXCSR,
-  whichever thread runs it; native code calls the functions themselves (its thread holds
-  FTZ|DAZ already); every function of
-  the LLVM module carries ``"denormal-fp-math"="preserve-sign,preserve-sign"`` (and the f32
-  variant) so that LLVM's constant folding agrees with the hardware;
-- the thread running a program holds FTZ|DAZ for the whole run (``flushing``), so the steps
-  the backend runs with the interpreter's NumPy kernels flush too;
+- every generated kernel and native function (``kernel_abi.KERNEL_TYPE``: the entry
+  computation's function, a compiled while's, a collective's) gets an entry point, its
+  name plus ``ENTRY_SUFFIX`` (``entry_name``), that sets FTZ|DAZ, calls the function and
+  restores the caller's MXCSR, whichever thread runs it; Python binds the entry points,
+  while native code (a native function calling its kernels, loops and collectives) calls
+  the functions themselves, so MXCSR is written once per call from Python, not once per
+  kernel call (``ldmxcsr`` costs tens of cycles: three per iteration made a scalar loop 8x
+  slower than XLA's); every function of the LLVM module carries
+  ``"denormal-fp-math"="preserve-sign,preserve-sign"`` (and the f32 variant) so that
+  LLVM's constant folding agrees with the hardware;
+- the thread running a program holds FTZ|DAZ for the whole run, so the steps the backend
+  runs with the interpreter's NumPy kernels flush too: the Python plan executor runs
+  inside ``flushing``; a native entry's host calls run inside its entry point;
 - library calls that run on other threads (the BLAS's own worker threads for dot) do not
   flush: a dot whose inputs or products are denormal can still differ from XLA:CPU.
 
@@ -63,9 +68,20 @@ def _intrinsic(module: ir.Module, name: str):
     return existing if existing is not None else module.declare_intrinsic(name, fnty=_MXCSR_FN)
 
 
+#: The suffix of a kernel's flushing entry point (``flush_in_module``).
+ENTRY_SUFFIX = ".ftz"
+
+
+def entry_name(name: str, flush: bool) -> str:
+    """The symbol Python calls for kernel ``name``: its flushing entry point when the module
+    was compiled with ``flush_in_module`` (``flush``), else the kernel itself."""
+    return name + ENTRY_SUFFIX if flush and supported() else name
+
+
 def flush_in_module(module: ir.Module) -> None:
-    """Make every kernel of ``module`` flush denormals (see the module docstring). Run once,
-    after the emitters added their functions and before the module is compiled."""
+    """Make every kernel of ``module`` flush denormals when called through its entry point
+    (see the module docstring). Run once, after the emitters added their functions and
+    before the module is compiled."""
     if not supported():
         return
     stmxcsr = _intrinsic(module, "llvm.x86.sse.stmxcsr")
@@ -77,35 +93,18 @@ def flush_in_module(module: ir.Module) -> None:
             set.add(fn.attributes, attribute)
         if fn.ftype != KERNEL_TYPE:
             continue
-        _wrap(module, fn, stmxcsr, ldmxcsr)
-
-
-def _wrap(module: ir.Module, fn, stmxcsr, ldmxcsr) -> None:
-    """Make ``fn`` an internal function ``<name>.flush_inner`` and add, under its name, the
-    entry point Python calls: set FTZ|DAZ, call it, restore the caller's MXCSR. The calls
-    native code makes (a native function calling a kernel or a nested loop, whose thread
-    holds FTZ|DAZ already) stay on the inner function: no ``ldmxcsr`` there (tens of cycles
-    each; a loop calling small kernels paid ~24 ns per iteration)."""
-    name = fn.name
-    del module.globals[name]
-    inner = module.get_unique_name(f"{name}.flush_inner")
-    fn.name = inner
-    module.globals[inner] = fn
-    module.scope._useset.discard(name)  # llvmlite has no rename: free the name for the wrapper
-    fn.linkage = "internal"
-    outer = ir.Function(module, KERNEL_TYPE, name=name)
-    for attribute in ATTRIBUTES:
-        set.add(outer.attributes, attribute)
-    outer.args[0].add_attribute("noalias")
-    b = ir.IRBuilder(outer.append_basic_block("entry"))
-    saved = b.alloca(_I32, name="mxcsr.saved")
-    flushed = b.alloca(_I32, name="mxcsr.flush")
-    b.call(stmxcsr, [b.bitcast(saved, _I8P)])
-    b.store(b.or_(b.load(saved), ir.Constant(_I32, FTZ_DAZ)), flushed)
-    b.call(ldmxcsr, [b.bitcast(flushed, _I8P)])
-    b.call(fn, list(outer.args))
-    b.call(ldmxcsr, [b.bitcast(saved, _I8P)])
-    b.ret_void()
+        entry = ir.Function(module, KERNEL_TYPE, name=fn.name + ENTRY_SUFFIX)
+        for attribute in ATTRIBUTES:
+            set.add(entry.attributes, attribute)
+        b = ir.IRBuilder(entry.append_basic_block("entry"))
+        saved = b.alloca(_I32, name="mxcsr.saved")
+        flushed = b.alloca(_I32, name="mxcsr.flush")
+        b.call(stmxcsr, [b.bitcast(saved, _I8P)])
+        b.store(b.or_(b.load(saved), ir.Constant(_I32, FTZ_DAZ)), flushed)
+        b.call(ldmxcsr, [b.bitcast(flushed, _I8P)])
+        b.call(fn, list(entry.args))
+        b.call(ldmxcsr, [b.bitcast(saved, _I8P)])
+        b.ret_void()
 
 
 # -- the calling thread's MXCSR -------------------------------------------------------------------
@@ -168,4 +167,5 @@ def flushing(enabled: bool = True):
         put(saved)
 
 
-__all__ = ["ATTRIBUTES", "FTZ_DAZ", "flush_in_module", "flushing", "supported"]
+__all__ = ["ATTRIBUTES", "ENTRY_SUFFIX", "FTZ_DAZ", "entry_name", "flush_in_module", "flushing",
+           "supported"]

@@ -56,9 +56,13 @@ trigonometric/hyperbolic functions, sinh, cosh, complex, compare EQ/NE, select, 
 with the interpreter's formulas (complex_math; XLA:CPU's), libm pieces in f64 and glibc's
 C99 complex functions where the interpreter uses NumPy's (which are glibc's).
 
-Not generated (``supports`` says False, the interpreter runs them): bitcast-convert between
-different bit widths, TOTALORDER compares of mixed precision, complex compares other than
-EQ/NE, complex -> real converts (the interpreter rejects them too).
+bitcast-convert between bit widths reinterprets bytes as XLA does (little-endian: a narrower
+result adds a minor dimension holding the pieces of each element, least significant first, a
+wider one joins the pieces along the operand's minor dimension).
+
+Not generated (``supports`` says False, the interpreter runs them): TOTALORDER compares of
+mixed precision, complex compares other than EQ/NE, bitcast-converts to or from complex
+types, complex -> real converts (the interpreter rejects them too).
 """
 
 from __future__ import annotations
@@ -469,6 +473,18 @@ def _fits(operand, shape, scalar_ok: bool = True) -> bool:
     return dims == tuple(shape.dimensions) or (scalar_ok and not dims)
 
 
+def _bitcast_dims(operand, result, src, dst) -> bool:
+    """The shapes of a bitcast-convert from ``src`` to ``dst``: equal for equal bit widths;
+    a narrower result adds a minor dimension of the ratio, a wider one removes it."""
+    ws, wd = dtypes.bit_width(src), dtypes.bit_width(dst)
+    odims, dims = tuple(operand.dimensions), tuple(result.dimensions)
+    if ws == wd:
+        return odims == dims
+    if ws < wd:
+        return wd % ws == 0 and odims == dims + (wd // ws,)
+    return ws % wd == 0 and dims == odims + (ws // wd,)
+
+
 def _widens(src, dst) -> bool:
     """A float operand of type ``src`` meets ``dst``'s work type exactly."""
     s, d = TYPES[src][1], TYPES[dst][1]
@@ -491,12 +507,12 @@ def supports(instr) -> bool:
     kind = TYPES[out][0]
     ins = [_et(o.shape) for o in ops]
     kinds = [TYPES[t][0] for t in ins]
-    if op in ("convert", "bitcast-convert", "reduce-precision"):
+    if op == "bitcast-convert":
+        return len(ops) == 1 and "c" not in (kind, kinds[0]) and \
+            _bitcast_dims(ops[0].shape, shape, ins[0], out)
+    if op in ("convert", "reduce-precision"):
         if len(ops) != 1 or not _fits(ops[0], shape, scalar_ok=False):
             return False
-        if op == "bitcast-convert":
-            return "c" not in (kind, kinds[0]) and \
-                dtypes.bit_width(ins[0]) == dtypes.bit_width(out)
         if op == "reduce-precision":
             return kind == "f" and ins[0] == out
         return kinds[0] != "c" or kind == "c"  # complex -> real is not defined
@@ -648,6 +664,9 @@ class ElementalEmitter:
         op = instr.opcode
         if op == "iota" and (_et(instr.shape) in FORMATS or TYPES[_et(instr.shape)][0] == "c"):
             return self._iota(instr, index)  # the element types indexing's iota leaves out
+        if op == "bitcast-convert" and dtypes.bit_width(_et(instr.shape)) != \
+                dtypes.bit_width(_et(instr.operands[0].shape)):
+            return (yield from self._bitcast_resize(instr, index))
         if op in indexing.GENERATORS:  # data movement: the operands' elements at mapped indices
             got = indexing.GENERATORS[op](self, instr, index)
             if type(got) is GeneratorType:
@@ -1080,16 +1099,50 @@ class ElementalEmitter:
             bits = b.zext(bits, fmt.storage, name=f"{name}.st")
         return decode(b, bits, fmt, name)
 
-    def _bitcast_convert(self, x, src, dst, name):
-        b = self.b
+    def _bits(self, x, src, name):
+        """The encoding of the compute value ``x`` of type ``src`` (an iN, N its bit width;
+        pred: 0 or 1 in an i8)."""
         kind = TYPES[src][0]
         if kind == "p":
-            bits = b.zext(x, I8, name=f"{name}.bits")
-        elif kind == "f":
-            bits = self.float_bits(x, src, name)
-        else:
-            bits = x
-        return self._from_bits(bits, dst, name)
+            return self.b.zext(x, I8, name=f"{name}.bits")
+        if kind == "f":
+            return self.float_bits(x, src, name)
+        return x
+
+    def _bitcast_convert(self, x, src, dst, name):
+        return self._from_bits(self._bits(x, src, name), dst, name)
+
+    def _bitcast_resize(self, instr, index):
+        """A bitcast-convert between bit widths (XLA's rule, little-endian): a wider result
+        element joins the operand's pieces along its minor dimension, least significant
+        first; a narrower one is the piece of the operand element its minor index names."""
+        b = self.b
+        operand = instr.operands[0]
+        src, dst = _et(operand.shape), _et(instr.shape)
+        ws, wd = dtypes.bit_width(src), dtypes.bit_width(dst)
+        odims = tuple(operand.shape.dimensions)
+        name = instr.name
+        if ws < wd:
+            wide = ir.IntType(wd)
+            acc = None
+            for j in range(wd // ws):
+                at = Index(b, odims, multi=list(index.multi) + [ir.Constant(I64, j)])
+                v = yield operand, at
+                piece = b.zext(self._bits(v, src, f"{name}.p{j}"), wide, name=f"{name}.z{j}")
+                if j:
+                    piece = b.shl(piece, ir.Constant(wide, j * ws), name=f"{name}.s{j}")
+                    acc = b.or_(acc, piece, name=f"{name}.or{j}")
+                else:
+                    acc = piece
+            return self._from_bits(acc, dst, name)
+        v = yield operand, Index(b, odims, multi=list(index.multi[:-1]))
+        bits = self._bits(v, src, name)
+        shift = b.mul(index.multi[-1], ir.Constant(I64, wd), name=f"{name}.at")
+        if ws < 64:
+            shift = b.trunc(shift, bits.type, name=f"{name}.sh")
+        piece = b.trunc(b.lshr(bits, shift, name=f"{name}.shr"), ir.IntType(wd),
+                        name=f"{name}.piece")
+        return self._from_bits(piece, dst, name)
 
     def convert(self, x, src, dst, name):
         """XLA's convert of the compute value ``x`` of type ``src`` to type ``dst``."""

@@ -12,8 +12,9 @@ the same sets the emitters dispatch on (``elemental.FLOAT_UNARY``..., ``indexing
 and their checks are the emitters' own predicates, so the two cannot drift apart.
 
 ``explain(instr)`` is the planner's record for an instruction it leaves to the interpreter:
-the reason of the first table with an entry for the instruction, or that no emitter has an
-entry for its (opcode, type class). ``CpuProgram.interpreted()`` lists them per program.
+the reasons of the tables with an entry for the instruction (a check returning ``OTHER``
+says a custom call of another target is not its emitter's), or that no emitter has an entry
+for its (opcode, type class). ``CpuProgram.interpreted()`` lists them per program.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ from xlapy.backends.cpu import indexing
 
 CLASSES = ("float", "signed", "unsigned", "pred", "complex")
 _KIND = {"f": "float", "s": "signed", "u": "unsigned", "p": "pred", "c": "complex"}
+
+
+#: What a check returns for an instruction that is not of its emitter's kind at all (a custom
+#: call of another target): the table then has no entry for it.
+OTHER = object()
 
 
 @dataclass(frozen=True)
@@ -65,13 +71,19 @@ class Table:
     def has(self, opcode: str, cls: str | None) -> bool:
         return (opcode, cls) in self.entries
 
+    def claims(self, instr) -> bool:
+        """The table has an entry for ``instr``'s (opcode, type class) and its check does
+        not say the instruction is of another kind (``OTHER``)."""
+        fn = self.entries.get((instr.opcode, type_class(instr)))
+        return fn is not None and fn(instr) is not OTHER
+
     def check(self, instr) -> Unsupported | None:
         """None when this emitter compiles ``instr``, else why not."""
         fn = self.entries.get((instr.opcode, type_class(instr)))
-        if fn is None:
+        got = OTHER if fn is None else fn(instr)
+        if got is OTHER:
             return Unsupported(f"{self.name}: no entry for ({instr.opcode}, "
                                f"{type_class(instr)})")
-        got = fn(instr)
         if got is None or got is True:
             return None
         if got is False:
@@ -130,9 +142,14 @@ def _sort_table() -> Table:
         got = sort.topk_form(instr)
         return got if isinstance(got, str) else None
 
+    def topk_call_check(instr):
+        if instr.attrs.get("custom_call_target") != "TopK":
+            return OTHER
+        return topk_check(instr)
+
     e = _entries(["sort"], CLASSES, sort_check)
     e.update(_entries(["topk"], CLASSES, topk_check))
-    e.update(_entries(["custom-call"], CLASSES, topk_check))
+    e.update(_entries(["custom-call"], CLASSES, topk_call_check))
     return Table("sort", e)
 
 
@@ -146,12 +163,19 @@ def _gather_scatter_table() -> Table:
 
 
 def _library_table() -> Table:
-    from xlapy.backends.cpu import library
+    from xlapy.backends.cpu import lapack_calls, library
 
     def check(instr):
         return library.supports(instr)
 
+    def lapack_check(instr):
+        if not lapack_calls.is_lapack_target(instr):
+            return OTHER
+        got = lapack_calls.form(instr)
+        return got if isinstance(got, str) else None
+
     e = _entries(["dot", "convolution", "fft"], ["float", "complex"], check)
+    e.update(_entries(["custom-call"], CLASSES, lapack_check))
     e.update(_entries(["dot"], ["signed", "unsigned", "pred"], check))
     e.update(_entries(["cholesky", "triangular-solve"], ["float", "complex"], check))
     e.update(_entries(["sort"], CLASSES, check))
@@ -191,15 +215,18 @@ def explain(instr) -> str:
     cls = type_class(instr)
     reasons = []
     for table in tables():
-        if table.has(instr.opcode, cls):
+        if table.claims(instr):
             got = table.check(instr)
             if got is None:  # the emitter takes it: the planner declined for its own reason
                 return f"{table.name} compiles it, but not in this context"
             reasons.append(str(got))
     if reasons:
         return "; ".join(reasons)
+    if instr.opcode == "custom-call":
+        return f"custom-call target {instr.attrs.get('custom_call_target')!r}: no emitter " \
+               f"compiles it (the registered target runs)"
     return f"no emitter has an entry for ({instr.opcode}, {cls})"
 
 
-__all__ = ["CLASSES", "STRUCTURAL", "Table", "Unsupported", "explain", "tables",
+__all__ = ["CLASSES", "OTHER", "STRUCTURAL", "Table", "Unsupported", "explain", "tables",
            "type_class"]

@@ -1,18 +1,22 @@
 """Native code calling out: how a native function (a program's entry computation, see
-native; a compiled while, see control_flow) reaches what is not LLVM code - library routines, steps that must stay in
-Python, the worker pool, the runtime's cancellation - without returning to Python.
+native; a compiled while, see control_flow; a collective, see collectives) reaches what is
+not LLVM code - library routines, steps that must stay in Python, the worker pool, the
+runtime's cancellation - without returning to Python.
 
-**The context.** Every compiled function gets a *context* buffer (``Context``: three i64
+**The context.** Every compiled function gets a *context* buffer (``Context``: four i64
 words) among its buffers: word 0 the *status* (0: running; set to 1 by native code when a
 call out failed, so every enclosing function returns at once), word 1 the address of the
-process's *function table*, word 2 a cancellation poll counter's period. Native code loads
-what it calls from the table, so no address is baked into the IR: the object code is the
-same in every process and the disk cache holds across processes.
+process's *function table*, word 2 a cancellation poll counter's period, word 3 the run
+table of the program running on this thread (its collectives and device ids: see
+collectives.bound; 0 outside such a run). Native code loads what it calls from the
+table, so no address is baked into the IR: the object code is the same in every process
+and the disk cache holds across processes.
 
 **The function table** (``TABLE``, filled at import): slot ``HOST`` the host callback
 ``i32 host(i8* ctx, i64 id, i8** ptrs)``, slot ``POLL`` the cancel poll ``i32 poll(i8*
-ctx, i64 id)`` (``id``: the host table's ``Polling`` entry naming the loop), slots ``SGEMM``/``DGEMM`` the raw BLAS routines of SciPy's OpenBLAS (Fortran
-convention, from ``scipy.linalg.cython_blas``'s capsules).
+ctx, i64 id)`` (``id``: the host table's ``Polling`` entry naming the loop), slots
+``SGEMM``/``DGEMM`` the raw BLAS routines of SciPy's OpenBLAS (Fortran convention, from
+``scipy.linalg.cython_blas``'s capsules).
 
 **Host calls.** A step that native code cannot run itself (a library call: GEMM in a form
 the native path does not take, sort, FFT; an interpreted instruction; a kernel big enough
@@ -148,7 +152,7 @@ class Context:
     __slots__ = ("address", "words")
 
     def __init__(self):
-        self.words = (ctypes.c_int64 * 3)(0, table_address(), POLL_PERIOD)
+        self.words = (ctypes.c_int64 * 4)(0, table_address(), POLL_PERIOD, 0)
         self.address = ctypes.addressof(self.words)
 
     def reset(self) -> None:
@@ -210,6 +214,8 @@ class _LeafType:
 #: collective's peers read what a device contributed after that device went on (each member
 #: combines the contributions itself), a sent value waits in a mailbox, an outfeed value in
 #: a queue - while native code reuses the memory of a value at once after its last use.
+#: A step marked ``device_safe`` (collectives.py's steps) copies what it hands on itself
+#: (only where that is needed: an in-process collectives backend) and gets views.
 DEVICE_BOUND = frozenset({
     "all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter",
     "collective-broadcast", "all-reduce-start", "all-reduce-done", "all-gather-start",
@@ -224,7 +230,7 @@ class StepCall:
     ``operands``: the instructions the step reads (their values are rebuilt, tuples
     included, from the leaves: views of native memory, or copies for ``owned`` steps -
     those of DEVICE_BOUND instructions and side effects, which may keep their operands
-    beyond the call - of the leaves in memory native code reuses (``copies``: the
+    beyond the call, unless the step is ``device_safe`` - of the leaves in memory native code reuses (``copies``: the
     emitter's choice per leaf; the caller's arguments and constants are not copied));
     the step's ``run(env, plan_ctx)`` computes its value, whose leaves
     are copied into the result leaves - or, for a library call with an array result,
@@ -242,7 +248,8 @@ class StepCall:
         self._out = [_LeafType(s) for _, s in self.instr.shape.leaves()]
         self.n_ptrs = sum(len(x) for x in self._in) + len(self._out)
         self._library_out = False
-        self.owned = step.instr.opcode in DEVICE_BOUND or step.instr.has_side_effect
+        self.owned = (step.instr.opcode in DEVICE_BOUND or step.instr.has_side_effect) and \
+            not getattr(step, "device_safe", False)
         self.copies = None  # per operand leaf: whether it is copied (set by the emitter)
         from xlapy.backends.cpu.steps import LibraryStep, SwappedDotStep
 

@@ -21,6 +21,9 @@ tuple-shaped result) the result is written there and ``out`` is returned.
   bits: two's-complement sums give the interpreter's bits; pred = any product true), rows
   over the pool.
 - cholesky, triangular-solve: LAPACK xPOTRF / BLAS xTRSM (``linalg``).
+- custom-call: jaxlib's LAPACK targets (``lapack_<t>potrf_ffi``, trsm, getrf, geqrf,
+  orgqr/ungqr, syevd/heevd, gesdd, gesvd, geev) as jaxlib's handlers run them
+  (``lapack_calls``).
 - convolution: the input goes channels-last, dilated and padded ([N, spatial..., C], the
   padded buffer kept in a pool for the next call), the kernel to [spatial..., I, O]
   (reversed dimensions flipped). Unit strides: per-tap GEMMs accumulate into a small
@@ -54,7 +57,7 @@ import threading
 
 import numpy as np
 
-from xlapy.backends.cpu import blas, linalg, threads
+from xlapy.backends.cpu import blas, lapack_calls, linalg, threads
 from xlapy.backends.cpu.blas import blas_function_pointer
 from xlapy.hlo.attrs.enums import ComparisonDirection as Dir
 from xlapy.hlo.attrs.enums import ComparisonType, FftType
@@ -229,18 +232,21 @@ def batched_gemm(a3: np.ndarray, b3: np.ndarray, c3: np.ndarray) -> None:
     if flops < PARALLEL_GEMM or CORES < 2 or (threads.USER_BLAS_THREADS and bsz == 1):
         # small, or the user set BLAS's threads: BLAS as it is, from the calling thread
         with threads.blas_calls():
+            call = blas.PreparedGemm(dt, m, n, k, fa, fb, n)
             for i in range(bsz):
-                blas.gemm_rowmajor(dt, m, n, k, pa + i * sa, fa, pb + i * sb, fb,
-                                   pc + i * sc, n)
+                call(pa + i * sa, pb + i * sb, pc + i * sc)
         return
     items = _gemm_panels(bsz, m, n, k)
     isz = dt.itemsize
 
     def run_panels(next_item, local: bool) -> None:  # single-threaded BLAS per pool thread
+        whole = blas.PreparedGemm(dt, m, n, k, fa, fb, n)  # whole matrices: pointers only
         while (item := next_item()) is not None:
             i, axis, lo, hi = item
             a, b, c = pa + i * sa, pb + i * sb, pc + i * sc
-            if axis == 0:  # rows lo:hi of A and C
+            if axis == 0 and lo == 0 and hi == m:
+                whole(a, b, c)
+            elif axis == 0:  # rows lo:hi of A and C
                 a += lo * (fa[1] if fa[0] == "r" else 1) * isz
                 c += lo * n * isz
                 blas.gemm_rowmajor(dt, hi - lo, n, k, a, fa, b, fb, c, n)
@@ -1184,8 +1190,10 @@ def _run_fft(instr, operands, out):
 
 _SUPPORTS = {"dot": _supports_dot, "convolution": _supports_convolution, "sort": _supports_sort,
              "fft": _supports_fft, "cholesky": linalg.supports_cholesky,
-             "triangular-solve": linalg.supports_triangular_solve}
+             "triangular-solve": linalg.supports_triangular_solve,
+             "custom-call": lapack_calls.supports}
 _RUN = {"dot": _run_dot, "convolution": _run_convolution, "sort": _run_sort, "fft": _run_fft,
-        "cholesky": linalg.run_cholesky, "triangular-solve": linalg.run_triangular_solve}
+        "cholesky": linalg.run_cholesky, "triangular-solve": linalg.run_triangular_solve,
+        "custom-call": lapack_calls.run}
 
 __all__ = ["CORES", "batched_gemm", "blas_function_pointer", "run", "supports"]

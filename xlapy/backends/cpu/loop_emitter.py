@@ -71,6 +71,8 @@ def _flat(members, dims, scalars) -> bool:
             continue
         if m.opcode in el.indexing.GENERATORS:
             return False
+        if m.opcode == "bitcast-convert" and _dims(m.operands[0]) != _dims(m):
+            return False  # a width change: pieces of elements at other positions
         if _dims(m) != dims:
             return False
     return True

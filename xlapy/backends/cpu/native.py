@@ -44,6 +44,11 @@ skipped at run time when the two are the same memory), and the copies at the end
 parameters before anything overwrites them (a parameter moving to another parameter's
 result goes through a temporary).
 
+**Collectives.** A collective with a native function of its own (``step.native_call``,
+collectives.py) is a call to it, from the entry as from a loop: it finds the device's run
+table in the context (word 3, set around the program's run) and meets the other devices
+from native code.
+
 **Host calls.** A step native code cannot run itself (an interpreted instruction, a library
 call in a form the native GEMM call does not take, a kernel big enough to be split over
 threads, a while loop that stays in Python) is a call out through the executor
@@ -154,7 +159,8 @@ def step_supported(step, seen: dict, entry: bool = False, depth: int = 0) -> boo
     if leaf_shapes(step.instr.shape) is None:
         return False
     if isinstance(step, (ConstantStep, ValueStep, KernelStep)) or \
-            getattr(step, "native_call", False):
+            getattr(step, "native_loop", False) or \
+            getattr(step, "native_call", None) is not None:
         return True  # a kernel too big for one thread is a host call (run_parallel)
     if isinstance(step, CallStep) and plan_supported(step.body, seen, depth=depth + 1):
         return True
@@ -536,8 +542,10 @@ class Emitter:
             self._emit_host(step, env)  # NumPy's key sort when it applies (long rows)
         elif isinstance(step, KernelStep):
             self._emit_kernel(step, env)
-        elif getattr(step, "native_call", False):
+        elif getattr(step, "native_loop", False):
             self._emit_nested_while(step, env)
+        elif getattr(step, "native_call", None) is not None:
+            self._emit_native_call(step, env)  # a native function of its own (collectives)
         elif isinstance(step, CallStep) and id(step.body) in self.native_plans:
             root = self.emit_plan(step.body, [env[id(o)] for o in instr.operands])
             self.set(env, instr, root)
@@ -769,6 +777,27 @@ class Emitter:
         self.release_slot(ws)
         self.set(env, instr, build(instr.shape, iter(outs)))
 
+    def _emit_native_call(self, step, env) -> None:
+        """A step that is one native function of the program (``step.native_call``, the
+        kernel signature: a collective's, see collectives.py) over the leaves of its operands
+        (``step.reads``), then of its result, then the context; it reports a failure in the
+        context's status word. Its result leaves go where the caller placed them (a result
+        buffer of the entry, a loop's double-buffered state leaf)."""
+        instr = step.instr
+        ins = [leaf for o in step.reads for leaf in leaves_of(env[id(o)])]
+        outs = []
+        for j, s in enumerate(leaf_shapes(instr.shape)):
+            placed = self._placed(instr, j)
+            outs.append(placed if placed is not None else self.new_leaf(s))
+        bufs = self.bufs_array([leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs] +
+                               [self.ctx])
+        fn = self.planner.irmod.get_global(step.native_call)
+        if not self.inline_kernels:
+            fn.attributes.add("noinline")
+        self.b.call(fn, [bufs, ir.Constant(I64, 0), ir.Constant(I64, 1)])
+        self._check_status()
+        self.set(env, instr, build(instr.shape, iter(outs)))
+
     def _emit_conditional(self, step, env) -> None:
         instr = step.instr
         b = self.b
@@ -839,7 +868,7 @@ def _updated(values: dict, step, j: int):
         operand, k = step.inputs[starts[j]], 0
         if sum(x is operand for x in step.inputs) != 1:
             return None
-    elif getattr(step, "native_call", False):
+    elif getattr(step, "native_loop", False):
         operand, k = step.instr.operands[0], j
     else:
         return None
@@ -871,7 +900,7 @@ class NativeEntry:
     """A program's entry computation as one native function (see the module docstring).
     ``run(args, plan_ctx, donated)``: the root's value."""
 
-    native_call = False
+    native_loop = False
 
     def __init__(self, instr_shape, name, params, results, aliases):
         self.spec = KernelSpec(name=name, n_inputs=len(params), outputs=[], domain=1,
@@ -929,9 +958,10 @@ class NativeEntry:
                 raise
             raise _named(e, _Named(instr)) from None
 
-    def run(self, args, options, donated=None):
+    def run(self, args, options, donated=None, plan_ctx=None):
         """The root's value for ``args`` (see CpuProgram.run); ``options``: the run's
-        EvalOptions (host calls run with ``make_context(options)``)."""
+        EvalOptions (host calls run with ``plan_ctx``, by default ``make_context(options)``;
+        a program with collectives passes the one its run table is bound to)."""
         n, m = self._n, self._m
         bufs = self._bufs_type()
         if self._flat_params:
@@ -979,7 +1009,8 @@ class NativeEntry:
         if self._const_ptrs:
             bufs[n + m + 2:] = self._const_ptrs
         if self.needs_run:
-            plan_ctx = self.make_context(options)
+            if plan_ctx is None:
+                plan_ctx = self.make_context(options)
             with executor.running(self.host_table, plan_ctx, "the entry computation") as run:
                 if 0 < self.max_gemm < executor.BIG_GEMM:
                     with executor.blas_threads(1):
@@ -1080,7 +1111,7 @@ def compile_entry(planner, plan) -> NativeEntry | None:
     entry.result_instrs = [instr for instr, _ in sources]
     entry.ws_instr = em.largest[1]
     entry.needs_run = bool(planner.host_table.calls) or any(
-        getattr(k, "native_call", False) for k in planner.kernels)
+        getattr(k, "native_loop", False) for k in planner.kernels)
     entry.finish([p.shape.is_tuple() for p in params])
     planner.kernels.append(entry)
     return entry

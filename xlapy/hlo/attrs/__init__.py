@@ -151,14 +151,17 @@ def check_int_list(value, where: str, minimum: int | None = None) -> tuple[int, 
     return tuple(out)
 
 
-def check_int_tuples(value, where: str, sizes: tuple[int, ...] = (2,),
+def check_int_tuples(value, where: str, sizes: tuple[int, ...] | None = (2,),
                      what: str = "(low, high) pairs") -> tuple[tuple[int, ...], ...]:
-    """A tuple of int tuples, each of one of ``sizes`` elements (padding pairs, source-target
-    pairs...), or an error naming ``where``."""
+    """A tuple of int tuples, each of one of ``sizes`` elements (of any number when None):
+    padding pairs, source-target pairs, slice ranges..., or an error naming ``where``."""
     out = []
     for i, item in enumerate(check_sequence(value, where, f"a list of {what}")):
-        if (isinstance(item, _NOT_A_LIST) or not hasattr(item, "__iter__")
-                or len(ints := check_int_list(item, f"{where}[{i}]")) not in sizes):
+        if isinstance(item, _NOT_A_LIST) or not hasattr(item, "__iter__"):
+            ints = None
+        else:
+            ints = check_int_list(item, f"{where}[{i}]")
+        if ints is None or (sizes is not None and len(ints) not in sizes):
             raise InvalidArgumentError(
                 f"{where} must be a list of {what}, got {item!r} at index {i}")
         out.append(ints)

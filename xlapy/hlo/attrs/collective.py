@@ -42,6 +42,7 @@ from xlapy.hlo.attrs import (
     IntKind,
     check_int,
     check_int_list,
+    check_int_tuples,
     check_sequence,
     is_int,
     read_int_list,
@@ -111,18 +112,11 @@ class CollectiveDeviceList:
     def __post_init__(self):
         groups = []
         where = "CollectiveDeviceList: groups"
-        for g in check_sequence(self.groups, where, "a list of replica groups"):
+        for i, g in enumerate(check_sequence(self.groups, where, "a list of replica groups")):
             if isinstance(g, ReplicaGroup):
                 groups.append(g.replica_ids)
                 continue
-            if isinstance(g, (str, bytes)) or not hasattr(g, "__iter__"):
-                raise InvalidArgumentError(
-                    f"CollectiveDeviceList: each replica group must be a list of ids, got {g!r}")
-            ids = check_sequence(g, where, "a list of replica groups")
-            if not all(is_int(v) for v in ids):
-                raise InvalidArgumentError(
-                    f"CollectiveDeviceList: replica ids must be integers, got {ids!r}")
-            groups.append(check_int_list(ids, where))
+            groups.append(check_int_list(g, f"{where}[{i}] (a replica group)"))
         object.__setattr__(self, "groups", tuple(groups))
 
     @property
@@ -175,13 +169,8 @@ class IotaReplicaGroupList:
     def __init__(self, num_replica_groups: int, num_devices_per_group: int,
                  reshape_dims: Sequence[int] | None = None,
                  transpose_perm: Sequence[int] | None = None):
-        for name, v in (("num_replica_groups", num_replica_groups),
-                        ("num_devices_per_group", num_devices_per_group)):
-            if not is_int(v) or v < 1:
-                raise InvalidArgumentError(
-                    f"IotaReplicaGroupList: {name} must be an integer >= 1, got {v!r}")
-        n = check_int(num_replica_groups, "IotaReplicaGroupList: num_replica_groups")
-        m = check_int(num_devices_per_group, "IotaReplicaGroupList: num_devices_per_group")
+        n = check_int(num_replica_groups, "IotaReplicaGroupList: num_replica_groups", 1)
+        m = check_int(num_devices_per_group, "IotaReplicaGroupList: num_devices_per_group", 1)
         dims = (n * m,) if reshape_dims is None else check_int_list(
             reshape_dims, "IotaReplicaGroupList: reshape_dims")
         perm = tuple(range(len(dims))) if transpose_perm is None else check_int_list(
@@ -189,7 +178,7 @@ class IotaReplicaGroupList:
         problem = _iota_problem(n, m, dims, perm)
         if problem:
             raise InvalidArgumentError(f"IotaReplicaGroupList: {problem}")
-        dims, perm = canonicalize_iota(tuple(int(d) for d in dims), tuple(int(p) for p in perm))
+        dims, perm = canonicalize_iota(dims, perm)
         set_ = object.__setattr__
         set_(self, "num_replica_groups", n)
         set_(self, "num_devices_per_group", m)
@@ -229,7 +218,7 @@ class IotaReplicaGroupList:
 def _iota_problem(n: int, m: int, dims: tuple, perm: tuple) -> str | None:
     if not dims:
         return "expected non-empty iota_reshape_dims"
-    if not all(is_int(d) and d >= 1 for d in dims):
+    if not all(d >= 1 for d in dims):
         return f"iota reshape dimensions must be integers >= 1, got [{','.join(map(str, dims))}]"
     if len(perm) != len(dims) or sorted(perm) != list(range(len(dims))):
         return (f"the transpose T({','.join(map(str, perm))}) must be a permutation of "
@@ -383,16 +372,7 @@ class IntListListKind(AttrKind):
     name = "list of integer lists"
 
     def check(self, value, where):
-        try:
-            rows = [tuple(r) for r in value]
-        except TypeError:
-            raise InvalidArgumentError(
-                f"{where} must be a list of integer lists, got {value!r}") from None
-        for r in rows:
-            if not all(is_int(v) for v in r):
-                raise InvalidArgumentError(
-                    f"{where} must be a list of integer lists, got {value!r}")
-        return tuple(tuple(int(v) for v in r) for r in rows)
+        return check_int_tuples(value, where, None, "integer lists")
 
     def to_text(self, value) -> str:
         return "{" + ",".join(_ints_text(r) for r in value) + "}"
@@ -421,12 +401,7 @@ class SourceTargetPairsKind(IntListListKind):
     name = "source-target pairs"
 
     def check(self, value, where):
-        pairs = super().check(value, where)
-        for p in pairs:
-            if len(p) != 2:
-                raise InvalidArgumentError(
-                    f"{where} must be a list of (source, target) pairs, got {value!r}")
-        return pairs
+        return check_int_tuples(value, where, (2,), "(source, target) pairs")
 
     def read(self, sc, ctx=None):
         sc.skip()
@@ -447,13 +422,13 @@ class SingleDimensionKind(AttrKind):
 
     def check(self, value, where):
         if is_int(value):
-            return int(value)
+            return check_int(value, where)
         try:
             items = tuple(value)
         except TypeError:
             items = None
         if items is not None and len(items) == 1 and is_int(items[0]):
-            return int(items[0])
+            return check_int(items[0], where)
         raise InvalidArgumentError(f"{where} must be one dimension number, got {value!r}")
 
     def to_text(self, value) -> str:

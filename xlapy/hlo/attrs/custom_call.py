@@ -19,7 +19,7 @@ Imports only the attribute base layer and the shape layer.
 from __future__ import annotations
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import AttrKind, EnumKind, is_int
+from xlapy.hlo.attrs import AttrKind, EnumKind, check_int, check_int_list
 from xlapy.hlo.attrs.enums import _Texted
 from xlapy.hlo.attrs.window import WindowKind
 from xlapy.shape import Shape
@@ -43,16 +43,8 @@ def _read_shape_index(sc) -> tuple[int, ...]:
 
 
 def _index(value, where: str, what: str) -> tuple[int, ...]:
-    try:
-        items = tuple(value)
-    except TypeError:
-        raise InvalidArgumentError(f"{where}: {what} must be a shape index (a tuple of "
-                                   f"integers), got {value!r}") from None
-    for i in items:
-        if not is_int(i) or int(i) < 0:
-            raise InvalidArgumentError(f"{where}: {what} must be a shape index (a tuple of "
-                                       f"integers >= 0), got {value!r}")
-    return tuple(int(i) for i in items)
+    """A shape index: a tuple of integers >= 0."""
+    return check_int_list(value, f"{where}: {what} (a shape index)", minimum=0)
 
 
 class OutputOperandAliasingKind(AttrKind):
@@ -74,11 +66,9 @@ class OutputOperandAliasingKind(AttrKind):
                 raise InvalidArgumentError(
                     f"{where}: each entry must be (output_index, (operand_number, "
                     f"operand_index)), got {entry!r}") from None
-            if not is_int(operand) or operand < 0:
-                raise InvalidArgumentError(
-                    f"{where}: operand number must be an integer >= 0, got {operand!r}")
+            operand = check_int(operand, f"{where}: operand number", minimum=0)
             out.append((_index(output_index, where, "output index"),
-                        (int(operand), _index(operand_index, where, "operand index"))))
+                        (operand, _index(operand_index, where, "operand index"))))
         return tuple(out)
 
     def to_text(self, value) -> str:

@@ -32,6 +32,7 @@ from math import prod
 import numpy as np
 
 from xlapy.errors import InvalidArgumentError
+from xlapy.hlo.attrs import check_int, check_int_list
 from xlapy.hlo.attrs.mesh import (
     NamedSharding,
     _read_metadata,
@@ -87,16 +88,18 @@ class TileAssignment:
 
     @staticmethod
     def make_iota(dims, reshape=None, perm=None) -> TileAssignment:
-        dims = tuple(int(d) for d in dims)
-        reshape = (prod(dims),) if reshape is None else tuple(int(d) for d in reshape)
-        perm = tuple(range(len(reshape))) if perm is None else tuple(int(p) for p in perm)
+        dims = check_int_list(dims, "TileAssignment: dims", minimum=0)
+        reshape = (prod(dims),) if reshape is None else check_int_list(
+            reshape, "TileAssignment: reshape dims", minimum=0)
+        perm = tuple(range(len(reshape))) if perm is None else check_int_list(
+            perm, "TileAssignment: transpose perm")
         return TileAssignment(dims, iota=canonicalize_iota_dims(reshape, perm))
 
     @staticmethod
     def from_array(array) -> TileAssignment:
-        array = np.asarray(array, np.int64)
-        return TileAssignment(tuple(int(d) for d in array.shape),
-                              devices=tuple(int(v) for v in array.reshape(-1)))
+        array = np.asarray(array)
+        devices = check_int_list(array.reshape(-1).tolist(), "TileAssignment: devices")
+        return TileAssignment(tuple(array.shape), devices=devices)
 
     def array(self) -> np.ndarray:
         if self.devices is not None:
@@ -114,7 +117,7 @@ class TileAssignment:
         return len(self.dims)
 
     def reshape(self, dims) -> TileAssignment:
-        dims = tuple(int(d) for d in dims)
+        dims = check_int_list(dims, "TileAssignment.reshape: dims", minimum=0)
         if self.iota is not None:
             return TileAssignment(dims, iota=self.iota)
         return TileAssignment(dims, devices=self.devices)
@@ -282,7 +285,8 @@ class HloSharding:
 
     @staticmethod
     def maximal(device: int, metadata=()) -> HloSharding:
-        return HloSharding("maximal", TileAssignment((1,), devices=(int(device),)),
+        device = check_int(device, "HloSharding.maximal: device")
+        return HloSharding("maximal", TileAssignment((1,), devices=(device,)),
                            metadata=tuple(metadata))
 
     @staticmethod

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xlapy.errors import InvalidArgumentError
-from xlapy.hlo.attrs import AttrKind, is_int
+from xlapy.hlo.attrs import AttrKind, check_int_list, check_int_tuples
 from xlapy.shape.text import Scanner
 
 __all__ = ["SLICE_RANGES", "SliceRanges", "SliceRangesKind"]
@@ -39,7 +39,7 @@ class SliceRanges:
     def __post_init__(self):
         set_ = object.__setattr__
         for name in ("starts", "limits", "strides"):
-            set_(self, name, tuple(int(v) for v in getattr(self, name)))
+            set_(self, name, check_int_list(getattr(self, name), f"SliceRanges: {name}"))
         if not len(self.starts) == len(self.limits) == len(self.strides):
             raise InvalidArgumentError(
                 f"SliceRanges: starts, limits and strides must have one entry per dimension; "
@@ -75,18 +75,10 @@ class SliceRangesKind(AttrKind):
     def check(self, value, where):
         if isinstance(value, SliceRanges):
             return value
-        try:
-            ranges = [tuple(r) for r in value]
-        except TypeError:
-            raise InvalidArgumentError(
-                f"{where} must be SliceRanges or a list of (start, limit[, stride]) triples, "
-                f"got {value!r}") from None
+        ranges = check_int_tuples(value, where, (2, 3),
+                                  "(start, limit) or (start, limit, stride) ranges")
         starts, limits, strides = [], [], []
         for r in ranges:
-            if len(r) not in (2, 3) or not all(is_int(v) for v in r):
-                raise InvalidArgumentError(
-                    f"{where}: each range must be (start, limit) or (start, limit, stride) "
-                    f"integers, got {r!r}")
             starts.append(r[0])
             limits.append(r[1])
             strides.append(r[2] if len(r) == 3 else 1)

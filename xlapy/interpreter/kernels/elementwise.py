@@ -343,8 +343,18 @@ FLOAT_BINARY: dict[str, Callable] = {
     "atan2": lambda a, b: libm(np.arctan2, a, b),
 }
 
+def _complex_pick(pick, ar, ai, br, bi):
+    return np.where(pick, ar, br), np.where(pick, ai, bi)
+
+
 COMPLEX_BINARY: dict[str, Callable] = {
     "add": lambda ar, ai, br, bi: (ar + br, ai + bi),
+    # XLA:CPU compares the real parts only: maximum is lhs when lhs.re >= rhs.re, else rhs
+    # (so rhs when either real part is NaN), minimum likewise with <=; the imaginary parts
+    # never decide. (XLA's HloEvaluator has no complex maximum/minimum: its constant folding
+    # leaves them to XLA:CPU.)
+    "maximum": lambda ar, ai, br, bi: _complex_pick(ar >= br, ar, ai, br, bi),
+    "minimum": lambda ar, ai, br, bi: _complex_pick(ar <= br, ar, ai, br, bi),
     "subtract": lambda ar, ai, br, bi: (ar - br, ai - bi),
     "multiply": cm.c_mul,
     "divide": cm.c_div,

@@ -39,6 +39,8 @@ Semantics (XLA's HLO semantics, as its reference evaluator and XLA:CPU implement
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from xlapy.errors import InvalidArgumentError
@@ -57,8 +59,9 @@ from xlapy.shape import dtypes
 _STRUCTURAL = {"parameter", "constant", "tuple", "get-tuple-element", "call", "copy", "bitcast",
                "reshape", "broadcast", "opt-barrier"}
 
-#: id(computation) -> (computation, its instruction count, vectorisable)
-_vectorisable_cache: dict[int, tuple[object, int, bool]] = {}
+#: computation -> (its instruction count, vectorisable). Weak keys: an entry goes with its
+#: computation, so the cache keeps no module (nor its constants) alive.
+_vectorisable_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _scalar_shaped(shape) -> bool:
@@ -76,14 +79,14 @@ def is_vectorisable(comp) -> bool:
         return got
     for c in callees_first([comp]):
         if _cached(c) is None:
-            _vectorisable_cache[id(c)] = (c, len(c.instructions), _vectorisable_here(c))
-    return _vectorisable_cache[id(comp)][2]
+            _vectorisable_cache[c] = (len(c.instructions), _vectorisable_here(c))
+    return _vectorisable_cache[comp][1]
 
 
 def _cached(comp) -> bool | None:
-    got = _vectorisable_cache.get(id(comp))
-    if got is not None and got[0] is comp and got[1] == len(comp.instructions):
-        return got[2]
+    got = _vectorisable_cache.get(comp)
+    if got is not None and got[0] == len(comp.instructions):
+        return got[1]
     return None
 
 

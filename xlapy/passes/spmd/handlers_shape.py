@@ -11,13 +11,15 @@ the target (a local dynamic-slice when only those dimensions differ). Reduce kee
 reduced dimension tiled: each device reduces its block (padding masked with the init value)
 and an all-reduce with the reduce's computation combines the partial results.
 
-Imports xlapy.passes.spmd.{core,reshard,partitioner,device_map}.
+Imports xlapy.passes.spmd.{core,reshard,partitioner,device_map} and the op definitions.
 """
 
 from __future__ import annotations
 
 from xlapy.hlo.attrs.sharding import HloSharding
 from xlapy.hlo.attrs.slicing import SliceRanges
+from xlapy.opdefs import all_opdefs
+from xlapy.opdefs.registry import ELEMENTWISE as ELEMENTWISE_TRAIT
 from xlapy.passes.spmd.core import (
     PTuple,
     PValue,
@@ -32,16 +34,20 @@ from xlapy.passes.spmd.partitioner import default_handler, handler, manual_clone
 from xlapy.passes.spmd.reshard import replicate, reshard_map
 from xlapy.shape import Shape
 
-ELEMENTWISE = (
-    "abs", "acos", "acosh", "add", "and", "asin", "asinh", "atan2", "atanh", "bitcast-convert",
-    "cbrt", "ceil", "clamp", "compare", "complex", "convert", "cosh", "cosine",
-    "count-leading-zeros", "divide", "erf", "exponential", "exponential-minus-one", "floor",
-    "imag", "is-finite", "log", "log-plus-one", "logistic", "maximum", "minimum", "mulhi",
-    "multiply", "negate", "not", "or", "popcnt", "power", "real", "reduce-precision",
-    "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select", "shift-left",
-    "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "sinh", "sqrt",
-    "stochastic-convert", "subtract", "tan", "tanh", "xor", "copy", "map",
-)
+#: Opcodes partitioned as XLA's HandleElementwise partitions them besides those with the
+#: ELEMENTWISE trait: copy (arrays and tuples) and map (a computation applied elementwise),
+#: which XLA's IsElementwise counts too.
+_ALSO_ELEMENTWISE = ("copy", "map")
+
+
+def elementwise_opcodes() -> tuple[str, ...]:
+    """Every opcode whose op definition has the ELEMENTWISE trait, and _ALSO_ELEMENTWISE: a
+    new elementwise op is partitioned by its definition alone."""
+    traits = tuple(o.opcode for o in all_opdefs().values() if o.has(ELEMENTWISE_TRAIT))
+    return traits + tuple(o for o in _ALSO_ELEMENTWISE if o not in traits)
+
+
+ELEMENTWISE = elementwise_opcodes()
 
 
 def target_map(p, instr) -> DeviceMap:

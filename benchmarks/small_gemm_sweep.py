@@ -1,0 +1,225 @@
+"""Small dots: the generated GEMM kernel (backends/cpu/gemm_kernel.py) against BLAS calls
+(library.batched_gemm) over a sweep of shapes, on the same module in one process, the two
+programs (and XLA:CPU through jax, when installed) taking turns run by run.
+
+    PYTHONPATH=. python benchmarks/small_gemm_sweep.py [--repeats 31] [--dtype f32]
+        [--limit 32768] [--shapes "64,32,32,32;1,16,16,16"]
+
+A shape is batch,m,k,n: ``dot(a[batch,m,k], b[batch,k,n])`` with one batch dimension
+(batch 1: a plain 2-D dot). ``--limit`` is the m*n*k up to which the kernel is used
+(gemm_kernel.SMALL); both programs are compiled with it set (kernel) and with the kernel
+off (BLAS). Prints per shape the median time of each program, kernel/BLAS and kernel/XLA.
+
+    PYTHONPATH=. python benchmarks/small_gemm_sweep.py --cases lstm_scan,transformer_fwd
+
+A/B on whole programs instead: the ``xlapy bench`` cases' modules (benchmarks/hlo, full
+sizes) compiled with the kernel and without, run in turns on the suite's inputs. With
+``--ab prepared`` the A/B is the BLAS path's prepared GEMM arguments (blas.PreparedGemm)
+against marshalling every argument per call (blas.gemm_rowmajor), on one program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+SHAPES = [
+    (1, 4, 4, 4), (1, 8, 8, 8), (1, 16, 16, 16), (1, 32, 32, 32), (1, 8, 32, 128),
+    (1, 32, 16, 64), (1, 64, 8, 64),
+    (8, 8, 8, 8), (8, 16, 16, 16), (8, 32, 32, 32),
+    (64, 4, 4, 4), (64, 8, 8, 8), (64, 16, 16, 16), (64, 32, 32, 32), (64, 16, 64, 16),
+    (512, 4, 4, 4), (512, 8, 8, 8), (512, 16, 16, 16), (4096, 4, 4, 4),
+    (16, 32, 32, 33), (64, 7, 13, 9),
+]
+
+
+def _module(bsz, m, k, n, t):
+    from xlapy.parser import parse_hlo_module
+
+    if bsz == 1:
+        text = (f"HloModule m\nENTRY e {{\n  a = {t}[{m},{k}] parameter(0)\n"
+                f"  b = {t}[{k},{n}] parameter(1)\n  ROOT d = {t}[{m},{n}] dot(a, b), "
+                f"lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n}}\n")
+    else:
+        text = (f"HloModule m\nENTRY e {{\n  a = {t}[{bsz},{m},{k}] parameter(0)\n"
+                f"  b = {t}[{bsz},{k},{n}] parameter(1)\n  ROOT d = {t}[{bsz},{m},{n}] "
+                f"dot(a, b), lhs_batch_dims={{0}}, rhs_batch_dims={{0}}, "
+                f"lhs_contracting_dims={{2}}, rhs_contracting_dims={{1}}\n}}\n")
+    return parse_hlo_module(text)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=31)
+    parser.add_argument("--dtype", default="f32", choices=["f32", "f64"])
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--shapes", default=None)
+    parser.add_argument("--no-jax", action="store_true")
+    parser.add_argument("--cases", default=None,
+                        help="comma-separated bench cases to compare whole (see xlapy bench)")
+    parser.add_argument("--tier", default="full", choices=["full", "quick", "tiny"])
+    parser.add_argument("--ab", default="kernel", choices=["kernel", "prepared"],
+                        help="with --cases: what the two sides differ in")
+    args = parser.parse_args(argv)
+    if args.cases:
+        return _cases(args)
+
+    from xlapy.backends.cpu import backend as be
+    from xlapy.backends.cpu import gemm_kernel
+    from xlapy.runtime import Client
+
+    limit = gemm_kernel.SMALL if args.limit is None else args.limit
+    dtype = np.float32 if args.dtype == "f32" else np.float64
+    shapes = SHAPES if not args.shapes else [tuple(int(v) for v in s.split(","))
+                                             for s in args.shapes.split(";")]
+    jax = None
+    if not args.no_jax:
+        try:
+            import jax
+            import jax.numpy as jnp
+            if dtype == np.float64:
+                jax.config.update("jax_enable_x64", True)
+        except ImportError:
+            jax = None
+
+    print(f"{'batch x m,k,n':>22} {'kernel':>10} {'BLAS':>10} {'XLA':>10} "
+          f"{'kern/BLAS':>9} {'kern/XLA':>9}")
+    ratios = []
+    for bsz, m, k, n in shapes:
+        if m * n * k > limit:
+            continue
+        module = _module(bsz, m, k, n, args.dtype)
+        rng = np.random.default_rng(0)
+        shape_a = (m, k) if bsz == 1 else (bsz, m, k)
+        shape_b = (k, n) if bsz == 1 else (bsz, k, n)
+        a = rng.standard_normal(shape_a).astype(dtype)
+        b = rng.standard_normal(shape_b).astype(dtype)
+        programs = {}
+        tiny = gemm_kernel.TINY
+        for name, small in (("kernel", limit), ("BLAS", 0)):
+            gemm_kernel.SMALL, gemm_kernel.TINY = small, (tiny if small else 0)
+            be.clear_cache()
+            programs[name] = Client(backend="cpu").compile(module)
+            kinds = [type(s).__name__ for s in be.compile_module(module).entry.steps]
+            assert kinds == (["KernelStep"] if small else ["LibraryStep"]), kinds
+        gemm_kernel.SMALL, gemm_kernel.TINY = limit, tiny
+        sides = {name: (lambda p=p, a=a, b=b: p(a, b)) for name, p in programs.items()}
+        if jax is not None:
+            fn = jax.jit(jnp.matmul)
+            ja, jb = jnp.asarray(a), jnp.asarray(b)
+            sides["XLA"] = lambda fn=fn, ja=ja, jb=jb: fn(ja, jb).block_until_ready()
+        got = np.asarray(sides["kernel"]())
+        want = np.asarray(sides["BLAS"]())
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+        times = {name: [] for name in sides}
+        for side in sides.values():
+            side()
+        for _ in range(args.repeats):
+            for name, side in sides.items():
+                t0 = time.perf_counter()
+                side()
+                times[name].append(time.perf_counter() - t0)
+        med = {name: statistics.median(t) for name, t in times.items()}
+        ratio = med["kernel"] / med["BLAS"]
+        ratios.append(ratio)
+        xla = med.get("XLA")
+        print(f"{bsz:>6} x {m:>4},{k:>4},{n:>4} {med['kernel'] * 1e6:>8.1f}us "
+              f"{med['BLAS'] * 1e6:>8.1f}us "
+              f"{(xla or float('nan')) * 1e6:>8.1f}us {ratio:>8.2f}x "
+              f"{med['kernel'] / xla if xla else float('nan'):>8.2f}x")
+    geo = float(np.exp(np.mean(np.log(ratios))))
+    print(f"geometric mean kernel/BLAS: {geo:.2f}x over {len(ratios)} shapes")
+
+
+def _set(gemm_kernel, on, small, tiny):
+    gemm_kernel.SMALL, gemm_kernel.TINY = (small, tiny) if on else (0, 0)
+
+
+class _PerCall:
+    """The BLAS path before blas.PreparedGemm: every argument marshalled per call."""
+
+    def __init__(self, dtype, m, n, k, a_form, b_form, ldc):
+        self.args = (dtype, m, n, k, a_form, b_form, ldc)
+
+    def __call__(self, a, b, c):
+        from xlapy.backends.cpu import blas
+
+        dtype, m, n, k, a_form, b_form, ldc = self.args
+        blas.gemm_rowmajor(dtype, m, n, k, a, a_form, b, b_form, c, ldc)
+
+
+def _prepared_ab(args, suite):
+    from xlapy.backends.cpu import blas
+    from xlapy.parser import parse_hlo_module
+    from xlapy.runtime import Client
+
+    prepared = blas.PreparedGemm
+    print(f"{'case':>22} {'prepared':>10} {'per call':>10} {'ratio':>9}  (medians of "
+          f"{args.repeats}, in turns)")
+    for name in args.cases.split(","):
+        case = suite.CASES[name]
+        program = Client(backend="cpu").compile(
+            parse_hlo_module(case.hlo_path(args.tier).read_text()))
+        inputs = suite.make_inputs(case, args.tier)
+        program(*inputs)
+        times = {"prepared": [], "per call": []}
+        try:
+            for _ in range(args.repeats):
+                for side, cls in (("prepared", prepared), ("per call", _PerCall)):
+                    blas.PreparedGemm = cls
+                    t0 = time.perf_counter()
+                    program(*inputs)
+                    times[side].append(time.perf_counter() - t0)
+        finally:
+            blas.PreparedGemm = prepared
+        med = {side: statistics.median(t) for side, t in times.items()}
+        print(f"{name:>22} {med['prepared'] * 1e3:>8.2f}ms {med['per call'] * 1e3:>8.2f}ms "
+              f"{med['prepared'] / med['per call']:>8.3f}x")
+
+
+def _cases(args):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import suite
+
+    if args.ab == "prepared":
+        return _prepared_ab(args, suite)
+
+    from xlapy.backends.cpu import backend as be
+    from xlapy.backends.cpu import gemm_kernel
+    from xlapy.parser import parse_hlo_module
+    from xlapy.runtime import Client
+
+    small, tiny = gemm_kernel.SMALL, gemm_kernel.TINY
+    print(f"{'case':>22} {'kernel':>10} {'BLAS':>10} {'kern/BLAS':>9}  (medians of "
+          f"{args.repeats}, in turns)")
+    for name in args.cases.split(","):
+        case = suite.CASES[name]
+        module = parse_hlo_module(case.hlo_path(args.tier).read_text())
+        inputs = suite.make_inputs(case, args.tier)
+        programs = {}
+        for side, on in (("kernel", True), ("BLAS", False)):
+            _set(gemm_kernel, on, small, tiny)
+            be.clear_cache()
+            programs[side] = Client(backend="cpu").compile(module)
+        _set(gemm_kernel, True, small, tiny)
+        times = {side: [] for side in programs}
+        for p in programs.values():
+            p(*inputs)
+        for _ in range(args.repeats):
+            for side, p in programs.items():
+                t0 = time.perf_counter()
+                p(*inputs)
+                times[side].append(time.perf_counter() - t0)
+        med = {side: statistics.median(t) for side, t in times.items()}
+        print(f"{name:>22} {med['kernel'] * 1e3:>8.2f}ms {med['BLAS'] * 1e3:>8.2f}ms "
+              f"{med['kernel'] / med['BLAS']:>8.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""Small dots as generated kernels: a batch of small GEMMs in one LLVM function, no BLAS call.
+
+A BLAS call costs microseconds before it does any work (the call from Python, argument
+marshalling, OpenBLAS's dispatch and packing), and a batched dot of small matrices pays it
+per matrix; a generated kernel computes the whole batch in one native call and, as a kernel
+step, also runs inside compiled while loops. ``form(instr)`` takes f32/f64 dots whose
+contracting and rhs free dimensions each read as one strided dimension (any dimension
+numbers otherwise: batch and lhs free dimensions are decoded per output row) and whose
+matrices are tiny (``m * n * k <= TINY``), or small (``<= SMALL``) with at least ``ROWS``
+rows and a vector of contiguous columns. The limits come from
+benchmarks/small_gemm_sweep.py (the kernel against BLAS calls over a sweep of shapes, on a
+shared AVX-512 host): up to 64^3 the kernel was faster on every shape whose accumulators
+stay busy (0.3x-0.8x of the BLAS path's time; 0.1x for long batches of 32^3 matrices),
+from there to 256^3 even within the noise; slower on single rows or a few columns with long
+sums (one chain of dependent adds), which stay with BLAS unless tiny.
+
+The kernel: work item = ``ROWS`` output rows of one matrix (a batch index and rows of the
+lhs free dimensions; the last item of a matrix takes what is left). Its columns go in
+tiles of ``COLS`` vectors of ``W`` (W = 8 f32, 4 f64): ROWS x COLS vector accumulators sum
+``a[i, p] * b[p, j:j+W]`` over p in order (multiply and add may contract to an FMA; the
+independent accumulators hide the add's latency, each loaded b vector serves every row),
+then the tile is stored; the columns past the last whole vector, or every column when b's
+columns are not contiguous, are summed as scalars in the same order. The result
+is the dot's value within rounding (BLAS sums in another order; the interpreter in f64).
+
+Imports llvmlite and the backend's kernel ABI only.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from llvmlite import ir
+
+from xlapy.backends.cpu.kernel_abi import (
+    I64,
+    KernelSpec,
+    buffer_pointer,
+    declare_kernel,
+    for_range,
+)
+from xlapy.shape import PrimitiveType as PT
+
+#: per-matrix m*n*k up to which a dot is a generated kernel rather than BLAS calls, when its
+#: shape keeps the kernel's accumulators busy (at least ROWS rows, a vector of columns)
+SMALL = 64 * 64 * 64
+#: per-matrix m*n*k up to which any dot is a generated kernel (the call costs more than the
+#: arithmetic, whatever the shape)
+TINY = 16 * 16 * 16
+_TYPES = {PT.F32: (ir.FloatType(), 8), PT.F64: (ir.DoubleType(), 4)}
+_FLAGS = ("contract",)
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I64, int(v))
+
+
+def _strides(dims) -> list[int]:
+    out, s = [], 1
+    for d in reversed(dims):
+        out.append(s)
+        s *= d
+    return out[::-1]
+
+
+def _collapse(dims, strides, group) -> int | None:
+    """The stride of ``group`` (dimensions in the dot's order) read as one dimension, None
+    when they do not collapse into one strided dimension (size-1 dimensions drop out)."""
+    real = [d for d in group if dims[d] != 1]
+    if not real:
+        return 0
+    for a, b in itertools.pairwise(real):
+        if strides[a] != strides[b] * dims[b]:
+            return None
+    return strides[real[-1]]
+
+
+class Form:
+    """What the kernel needs of a dot (see ``form``)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def form(instr):
+    """A ``Form`` when ``instr`` is a dot this module compiles, else a reason string."""
+    if instr.opcode != "dot" or len(instr.operands) != 2:
+        return "not a two-operand dot"
+    et = instr.shape.element_type if instr.shape.is_array() else None
+    if et not in _TYPES or any(o.shape.element_type != et or not o.shape.is_array()
+                               for o in instr.operands):
+        return "not an f32 or f64 dot of operands of its type"
+    if instr.shape.is_dynamic() or any(o.shape.is_dynamic() for o in instr.operands):
+        return "dynamic shapes"
+    lhs, rhs = (tuple(int(d) for d in o.shape.dimensions) for o in instr.operands)
+    dn = instr.attrs["dot_dimension_numbers"]
+    lb, rb = list(dn.lhs_batch_dimensions), list(dn.rhs_batch_dimensions)
+    lc, rc = list(dn.lhs_contracting_dimensions), list(dn.rhs_contracting_dimensions)
+    lf = [d for d in range(len(lhs)) if d not in lb and d not in lc]
+    rf = [d for d in range(len(rhs)) if d not in rb and d not in rc]
+
+    def prod(dims, group):
+        p = 1
+        for d in group:
+            p *= dims[d]
+        return p
+
+    m, n, k = prod(lhs, lf), prod(rhs, rf), prod(lhs, lc)
+    if m * n * k == 0:
+        return "an empty dot"
+    if m * n * k > SMALL:
+        return f"not small: m*n*k = {m * n * k} > {SMALL}"
+    ls, rs = _strides(lhs), _strides(rhs)
+    a_k, b_k, b_n = _collapse(lhs, ls, lc), _collapse(rhs, rs, rc), _collapse(rhs, rs, rf)
+    if a_k is None or b_k is None or b_n is None:
+        return "contracting or rhs free dimensions that do not read as one strided dimension"
+    width = _TYPES[et][1]
+    if m * n * k > TINY and (m < ROWS or n < width or b_n != 1):
+        return f"m*n*k = {m * n * k} > {TINY} with fewer than {ROWS} rows or {width} " \
+               f"contiguous columns (BLAS keeps more sums in flight)"
+    return Form(et=et, m=m, n=n, k=k, batch=[lhs[d] for d in lb],
+                a_batch=[ls[d] for d in lb], b_batch=[rs[d] for d in rb],
+                m_dims=[lhs[d] for d in lf], a_m=[ls[d] for d in lf],
+                a_k=a_k, b_k=b_k, b_n=b_n)
+
+
+def _decode(b, item, sizes, strides_list, name):
+    """Offsets (one per stride list) of the row-major multi-index ``item`` over ``sizes``."""
+    offsets = [_c(0) for _ in strides_list]
+    rest = item
+    for d in range(len(sizes) - 1, -1, -1):
+        size = sizes[d]
+        if size == 1:
+            continue
+        idx = b.urem(rest, _c(size), name=f"{name}.i{d}") if d else rest
+        if d:
+            rest = b.udiv(rest, _c(size), name=f"{name}.q{d}")
+        for j, strides in enumerate(strides_list):
+            if strides[d]:
+                offsets[j] = b.add(offsets[j], b.mul(idx, _c(strides[d])), name=f"{name}.o{j}")
+    return offsets
+
+
+ROWS = 4  # output rows a work item computes together (each loaded b vector serves them all)
+COLS = 2  # vectors of output columns summed together: ROWS * COLS independent accumulators
+
+
+def _splat(b, value, vec):
+    if not isinstance(vec, ir.VectorType):
+        return value
+    one = b.insert_element(ir.Constant(vec, ir.Undefined), value, _c(0))
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), vec.count), [0] * vec.count)
+    return b.shuffle_vector(one, ir.Constant(vec, ir.Undefined), mask)
+
+
+def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align):
+    """C[rows, j0 : j0 + cols * width] for the rows whose a and c offsets are given: one
+    loop over p with len(a_rows) * cols accumulators (vectors of ``vec``, or scalars)."""
+    pa, pb, pc = ptrs
+    fn = b.function
+    head = b.block
+    loop = fn.append_basic_block("p.body")
+    done = fn.append_basic_block("p.done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    width = vec.count if isinstance(vec, ir.VectorType) else 1
+    zero = ir.Constant(vec, [0.0] * width) if width > 1 else ir.Constant(vec, 0.0)
+    p = b.phi(I64, name="p")
+    p.add_incoming(_c(0), head)
+    accs = [[b.phi(vec, name=f"acc{r}.{c}") for c in range(cols)] for r in range(len(a_rows))]
+    for row in accs:
+        for acc in row:
+            acc.add_incoming(zero, head)
+    b_row = b.add(b_base, b.mul(p, _c(f.b_k)), name="brow")
+    bvs = []
+    for c in range(cols):
+        j = b.add(j0, _c(c * width), name=f"j{c}")
+        at = b.add(b_row, j if f.b_n == 1 else b.mul(j, _c(f.b_n)), name=f"bat{c}")
+        ptr = b.gep(pb, [at], inbounds=True)
+        if width > 1:
+            ptr = b.bitcast(ptr, vec.as_pointer())
+        bvs.append(b.load(ptr, name=f"bv{c}", align=align))
+    nexts = []
+    for r, a_row in enumerate(a_rows):
+        at = b.add(a_row, b.mul(p, _c(f.a_k)), name=f"aat{r}")
+        av = _splat(b, b.load(b.gep(pa, [at], inbounds=True), name=f"av{r}"), vec)
+        nexts.append([b.fadd(accs[r][c], b.fmul(av, bvs[c], flags=_FLAGS), flags=_FLAGS,
+                             name=f"nacc{r}.{c}") for c in range(cols)])
+    p_next = b.add(p, _c(1), name="p.next")
+    p.add_incoming(p_next, b.block)
+    for r in range(len(a_rows)):
+        for c in range(cols):
+            accs[r][c].add_incoming(nexts[r][c], b.block)
+    b.cbranch(b.icmp_signed("<", p_next, _c(f.k)), loop, done)
+    b.position_at_end(done)
+    for r, c_row in enumerate(c_rows):
+        for c in range(cols):
+            ptr = b.gep(pc, [b.add(c_row, b.add(j0, _c(c * width)))], inbounds=True)
+            if width > 1:
+                ptr = b.bitcast(ptr, vec.as_pointer())
+            b.store(nexts[r][c], ptr, align=align)
+
+
+def _row_block(b, f, ptrs, bi, r0, count, vec, align):
+    """Output rows r0 .. r0 + count of matrix ``bi``: every column, in tiles."""
+    n = f.n
+    width = vec.count
+    a_off, b_off = _decode(b, bi, f.batch, [f.a_batch, f.b_batch], "batch")
+    a_rows, c_rows = [], []
+    for r in range(count):
+        i = b.add(r0, _c(r), name=f"i{r}")
+        (a_i,) = _decode(b, i, f.m_dims, [f.a_m], f"m{r}")
+        a_rows.append(b.add(a_off, a_i, name=f"arow{r}"))
+        c_rows.append(b.mul(b.add(b.mul(bi, _c(f.m)), i), _c(n), name=f"crow{r}"))
+    j = 0
+    if f.b_n == 1:
+        wide = n // (COLS * width)
+        if wide:
+            with for_range(b, 0, wide, "jw") as jw:
+                j0 = b.mul(jw, _c(COLS * width), name="jw0")
+                _tile(b, f, ptrs, a_rows, b_off, c_rows, j0, vec, COLS, align)
+            j = wide * COLS * width
+        if n - j >= width:
+            _tile(b, f, ptrs, a_rows, b_off, c_rows, _c(j), vec, (n - j) // width, align)
+            j += (n - j) // width * width
+    if j < n:
+        with for_range(b, j, n, "js") as js:
+            _tile(b, f, ptrs, a_rows, b_off, c_rows, js, vec.element, 1, align)
+
+
+def emit(module: ir.Module, name: str, instr) -> KernelSpec:
+    f = form(instr)
+    ty, width = _TYPES[f.et]
+    vec = ir.VectorType(ty, width)
+    align = 4 if f.et == PT.F32 else 8  # element alignment (the vectors need not be aligned)
+    fn, b = declare_kernel(module, name)
+    bufs, lo, hi = fn.args
+    ptrs = (buffer_pointer(b, bufs, 0, ty, "a"), buffer_pointer(b, bufs, 1, ty, "b"),
+            buffer_pointer(b, bufs, 2, ty, "c"))
+    m = f.m
+    full, tail = m // ROWS, m % ROWS
+    per = full + (1 if tail else 0)  # row blocks per matrix
+    with for_range(b, lo, hi, "item") as item:
+        bi = b.udiv(item, _c(per), name="bi") if per > 1 else item
+        rb = b.urem(item, _c(per), name="rb") if per > 1 else _c(0)
+        r0 = b.mul(rb, _c(ROWS), name="r0")
+        if not tail:
+            _row_block(b, f, ptrs, bi, r0, ROWS, vec, align)
+        elif not full:
+            _row_block(b, f, ptrs, bi, r0, tail, vec, align)
+        else:
+            is_full = b.icmp_unsigned("<", rb, _c(full), name="full")
+            with b.if_else(is_full) as (then, otherwise):
+                with then:
+                    _row_block(b, f, ptrs, bi, r0, ROWS, vec, align)
+                with otherwise:
+                    _row_block(b, f, ptrs, bi, r0, tail, vec, align)
+    b.ret_void()
+    count = 1
+    for d in f.batch:
+        count *= d
+    # cost in the runtime's unit (about an element of elementwise work): vector FMAs do many
+    # multiply-adds a cycle; a smaller batch splitting over threads lost to the handoff
+    # (benchmarks/small_gemm_sweep.py)
+    return KernelSpec(name, 2, [instr.shape], count * per,
+                      cost=max(1, f.n * f.k * min(ROWS, m) // (8 * width)))
+
+
+__all__ = ["SMALL", "emit", "form"]
