@@ -348,10 +348,17 @@ ENTRY e {
         unregister_custom_call("test_native_fail")
 
 
-def test_collectives_and_device_identity_from_the_entry_and_a_loop():
-    """all-reduce, replica-id and collective-permute as host calls on each device's thread:
-    inside a compiled loop each contribution is a copy the peers may read after the device
-    went on (the loop reuses that memory at once)."""
+def test_collectives_and_device_identity_from_the_entry_and_a_loop(monkeypatch):
+    """replica-id and all-reduce in the entry, collective-permute and all-reduce in a
+    compiled loop: native calls of the entry's and the loop's functions (no host call runs them; the run table is
+    set for the entry's native call, else they would take the generic path, made to fail
+    here)."""
+    from xlapy.backends.cpu import collectives as co
+
+    def generic(self, values, plan_ctx):
+        raise AssertionError(f"{self.instr.name}: generic path")
+
+    monkeypatch.setattr(co.CollectiveStep, "compute", generic)
     text = """HloModule coll
 sum {
   a = f32[] parameter(0)
@@ -387,10 +394,14 @@ ENTRY e {
   zero = s32[] constant(0)
   init = (s32[], f32[64]) tuple(zero, x1)
   w = (s32[], f32[64]) while(init), condition=c, body=b
-  ROOT r = f32[64] get-tuple-element(w), index=1
+  v = f32[64] get-tuple-element(w), index=1
+  ROOT r = f32[64] all-reduce(v), replica_groups={}, to_apply=sum
 }
 """
-    _native(text)
+    program = _native(text)
+    steps = [c.step for c in program.native.host_table.calls if isinstance(c, executor.StepCall)]
+    assert not [s for s in steps if isinstance(s, co.CollectiveStep)]
+    assert sum(isinstance(k, co.CollectiveStep) for k in program.kernels) == 4
     args = [[np.linspace(0, 1, 64).astype(np.float32) * (r + 1)] for r in range(2)]
     exe = Client(backend="cpu").compile(text, replicas=2)
     want = Client(backend="interpreter").compile(text, replicas=2).execute(args)
@@ -433,18 +444,45 @@ ENTRY e {
 """
 
 
-def test_a_value_sent_ahead_is_a_copy():
+@pytest.mark.parametrize("path", ["native", "generic", "host-call"])
+def test_a_value_sent_ahead_is_a_copy(monkeypatch, path):
     """Replica 0 sends and goes on at once (nothing to receive): its loop overwrites the
-    memory of what it sent while replica 1 has not read it yet - unless the host call
-    hands the channel a copy (StepCall.copies)."""
-    args = [[np.arange(4096, dtype=np.float32) * (r + 1)] for r in range(2)]
-    exe = Client(backend="cpu").compile(PERMUTE_AHEAD, replicas=2)
-    assert exe.program.native is not None
-    want = Client(backend="interpreter").compile(PERMUTE_AHEAD, replicas=2).execute(args)
-    for _ in range(5):
-        got = exe.execute(args)
-        for g, w in zip(got, want):
-            np.testing.assert_array_equal(g, w)
+    memory of what it sent while replica 1 has not read it yet - unless what replica 1
+    reads is still there: the native permute's departure barrier (native), or a copy
+    handed to the runtime's collectives by the step (the generic path its native function
+    calls out to, or the step itself called out when it has no native function: a
+    ``device_safe`` step, which StepCall does not copy for)."""
+    from xlapy.backends.cpu import collectives as co
+
+    if path == "generic":
+        monkeypatch.setattr(co, "_libc_addresses", lambda: None)
+    elif path == "host-call":
+        monkeypatch.setattr(co, "_native_form", lambda instr: None)
+    generic = []
+    compute = co.CollectiveStep.compute
+
+    def counted(self, values, plan_ctx):
+        generic.append(self.instr.name)
+        return compute(self, values, plan_ctx)
+
+    monkeypatch.setattr(co.CollectiveStep, "compute", counted)
+    be.clear_cache()  # plans made with the patched module, dropped again below
+    try:
+        args = [[np.arange(4096, dtype=np.float32) * (r + 1)] for r in range(2)]
+        exe = Client(backend="cpu").compile(PERMUTE_AHEAD, replicas=2)
+        assert exe.program.native is not None
+        calls = exe.program.native.host_table.calls
+        called_out = [c.step for c in calls if isinstance(c, executor.StepCall)]
+        assert {s.instr.opcode for s in called_out} == \
+            ({"collective-permute"} if path == "host-call" else set())
+        want = Client(backend="interpreter").compile(PERMUTE_AHEAD, replicas=2).execute(args)
+        for _ in range(5):
+            got = exe.execute(args)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+        assert bool(generic) == (path != "native")
+    finally:
+        be.clear_cache()
 
 
 def test_programs_with_tokens_keep_the_python_plan():
