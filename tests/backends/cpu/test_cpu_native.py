@@ -350,9 +350,9 @@ ENTRY e {
 
 def test_collectives_and_device_identity_from_the_entry_and_a_loop(monkeypatch):
     """replica-id and all-reduce in the entry, collective-permute and all-reduce in a
-    compiled loop: native calls of the entry's and the loop's functions (no host call runs them; the run table is
-    set for the entry's native call, else they would take the generic path, made to fail
-    here)."""
+    compiled loop: native calls of the entry's and the loop's functions (no host call runs
+    them; the run table is set for the entry's native call, else they would take the
+    generic path, made to fail here)."""
     from xlapy.backends.cpu import collectives as co
 
     def generic(self, values, plan_ctx):

@@ -230,11 +230,11 @@ class StepCall:
     ``operands``: the instructions the step reads (their values are rebuilt, tuples
     included, from the leaves: views of native memory, or copies for ``owned`` steps -
     those of DEVICE_BOUND instructions and side effects, which may keep their operands
-    beyond the call, unless the step is ``device_safe`` - of the leaves in memory native code reuses (``copies``: the
-    emitter's choice per leaf; the caller's arguments and constants are not copied));
-    the step's ``run(env, plan_ctx)`` computes its value, whose leaves
-    are copied into the result leaves - or, for a library call with an array result,
-    written there directly (``out=``). An out-of-memory error names the step's
+    beyond the call, unless the step is ``device_safe`` - of the leaves in memory native
+    code reuses (``copies``: the emitter's choice per leaf; the caller's arguments and
+    constants are not copied)); the step's ``run(env, plan_ctx)`` computes its value,
+    whose leaves are copied into the result leaves - or, for a library call with an array
+    result, written there directly (``out=``). An out-of-memory error names the step's
     instruction, as the Python plan's do."""
 
     def __init__(self, step, operands: list):
