@@ -39,6 +39,19 @@ def _functions() -> dict:
         var = jnp.mean(xc * xc, axis=-1, keepdims=True)
         return xc * (1.0 / jnp.sqrt(var + suite.LAYERNORM_EPS)) * gamma + beta
 
+    def softmax_loss(x, t):
+        return jnp.sum(jax.nn.softmax(x, axis=-1) * t)
+
+    def softmax_train(x, t):
+        return jax.value_and_grad(softmax_loss)(x, t)
+
+    def layernorm_loss(x, gamma, beta, t):
+        return jnp.sum(layernorm(x, gamma, beta) * t)
+
+    def layernorm_train(x, gamma, beta, t):
+        loss, grads = jax.value_and_grad(layernorm_loss, argnums=(0, 1, 2))(x, gamma, beta, t)
+        return (loss, *grads)
+
     def matmul(a, b):
         return a @ b
 
@@ -178,6 +191,8 @@ def _functions() -> dict:
         "elementwise": lambda p: elementwise,
         "softmax": lambda p: softmax,
         "layernorm": lambda p: layernorm,
+        "softmax_train": lambda p: softmax_train,
+        "layernorm_train": lambda p: layernorm_train,
         "matmul": lambda p: matmul,
         "matmul_big": lambda p: matmul,
         "mlp_train": lambda p: mlp_train,

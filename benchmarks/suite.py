@@ -145,6 +145,56 @@ LAYERNORM = Case(
 )
 
 
+# -- softmax and layernorm, forward and backward -----------------------------------------------
+
+def softmax_train_np(p, x, t):
+    """loss = sum(softmax(x) * t) and its gradient wrt x."""
+    s = softmax_np(p, x)
+    st = s * t
+    return (np.float32(np.sum(st, dtype=F32)), s * t - s * st.sum(axis=-1, keepdims=True))
+
+
+SOFTMAX_TRAIN = Case(
+    "softmax_train", "softmax over the last dimension, forward and backward: "
+    "jax.value_and_grad of sum(softmax(x) * t)",
+    sizes={"full": {"rows": 4096, "cols": 4096}, "quick": {"rows": 2048, "cols": 2048},
+           "tiny": {"rows": 24, "cols": 40}},
+    # t >= 0: the loss is a sum of positive terms (no cancellation to hide a lossy sum)
+    inputs=lambda rng, p: [_normal(rng, p["rows"], p["cols"], scale=3.0),
+                           _uniform(rng, 0.0, 1.0, p["rows"], p["cols"])],
+    numpy=softmax_train_np,
+    describe=lambda p: f"[{p['rows']},{p['cols']}]",
+    memory_bound=True,
+)
+
+
+def layernorm_train_np(p, x, gamma, beta, t):
+    """loss = sum(layernorm(x) * t) and its gradients wrt x, gamma and beta."""
+    mean = x.mean(axis=-1, keepdims=True)
+    xc = x - mean
+    inv = F32(1) / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + F32(LAYERNORM_EPS))
+    xhat = xc * inv
+    loss = np.sum((xhat * gamma + beta) * t, dtype=F32)
+    g = t * gamma
+    dx = inv * (g - g.mean(axis=-1, keepdims=True) -
+                xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    return (np.float32(loss), dx, (t * xhat).sum(axis=0), t.sum(axis=0))
+
+
+LAYERNORM_TRAIN = Case(
+    "layernorm_train", "layer normalisation, forward and backward: jax.value_and_grad of "
+    "sum(layernorm(x) * t) wrt x, scale and offset",
+    sizes={"full": {"rows": 8192, "cols": 1024}, "quick": {"rows": 4096, "cols": 1024},
+           "tiny": {"rows": 24, "cols": 40}},
+    inputs=lambda rng, p: [_normal(rng, p["rows"], p["cols"], scale=2.0) + F32(1),
+                           _uniform(rng, 0.5, 1.5, p["cols"]), _uniform(rng, 0.0, 1.0, p["cols"]),
+                           _uniform(rng, 0.5, 1.5, p["rows"], p["cols"])],
+    numpy=layernorm_train_np,
+    describe=lambda p: f"[{p['rows']},{p['cols']}]",
+    memory_bound=True,
+)
+
+
 # -- matmul ---------------------------------------------------------------------------------------
 
 def matmul_np(p, a, b):
@@ -665,7 +715,8 @@ PER_CALL = Case(
 
 #: The execution cases, in the order of the table.
 CASES: dict[str, Case] = {c.name: c for c in (
-    ELEMENTWISE, SOFTMAX, LAYERNORM, MATMUL, MATMUL_BIG, MLP_TRAIN, CONV2D, REDUCE_SUM,
+    ELEMENTWISE, SOFTMAX, LAYERNORM, SOFTMAX_TRAIN, LAYERNORM_TRAIN, MATMUL, MATMUL_BIG,
+    MLP_TRAIN, CONV2D, REDUCE_SUM,
     WHILE_SCALAR, WHILE_VECTOR, SORT,
     EMBEDDING_LOOKUP, EMBEDDING_GRAD, CNN_TRAIN, DUS_LOOP,  # data-dependent kernels
     TOPK, CUMSUM, ARGMAX, SORT_KV,  # the sort family and scans

@@ -3,8 +3,8 @@
 ``CpuBackend.compile(module)`` works on a clone of the module, in XLA:CPU's order:
 
 1. passes (xlapy.passes): call inlining, algebraic simplification, CSE, DCE, then loop and
-   input fusion, row fusion before them (a row reduction with the elementwise work consuming
-   it: one kernel per row, ``row_reduction``);
+   input fusion, row fusion before them (row reductions with the elementwise work around
+   them, a multi-output fusion: one kernel reading each row once, ``row_reduction``);
 2. a *plan* per computation (the entry, and the computations of while/conditional/call):
    its instructions in post order turned into steps -
    - a loop fusion, or a single elementwise/data-movement instruction, whose every
@@ -355,7 +355,7 @@ class Planner:
 
         name = f"k{len(self.kernels)}"
         spec = row_reduction.emit(self.irmod, name, root, inputs)
-        step = KernelStep(fusion, list(fusion.operands), bound, spec)
+        step = KernelStep(fusion, list(fusion.operands), bound, spec, fusion.shape.is_tuple())
         self.kernels.append(step)
         return step
 
