@@ -4,16 +4,20 @@
 
 For each program (a transformer block forward+backward, an LSTM run by lax.scan forward and
 backward, a CNN training step), each side runs in a fresh subprocess: it imports what it
-needs, makes the inputs, reads its peak RSS (``ru_maxrss``, the baseline), then compiles
+needs, makes the inputs, reads its peak RSS (``VmHWM`` of /proc/self/status: the process's
+own, where ``ru_maxrss`` would carry over the parent's peak; the baseline), then compiles
 the program and runs it three times, and reads its peak RSS again. The figure is the rise
-of the peak over the baseline (MiB). XLA's side runs ``jax.jit``; xlapy's side runs the HLO
-text jax lowers (``Client(backend="cpu")``), never importing jax. Target: xlapy <= XLA.
+of the peak over the baseline (MiB). XLA's side imports jax before the baseline and runs
+``jax.jit``; xlapy's side imports xlapy before the baseline and runs the HLO text jax
+lowers (``Client(backend="cpu")``, the disk cache off: a cold compile), never importing
+jax. Target: xlapy <= XLA.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -99,6 +103,22 @@ def _inputs(name: str) -> list:
 _CHILD = r"""
 import json, resource, sys
 import numpy as np
+
+
+def peak_kib():
+    # VmHWM: this process's own peak (a new one from exec); ru_maxrss is not - Linux carries
+    # it over from the parent through fork and exec, so a child of a big parent would
+    # measure the parent's peak
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 side, name, hlo, npz = sys.argv[1:5]
 data = np.load(npz)
 args = [data[f"arr_{k}"] for k in range(len(data.files))]
@@ -107,26 +127,28 @@ if side == "xla":
     import jax
     import memory_bench
     f = memory_bench._functions()[name]
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+else:  # imported before the baseline, as jax is on XLA's side
+    from xlapy.parser import parse_hlo_module
+    from xlapy.runtime import Client
+base = peak_kib()
 if side == "xla":
     g = jax.jit(f)
     for _ in range(3):
         jax.block_until_ready(g(*args))
 else:
-    from xlapy.parser import parse_hlo_module
-    from xlapy.runtime import Client
     exe = Client(backend="cpu").compile(parse_hlo_module(open(hlo).read()))
     for _ in range(3):
         exe(*args)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = peak_kib()
 print(json.dumps({"rise_mib": (peak - base) / 1024.0}))
 """
 
 
 def _measure(side: str, name: str, hlo: Path, npz: Path) -> float:
+    env = dict(os.environ, XLAPY_DISK_CACHE="0")  # a cold compile, as jax's
     out = subprocess.run([sys.executable, "-c", _CHILD, side, name, str(hlo), str(npz),
                           str(Path(__file__).resolve().parent)],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])["rise_mib"]
 
 

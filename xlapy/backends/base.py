@@ -22,7 +22,21 @@ from xlapy.interpreter.evaluator import EvalOptions
 class DeviceProgram:
     """One device's compiled program: ``run(args, options)`` returns the result value (a
     NumPy array, a tuple of values, or TOKEN) for argument values already checked against
-    the entry parameters."""
+    the entry parameters.
+
+    A program whose ``takes_donations`` is true also takes ``run(args, options, donated)``:
+    ``donated`` is the set of (parameter number, parameter index) of the argument arrays the
+    caller gives up (Buffers passed for ``input_output_alias`` parameters); the program may
+    write the result aliased to such a parameter into that very array and return the array
+    itself as that result (the runtime then has nothing to copy). Arguments not donated are
+    never written.
+
+    A program whose ``fresh_results`` is true returns, when nothing is donated, results
+    that never share memory with its arguments (new arrays every call): the runtime need
+    not check."""
+
+    takes_donations = False
+    fresh_results = False
 
     def run(self, args: list, options: EvalOptions):
         raise NotImplementedError

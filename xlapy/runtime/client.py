@@ -403,11 +403,31 @@ class Executable:
             host_send=host_send, host_recv=host_recv, rng_seed=client.rng_seed,
             collectives=backend, timeout=timeout, cancel=state)
 
-    def _run(self, values: list[list], timeout) -> list:
+    def _donated(self, donations: list[dict], prepared: list) -> list | None:
+        """Per device, the (parameter number, parameter index) of the donated Buffers, when
+        the program writes donated memory itself (``DeviceProgram.takes_donations``: the
+        aliased result is written into the donated array, which ``_wrap`` then finds is
+        the result); None when nothing is donated or the program does not."""
+        if not any(donations) or not getattr(self.program, "takes_donations", False):
+            return None
+        out = []
+        for d, (_, bufs) in zip(donations, prepared):
+            given = {id(b) for b in d.values()}
+            out.append(frozenset((key[0], tuple(key[1:])) for key, b in bufs.items()
+                                 if id(b) in given))
+        return out
+
+    def _run(self, values: list[list], timeout, donated: list | None = None) -> list:
         n = self.num_devices
+
+        def run(i, options):
+            if donated is not None and donated[i]:
+                return self.program.run(values[i], options, donated[i])
+            return self.program.run(values[i], options)
+
         if self._plain_module():  # one device, no feeds or channels: run it here
             options = EvalOptions(rng_seed=self.client.rng_seed, timeout=timeout)
-            return [self.program.run(values[0], options)]
+            return [run(0, options)]
         state = ExecutionState(self.logical_ids, self.num_partitions)
         backend = ThreadedCollectives(state)
         options = [self._options(i, state, backend, timeout) for i in range(n)]
@@ -418,7 +438,7 @@ class Executable:
         def work(i: int) -> None:
             device = self.logical_ids[i]
             try:
-                results[i] = self.program.run(values[i], options[i])
+                results[i] = run(i, options[i])
             except BaseException as e:  # noqa: BLE001 - reported by execute
                 with lock:
                     errors.append((i, e))
@@ -574,7 +594,16 @@ class Executable:
                     raise InvalidArgumentError(
                         "execute: a donated Buffer (input_output_alias parameter) is passed "
                         "more than once; a donated Buffer must be the only reference")
-        results = self._run([v for v, _ in prepared], timeout)
+        donated = self._donated(donations, prepared)
+        try:
+            results = self._run([v for v, _ in prepared], timeout, donated)
+        except BaseException:
+            if donated is not None:  # the program may have written them: as on PJRT, gone
+                for d in donations:
+                    for b in d.values():
+                        b._mark_deleted(f"donated to a failed execution of {self.module.name} "
+                                        f"(its contents are undefined)")
+            raise
         # Arrays that outputs must not share memory with: every input and output so far.
         taken = [b._storage.array for b in everyone]
         taken += [a for v, _ in prepared for a in _array_leaves(v)]
@@ -624,10 +653,11 @@ class Executable:
         result = self.program.run(values, options)
         if type(result) is not np.ndarray:
             result = np.asarray(result)
-        for v in values:  # an output may not share memory with an input
-            if np.may_share_memory(result, v):
-                result = np.array(result, copy=True)
-                break
+        if not self._fresh_results:
+            for v in values:  # an output may not share memory with an input
+                if np.may_share_memory(result, v):
+                    result = np.array(result, copy=True)
+                    break
         if not return_buffers:
             return [result]
         shape = self.module.entry.root.shape
@@ -635,6 +665,12 @@ class Executable:
             shape = _runtime_shape(shape, result)
         result.flags.writeable = False
         return [Buffer(self.client, device, shape, _Storage(result))]
+
+    @property
+    def _fresh_results(self) -> bool:
+        """The program's results never share memory with its arguments (nothing donated)
+        (``DeviceProgram.fresh_results``)."""
+        return getattr(self.program, "fresh_results", False)
 
     def _buffer_signature(self):
         """[(parameter shape, {id(Shape): Shape} seen matching)] when the fast path of
@@ -931,4 +967,4 @@ class Client:
         return f"Client(backend={self.platform!r}, devices={len(self._devices)})"
 
 
-__all__ = ["Buffer", "Client", "DEFAULT_BACKEND", "Device", "Executable", "ExecutionError"]
+__all__ = ["DEFAULT_BACKEND", "Buffer", "Client", "Device", "Executable", "ExecutionError"]

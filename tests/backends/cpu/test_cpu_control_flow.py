@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from xlapy.backends.cpu import backend as be
-from xlapy.backends.cpu import buffers
+from xlapy.backends.cpu import buffers, native
 from xlapy.backends.cpu import control_flow as cf
 from xlapy.interpreter.evaluator import EvalContext, EvalOptions, evaluate
 from xlapy.interpreter.values import flatten
@@ -860,17 +860,21 @@ def test_results_survive_the_next_call():
         _same(a, b)
 
 
-def test_arena_first_fit_and_coalescing():
-    arena = cf._Arena()
+def test_arena_best_fit_and_coalescing():
+    arena = native._Arena()
     a = arena.alloc(10)
     b = arena.alloc(100)
     c = arena.alloc(64)
     assert (a, b, c) == (0, 64, 192) and arena.size == 256
     arena.free(b, 100)
-    assert arena.alloc(64) == 64  # first fit inside the freed range
+    assert arena.alloc(64) == 64  # fits inside the freed range
     arena.free(a, 10)
     arena.free(64, 64)
     assert arena.alloc(128) == 0  # coalesced [0, 128)
     arena.free(c, 64)
     assert arena.alloc(300) == 128  # grows from the free tail
     assert arena.size == 128 + 320
+    wide, _, narrow, _ = (arena.alloc(n) for n in (256, 64, 128, 64))  # gaps between
+    arena.free(wide, 256)
+    arena.free(narrow, 128)
+    assert arena.alloc(100) == narrow  # the smallest free range that holds it

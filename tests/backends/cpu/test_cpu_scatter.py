@@ -227,7 +227,7 @@ def test_scatter_in_place_inside_a_compiled_while():
     u = rng.standard_normal((30, 16)).astype(np.float32)
     (loop,) = compiled_whiles(LOOP)
     # in place: no second table-sized slot for the scatter's result
-    assert loop.ws_bytes < loop.state_bytes + table.nbytes
+    assert loop.resident == [1] and loop.ws_bytes < table.nbytes
     kept = table.copy()
     check(LOOP, table, idx, u, opcode="scatter")
     np.testing.assert_array_equal(table, kept)  # the caller's argument is not written

@@ -26,12 +26,18 @@
    - anything else: the interpreter's kernel (``EvalContext.run_instruction``), so every
      module runs with the interpreter's semantics; the step records why
      (``emitters.explain``; ``CpuProgram.interpreted()`` lists them);
-3. every kernel of every plan goes into ONE LLVM module, compiled once (LLVM -O2 with the
+3. the entry plan, with the computations it runs, as ONE native function
+   (``native.compile_entry``: buffer assignment over the whole entry, results written into
+   the caller's buffers, in-place updates, donation; while loops as nested native calls,
+   conditionals and calls inline; steps native code cannot run as host calls);
+4. every kernel and function goes into ONE LLVM module, compiled once (LLVM -O2 with the
    vectorisers, host CPU).
 
-Running a plan: kernel outputs come from the buffer pool (``buffers.POOL``: no page faults
-for recycled blocks), each value is dropped after its last use so its block is recycled
-within the call (liveness-based reuse), large kernels run on both cores
+Running: ``CpuProgram.run`` makes one native call (result buffers and the workspace from the
+buffer pool, ``buffers.POOL``: no page faults for recycled blocks). Programs the native
+function cannot run (tokens, opaque values, dynamic shapes: ``native.compile_entry``) run
+their plan step by step in Python (``steps.Plan.execute``): kernel outputs from the pool,
+each value dropped after its last use, large kernels on both cores
 (``buffers.run_parallel``).
 
 Compiled programs are cached in memory (``program_cache``): keyed by the module's
@@ -45,6 +51,7 @@ The steps and how a plan runs live in ``steps`` (xlapy/backends/cpu/steps.py).
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 
 import numpy as np
@@ -59,6 +66,7 @@ from xlapy.backends.cpu import executor as _executor
 from xlapy.backends.cpu import gather_scatter, indexing
 from xlapy.backends.cpu import gemm_kernel as _gemm_kernel
 from xlapy.backends.cpu import library as _library
+from xlapy.backends.cpu import native as _native
 from xlapy.backends.cpu import reduction as _reduction
 from xlapy.backends.cpu import rng_kernel as _rng_kernel
 from xlapy.backends.cpu import sort as _native_sort
@@ -436,22 +444,44 @@ class _LazyContext:
 
 class CpuProgram(DeviceProgram):
     """A compiled module: its plans, kernels and machine code (freed with the program).
-    ``nbytes``: the estimate the program cache bounds (object code, the engine, the
-    constants held, the Python objects of the plans)."""
+    ``native``: the entry computation as one native function (``native.NativeEntry``), or
+    None when the program runs on the Python plan executor (``steps.Plan``; see
+    ``native.compile_entry`` for which programs). ``nbytes``: the estimate the program
+    cache bounds (object code, the engine, the constants held, the Python objects of the
+    plans)."""
 
     verified = False  # set by Client.compile once the module passed the verifier
 
-    def __init__(self, module, entry: Plan, kernels: list, compiled):
+    def __init__(self, module, entry: Plan, kernels: list, compiled, native=None):
         self.module = module  # the optimised module the plans refer to
         self.entry = entry
         self.kernels = kernels
+        self.native = native
+        if native is not None:
+            native.make_context = functools.partial(_LazyContext, module)
+        self.takes_donations = native is not None  # run() writes donated parameters
+        self.fresh_results = native is not None  # results are new arrays every call
         self._compiled = compiled  # keeps the machine code alive
         self.nbytes = _estimated_bytes(self)
 
     flush_denormals = True  # the run holds MXCSR FTZ|DAZ (denormals.flushing)
     run_table_size = 0  # entries of a run's table (collectives.bound); 0: none needed
 
-    def run(self, args, options):
+    def run(self, args, options, donated=None):
+        """The result for ``args``. ``donated``: (parameter number, parameter index) of the
+        argument leaves the caller gives up (input_output_alias): the result aliased to
+        such a parameter is written into the argument's own array, which is then that
+        result. Results are fresh arrays every call; parameters are never written unless
+        donated. The native entry sets MXCSR FTZ|DAZ itself (its host calls run inside
+        it). A program with collectives or device ids runs with its run table in the
+        thread's context (``collectives.bound``)."""
+        native = self.native
+        if native is not None:
+            if not self.run_table_size:
+                return native.run(args, options, donated)
+            plan_ctx = _LazyContext(self.module, options)
+            with _collectives.bound(self, plan_ctx):
+                return native.run(args, options, donated, plan_ctx)
         plan_ctx = _LazyContext(self.module, options)
         with flushing(self.flush_denormals), _collectives.bound(self, plan_ctx):
             return self.entry.execute(list(args), plan_ctx)
@@ -514,8 +544,9 @@ def compile_module(module, *, allow_excess_precision: bool = True,
     make_pipeline(names[k + 1:], verify=False).run(work)
     planner = Planner(work)
     entry = planner.plan(work.entry)
+    native = _native.compile_entry(planner, entry)
     compiled = planner.compile(bool(flush_denormals))
-    program = CpuProgram(work, entry, planner.kernels, compiled)
+    program = CpuProgram(work, entry, planner.kernels, compiled, native)
     program.flush_denormals = bool(flush_denormals)
     if any(isinstance(s, _collectives.CollectiveStep) and s.form is not None
            for s in planner.kernels):

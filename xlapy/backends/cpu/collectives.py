@@ -5,8 +5,9 @@ partition-id as steps of a plan, compiled with the rest of the program.
 ``plan_step(planner, instr)`` makes the step. Every collective gets a ``CollectiveStep``;
 the common forms also get a *native function* emitted into the program's LLVM module (the
 kernel signature, ``bufs`` = the operand leaves, the result leaves, then the executor's
-context; a failure sets the context's status word, as a compiled while's call out does), so
-a compiled while calls it directly and Python calls it through ctypes (the GIL released).
+context; a failure sets the context's status word, as a native function's call out does),
+so the native entry and compiled whiles call it directly (native.Emitter._emit_native_call)
+and the Python plan calls it through ctypes (the GIL released).
 
 **Where it runs.** The native function first looks at the run's *table* (context word 3, set
 by ``bound`` around ``CpuProgram.run``): entry 0 and 1 the device's replica and partition
@@ -50,9 +51,11 @@ This member's part:
   operands into this member's results (a device outside the group, or without a permute
   source, gets zeros).
 
-Operand values handed to the generic path from native code are views of a compiled loop's
-workspace: with an in-process backend they are copied first (the backend reads a
-contribution after its owner's call returned).
+Operand values handed to the generic path from native code are views of a native
+function's workspace (the entry's or a compiled loop's): with an in-process backend they
+are copied first (the backend reads a contribution after its owner's call returned). So a
+step without a native function is called out from native code as it is (``device_safe``:
+``executor.StepCall`` copies nothing more for it).
 """
 
 from __future__ import annotations
@@ -240,7 +243,7 @@ class DoneStep:
     """all-reduce-done (its operand), all-gather-done and collective-permute-done (element 1
     of the -start's tuple): no data moves."""
 
-    device_safe = True  # a pure function of its operand: native code may call it out
+    device_safe = True  # a pure function of its operand: called out without copies
 
     def __init__(self, instr):
         self.instr = instr
@@ -260,7 +263,8 @@ class CollectiveStep:
     """A collective of a plan (see the module docstring). ``form``: its native code (None:
     the generic path only); ``index``: its entry in the run table."""
 
-    #: Native code may call it out (executor.StepCall): the generic path copies views.
+    #: Called out from native code (executor.StepCall) without copies: the generic path
+    #: copies the views it hands to an in-process backend itself.
     device_safe = True
 
     def __init__(self, instr, form: str | None, index: int | None):
@@ -270,7 +274,7 @@ class CollectiveStep:
         #: Why it has no native code (CpuProgram.interpreted() lists it), or None.
         self.interpreted_reason = None if form else _no_native_reason(instr)
         self.reads = list(instr.operands)
-        self.native_call = None  # the native function's name (control_flow calls it)
+        self.native_call = None  # the native function's name (native code calls it)
         self.stage_bytes = 0  # per member and round, when the operands are staged
         self.spec = None  # its KernelSpec (Planner.compile binds ``fn``)
         self.fn = None

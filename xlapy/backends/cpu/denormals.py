@@ -13,16 +13,19 @@ normal f32 and narrows without FTZ, so f16 keeps its denormals.
 
 How the CPU backend does the same:
 
-- every generated kernel (``kernel_abi.KERNEL_TYPE``) gets an entry point, the kernel's name
-  plus ``ENTRY_SUFFIX`` (``entry_name``), that sets FTZ|DAZ, calls the kernel and restores the
-  caller's MXCSR, whichever thread runs it; Python binds the entry points, while native code
-  (a compiled while calling its kernels) calls the kernels themselves, so MXCSR is written
-  once per call from Python, not once per kernel call inside a loop (``ldmxcsr`` costs tens
-  of cycles: three per iteration made a scalar loop 8x slower than XLA's); every function of
-  the LLVM module carries ``"denormal-fp-math"="preserve-sign,preserve-sign"`` (and the f32
-  variant) so that LLVM's constant folding agrees with the hardware;
-- the thread running a program holds FTZ|DAZ for the whole run (``flushing``), so the steps
-  the backend runs with the interpreter's NumPy kernels flush too;
+- every generated kernel and native function (``kernel_abi.KERNEL_TYPE``: the entry
+  computation's function, a compiled while's, a collective's) gets an entry point, its
+  name plus ``ENTRY_SUFFIX`` (``entry_name``), that sets FTZ|DAZ, calls the function and
+  restores the caller's MXCSR, whichever thread runs it; Python binds the entry points,
+  while native code (a native function calling its kernels, loops and collectives) calls
+  the functions themselves, so MXCSR is written once per call from Python, not once per
+  kernel call (``ldmxcsr`` costs tens of cycles: three per iteration made a scalar loop 8x
+  slower than XLA's); every function of the LLVM module carries
+  ``"denormal-fp-math"="preserve-sign,preserve-sign"`` (and the f32 variant) so that
+  LLVM's constant folding agrees with the hardware;
+- the thread running a program holds FTZ|DAZ for the whole run, so the steps the backend
+  runs with the interpreter's NumPy kernels flush too: the Python plan executor runs
+  inside ``flushing``; a native entry's host calls run inside its entry point;
 - library calls that run on other threads (the BLAS's own worker threads for dot) do not
   flush: a dot whose inputs or products are denormal can still differ from XLA:CPU.
 

@@ -1,20 +1,22 @@
-"""Native code calling out: how a compiled function (a compiled while today, see
-control_flow) reaches what is not LLVM code - library routines, steps that must stay in
-Python, the worker pool, the runtime's cancellation - without returning to Python.
+"""Native code calling out: how a native function (a program's entry computation, see
+native; a compiled while, see control_flow; a collective, see collectives) reaches what is
+not LLVM code - library routines, steps that must stay in Python, the worker pool, the
+runtime's cancellation - without returning to Python.
 
 **The context.** Every compiled function gets a *context* buffer (``Context``: four i64
 words) among its buffers: word 0 the *status* (0: running; set to 1 by native code when a
 call out failed, so every enclosing function returns at once), word 1 the address of the
 process's *function table*, word 2 a cancellation poll counter's period, word 3 the run
 table of the program running on this thread (its collectives and device ids: see
-collectives.bound; 0 outside such a run). Native code loads
-what it calls from the table, so no address is baked into the IR: the object code is the
-same in every process and the disk cache holds across processes.
+collectives.bound; 0 outside such a run). Native code loads what it calls from the
+table, so no address is baked into the IR: the object code is the same in every process
+and the disk cache holds across processes.
 
 **The function table** (``TABLE``, filled at import): slot ``HOST`` the host callback
 ``i32 host(i8* ctx, i64 id, i8** ptrs)``, slot ``POLL`` the cancel poll ``i32 poll(i8*
-ctx)``, slots ``SGEMM``/``DGEMM`` the raw BLAS routines of SciPy's OpenBLAS (Fortran
-convention, from ``scipy.linalg.cython_blas``'s capsules).
+ctx, i64 id)`` (``id``: the host table's ``Polling`` entry naming the loop), slots
+``SGEMM``/``DGEMM`` the raw BLAS routines of SciPy's OpenBLAS (Fortran convention, from
+``scipy.linalg.cython_blas``'s capsules).
 
 **Host calls.** A step that native code cannot run itself (a library call: GEMM in a form
 the native path does not take, sort, FFT; an interpreted instruction; a kernel big enough
@@ -59,7 +61,7 @@ POLL_PERIOD = 256
 HOST, POLL, SGEMM, DGEMM = range(4)
 _HOST_PROTO = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64,
                                ctypes.c_void_p)
-_POLL_PROTO = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
+_POLL_PROTO = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64)
 _VOID_P = ctypes.c_void_p
 _U64 = ctypes.c_uint64
 
@@ -112,13 +114,13 @@ def _host(ctx, ident, ptrs):
         return 1
 
 
-def _poll(ctx):
+def _poll(ctx, ident):
     run = _TLS.runs[-1]
     cancel = getattr(getattr(run.plan_ctx, "options", None), "cancel", None)
     if cancel is None:
         return 0
     try:
-        cancel.check_abort(run.what)
+        cancel.check_abort(run.table.calls[ident].what if ident >= 0 else run.what)
         return 0
     except BaseException as e:  # noqa: BLE001
         run.error = e
@@ -169,6 +171,15 @@ def context() -> Context:
 # -- host calls ----------------------------------------------------------------------------------
 
 
+class Polling:
+    """A host table entry naming a native loop for its cancel poll (``poll(ctx, id)``)."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str):
+        self.what = what
+
+
 class HostTable:
     """A program's host calls, by id (see the module docstring)."""
 
@@ -196,13 +207,35 @@ class _LeafType:
         self.nbytes = self.dtype.itemsize * int(np.prod(self.dims, dtype=np.int64))
 
 
+#: Instructions that meet other devices (collectives, channels), read the device's
+#: identity, or keep state between calls. A host call runs them on the device's own thread
+#: with the run's context (its replica and partition, its collectives, its rng state), as
+#: the Python plan does, and hands them copies of their operands (``StepCall.owned``): a
+#: collective's peers read what a device contributed after that device went on (each member
+#: combines the contributions itself), a sent value waits in a mailbox, an outfeed value in
+#: a queue - while native code reuses the memory of a value at once after its last use.
+#: A step marked ``device_safe`` (collectives.py's steps) copies what it hands on itself
+#: (only where that is needed: an in-process collectives backend) and gets views.
+DEVICE_BOUND = frozenset({
+    "all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter",
+    "collective-broadcast", "all-reduce-start", "all-reduce-done", "all-gather-start",
+    "all-gather-done", "collective-permute-start", "collective-permute-done", "send", "recv",
+    "send-done", "recv-done", "infeed", "outfeed", "replica-id", "partition-id", "rng",
+    "custom-call", "async-start", "async-update", "async-done"})
+
+
 class StepCall:
     """A plan step run from native code: its operands' leaves in, its result's leaves out.
 
     ``operands``: the instructions the step reads (their values are rebuilt, tuples
-    included, from the leaves); the step's ``run(env, plan_ctx)`` computes its value,
+    included, from the leaves: views of native memory, or copies for ``owned`` steps -
+    those of DEVICE_BOUND instructions and side effects, which may keep their operands
+    beyond the call, unless the step is ``device_safe`` - of the leaves in memory native
+    code reuses (``copies``: the emitter's choice per leaf; the caller's arguments and
+    constants are not copied)); the step's ``run(env, plan_ctx)`` computes its value,
     whose leaves are copied into the result leaves - or, for a library call with an array
-    result, written there directly (``out=``)."""
+    result, written there directly (``out=``). An out-of-memory error names the step's
+    instruction, as the Python plan's do."""
 
     def __init__(self, step, operands: list):
         from xlapy.shape.tree import build_shaped
@@ -215,6 +248,9 @@ class StepCall:
         self._out = [_LeafType(s) for _, s in self.instr.shape.leaves()]
         self.n_ptrs = sum(len(x) for x in self._in) + len(self._out)
         self._library_out = False
+        self.owned = (step.instr.opcode in DEVICE_BOUND or step.instr.has_side_effect) and \
+            not getattr(step, "device_safe", False)
+        self.copies = None  # per operand leaf: whether it is copied (set by the emitter)
         from xlapy.backends.cpu.steps import LibraryStep, SwappedDotStep
 
         if isinstance(step, (LibraryStep, SwappedDotStep)) and \
@@ -224,10 +260,12 @@ class StepCall:
     def _values(self, addrs):
         k = 0
         values = []
+        copies = self.copies
         for o, types in zip(self.operands, self._in):
             leaves = []
             for t in types:
-                leaves.append(_view(addrs[k], t.dtype, t.dims, t.nbytes))
+                view = _view(addrs[k], t.dtype, t.dims, t.nbytes)
+                leaves.append(view.copy() if copies is not None and copies[k] else view)
                 k += 1
             if o.shape.is_tuple():
                 it = iter(leaves)
@@ -237,6 +275,17 @@ class StepCall:
         return values, k
 
     def __call__(self, ptrs, plan_ctx) -> None:
+        from xlapy.backends.cpu import steps
+        from xlapy.errors import ResourceExhaustedError
+
+        try:
+            self._call(ptrs, plan_ctx)
+        except ResourceExhaustedError as e:
+            raise steps._named(e, self.step)
+        except MemoryError as e:  # NumPy could not allocate: XLA's RESOURCE_EXHAUSTED
+            raise steps._out_of_memory(e, self.step) from None
+
+    def _call(self, ptrs, plan_ctx) -> None:
         addrs = (_U64 * self.n_ptrs).from_address(ptrs)
         values, k = self._values(addrs)
         outs = [_view(addrs[k + j], t.dtype, t.dims, t.nbytes) for j, t in enumerate(self._out)]
@@ -245,7 +294,8 @@ class StepCall:
             from xlapy.backends.cpu import library
 
             dot = getattr(self.step, "dot", None) or instr
-            got = library.run(dot, values, out=outs[0])
+            by_id = {id(o): v for o, v in zip(self.operands, values)}
+            got = library.run(dot, [by_id[id(o)] for o in dot.operands], out=outs[0])
             if got is not outs[0]:
                 np.copyto(outs[0], np.asarray(got).reshape(outs[0].shape), casting="unsafe")
             return
@@ -302,6 +352,7 @@ class KernelCall:
 
 
 __all__ = [
+    "DEVICE_BOUND",
     "POLL_PERIOD",
     "TABLE",
     "Context",

@@ -1,6 +1,8 @@
-"""The CPU backend's plans and their steps: what a compiled computation is made of and how it
-runs (xlapy/backends/cpu/backend.py makes the plans; control_flow.py compiles plans of while
-loops into one native function).
+"""The CPU backend's plans and their steps: what a compiled computation is made of
+(xlapy/backends/cpu/backend.py makes the plans; native.py emits the entry plan, and
+control_flow.py each compilable while loop's plans, as one native function) and how a plan
+runs step by step in Python (``Plan.execute``: programs the native function cannot run,
+while loops that stay in Python, steps called out from native code).
 
 A ``Plan`` is a computation's steps in post order with, per step, the values whose last use
 it is (dropped then, so their buffers are recycled within the call). Steps: ``KernelStep``
