@@ -134,6 +134,34 @@ def test_bound_is_undone_after_the_call():
     assert seen == [default]
 
 
+def test_overlapping_bounds_restore_blas_once_all_are_done():
+    """OpenBLAS's "local" bound is one setting for the whole process in SciPy's builds: two
+    threads inside blas_calls blocks at once share it, and the default comes back only when
+    the last one leaves, whatever the order they leave in."""
+    if blas.set_local_threads(0) is None or threads.USER_BLAS_THREADS is not None:
+        pytest.skip("this OpenBLAS has no bound, or the user set BLAS's threads")
+    default = blas.library_info()["threads"]
+    inside, leave = threading.Event(), threading.Event()
+    seen = []
+
+    def other():
+        with threads.blas_calls():
+            inside.set()
+            leave.wait(10)
+            seen.append(blas.library_info()["threads"])
+
+    t = threading.Thread(target=other)
+    with threads.blas_calls():
+        t.start()
+        inside.wait(10)
+        assert blas.library_info()["threads"] == 1
+    assert blas.library_info()["threads"] == 1  # the other thread still calls BLAS
+    leave.set()
+    t.join()
+    assert seen == [1]
+    assert blas.library_info()["threads"] == default
+
+
 def _run(code: str, **env) -> str:
     full = dict(os.environ)
     for name in threads.BLAS_THREAD_VARIABLES:

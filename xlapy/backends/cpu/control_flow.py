@@ -60,7 +60,7 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import buffers, executor
+from xlapy.backends.cpu import buffers, executor, threads
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu.kernel_abi import KernelSpec
 from xlapy.backends.cpu.native import (
@@ -235,7 +235,7 @@ class CompiledWhileStep:
             bufs[2 * n + 2:] = self._const_ptrs
         with executor.running(self.host_table, plan_ctx, f"while %{instr.name}") as run:
             if 0 < self.max_gemm < executor.BIG_GEMM:  # small GEMMs: one BLAS thread
-                with executor.blas_threads(1):  # each (library's rule for one GEMM)
+                with threads.blas_calls():  # each (library's rule for one GEMM)
                     self.fn(bufs, 0, 1)
             else:
                 self.fn(bufs, 0, 1)

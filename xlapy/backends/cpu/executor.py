@@ -312,28 +312,6 @@ class StepCall:
                           casting="unsafe")
 
 
-class blas_threads:
-    """Bound the calling thread's BLAS threads inside a with block (unchanged when SciPy's
-    BLAS cannot)."""
-
-    __slots__ = ("count", "previous")
-
-    def __init__(self, count: int):
-        self.count, self.previous = count, None
-
-    def __enter__(self):
-        from xlapy.backends.cpu import blas
-
-        self.previous = blas.set_local_threads(self.count)
-
-    def __exit__(self, *exc):
-        if self.previous is not None:
-            from xlapy.backends.cpu import blas
-
-            blas.set_local_threads(self.previous)
-        return False
-
-
 class KernelCall:
     """A compiled kernel called from native code over several threads (``run_parallel``);
     ``ptrs`` is the kernel's own bufs array."""

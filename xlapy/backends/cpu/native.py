@@ -70,7 +70,7 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import buffers, executor
+from xlapy.backends.cpu import buffers, executor, threads
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import library as _library
 from xlapy.backends.cpu.kernel_abi import I64, KERNEL_TYPE, KernelSpec
@@ -1013,7 +1013,7 @@ class NativeEntry:
                 plan_ctx = self.make_context(options)
             with executor.running(self.host_table, plan_ctx, "the entry computation") as run:
                 if 0 < self.max_gemm < executor.BIG_GEMM:
-                    with executor.blas_threads(1):
+                    with threads.blas_calls():
                         self.fn(bufs, 0, 1)
                 else:
                     self.fn(bufs, 0, 1)
@@ -1021,7 +1021,7 @@ class NativeEntry:
                 ctx.reset()
                 run.reraise()
         elif self.max_gemm:
-            with executor.blas_threads(1):
+            with threads.blas_calls():
                 self.fn(bufs, 0, 1)
         else:
             self.fn(bufs, 0, 1)

@@ -10,9 +10,10 @@ thread holding a fixed share (the 10x stalls of a statically split BLAS call spi
 core it does not have).
 
 BLAS runs inside this pool, single-threaded per call: every BLAS call the backend makes is
-bounded to one thread for its calling thread (``blas_calls``: OpenBLAS's per-thread bound,
-``openblas_set_num_threads_local``, restored afterwards, so the user's own SciPy calls keep
-OpenBLAS's default), and the backend splits large GEMMs into panels over the pool itself.
+bounded to one thread (``blas_calls``: OpenBLAS's bound, ``openblas_set_num_threads_local``,
+which SciPy's builds apply to the whole process: set while any backend thread calls BLAS,
+restored when the last one is done, so the user's own SciPy calls afterwards keep OpenBLAS's
+default), and the backend splits large GEMMs into panels over the pool itself.
 The two thread counts therefore never multiply (pool threads x BLAS threads = ``WORKERS``).
 When the user set ``OPENBLAS_NUM_THREADS``, ``GOTO_NUM_THREADS`` or ``OMP_NUM_THREADS``, the
 backend leaves BLAS's thread count exactly as the user asked (``USER_BLAS_THREADS``): no bound
@@ -186,28 +187,52 @@ def run_parallel(fn, bufs, domain: int, work: int, parallel_ok: bool = True,
     parallel(range(pieces), body)
 
 
+#: The process-wide bound of ``blas_calls``: OpenBLAS's "per-thread" bound
+#: (``openblas_set_num_threads_local``) is one setting for the whole process in the builds
+#: SciPy ships (a bound set on one thread is what every thread reads), so the threads inside
+#: ``blas_calls`` blocks share it: the first to enter sets 1 and keeps the value found, the
+#: last to leave restores it. Saving and restoring per thread left the process's BLAS at one
+#: thread whenever two blocks overlapped (a pool worker restoring the 1 the caller had set).
+_BOUND_LOCK = threading.Lock()
+_bound = {"holders": 0, "previous": None}
+
+
 class blas_calls:
     """Inside the block, BLAS calls of the calling thread are single-threaded (nested blocks
-    and the user's explicit setting leave the bound alone)."""
+    and the user's explicit setting leave the bound alone). While any thread is inside such a
+    block, BLAS is bounded for the whole process (see ``_bound``); the value found by the
+    first thread to enter is restored when the last one leaves."""
 
-    __slots__ = ("previous",)
+    __slots__ = ("entered",)
 
     def __enter__(self):
-        self.previous = None
-        if USER_BLAS_THREADS is None and not getattr(_local, "blas_bounded", False):
-            from xlapy.backends.cpu import blas
+        self.entered = False
+        if USER_BLAS_THREADS is not None or getattr(_local, "blas_bounded", False):
+            return self
+        from xlapy.backends.cpu import blas
 
-            self.previous = blas.set_local_threads(1)
-            if self.previous is not None:
-                _local.blas_bounded = True
+        with _BOUND_LOCK:
+            if _bound["holders"] == 0:
+                previous = blas.set_local_threads(1)
+                if previous is None:  # this BLAS cannot be bounded: nothing to undo
+                    return self
+                _bound["previous"] = previous
+            _bound["holders"] += 1
+        _local.blas_bounded = True
+        self.entered = True
         return self
 
     def __exit__(self, *exc):
-        if self.previous is not None:
-            from xlapy.backends.cpu import blas
+        if not self.entered:
+            return False
+        _local.blas_bounded = False
+        with _BOUND_LOCK:
+            _bound["holders"] -= 1
+            if _bound["holders"] == 0:
+                from xlapy.backends.cpu import blas
 
-            blas.set_local_threads(self.previous)
-            _local.blas_bounded = False
+                blas.set_local_threads(_bound["previous"])
+        return False
 
 
 __all__ = ["BLAS_THREAD_VARIABLES", "USER_BLAS_THREADS", "WORKERS", "blas_calls", "in_worker",
