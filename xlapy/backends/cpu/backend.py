@@ -369,7 +369,8 @@ class Planner:
 
     def _sort_kernel(self, instr):
         spec = _native_sort.emit_sort(self.irmod, f"k{len(self.kernels)}", instr)
-        keyed = _library.supports(instr)
+        # the library's NumPy key sort where the kernel has no radix path for the comparator
+        keyed = _library.supports(instr) and _native_sort.radix_keys(instr) is None
         step = (KeyedSortStep if keyed else KernelStep)(
             instr, list(instr.operands), [], spec, tuple_result=instr.shape.is_tuple())
         self.kernels.append(step)

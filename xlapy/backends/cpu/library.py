@@ -901,6 +901,14 @@ def _supports_sort(instr) -> bool:
     return _sort_plan(instr) is not None
 
 
+def sort_levels(instr) -> list | None:
+    """The lexicographic keys of sort ``instr``'s comparator, most significant first
+    (objects with ``operand``, ``transform`` (None: the element itself), ``param``,
+    ``ctype``, ``descending``), or None when the comparator is not such a chain. The native
+    sort's radix path reads them (``sort.radix_keys``)."""
+    return _sort_plan(instr)
+
+
 def _float_bits_key(x: np.ndarray) -> np.ndarray:
     """Signed integers ordered as TOTALORDER orders f32/f64 ``x`` (an involution on the
     bits: applying it to the key gives the float's bits back)."""
@@ -1196,4 +1204,4 @@ _RUN = {"dot": _run_dot, "convolution": _run_convolution, "sort": _run_sort, "ff
         "cholesky": linalg.run_cholesky, "triangular-solve": linalg.run_triangular_solve,
         "custom-call": lapack_calls.run}
 
-__all__ = ["CORES", "batched_gemm", "blas_function_pointer", "run", "supports"]
+__all__ = ["CORES", "batched_gemm", "blas_function_pointer", "run", "sort_levels", "supports"]

@@ -36,11 +36,17 @@ stay on the library's path, which replays std::sort for the rows where it matter
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from llvmlite import ir
 
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu.kernel_abi import I64, KernelSpec, buffer_pointer, declare_kernel, for_range
-from xlapy.backends.cpu.scalar_computation import inline_computation, supports_computation
+from xlapy.backends.cpu.scalar_computation import (
+    inline_computation,
+    inline_expression,
+    supports_computation,
+)
 
 I1, I8, I32 = ir.IntType(1), ir.IntType(8), ir.IntType(32)
 #: Elements per insertion-sorted run before the merge passes.
@@ -225,7 +231,9 @@ def _sequential_merge(b, entry, sp, dp, lo_, mid, hi_, less_at, n_ops):
 
 
 def emit_sort(module: ir.Module, name: str, instr) -> KernelSpec:
-    """The kernel of sort ``instr`` (``sort_support(instr)`` is None)."""
+    """The kernel of sort ``instr`` (``sort_support(instr)`` is None): per row the radix
+    sort when ``radix_keys`` gives the comparator's keys and the row is long enough (rows
+    where a FLOAT comparison meets a NaN fall back), the merge sort otherwise."""
     ops = instr.operands
     n_ops = len(ops)
     dims = _dims(ops[0].shape)
@@ -239,26 +247,39 @@ def emit_sort(module: ir.Module, name: str, instr) -> KernelSpec:
     if rows == 0 or n == 0:
         b.ret_void()
         return KernelSpec(name, n_ops, outs_spec, 0)
+    keys = radix_keys(instr) if n >= RADIX_MIN else None
     less = _emit_less(module, name, instr)
     bufs, lo, hi = fn.args
     entry = ir.IRBuilder(fn.entry_basic_block)
     entry.position_at_start(fn.entry_basic_block)
-    mtys = [el.memory_type(o.shape.element_type) for o in ops]
+    ets = [o.shape.element_type for o in ops]
+    mtys = [el.memory_type(et) for et in ets]
     in_ptrs = [buffer_pointer(b, bufs, k, mt, f"in{k}") for k, mt in enumerate(mtys)]
     out_ptrs = [buffer_pointer(b, bufs, n_ops + k, mt, f"out{k}") for k, mt in enumerate(mtys)]
     held = [b.alloca(mt, name=f"held{k}") for k, mt in enumerate(mtys)]  # (b: still in entry)
     malloc = _libc(module, "malloc", I8.as_pointer(), [I64])
     free = _libc(module, "free", ir.VoidType(), [I8.as_pointer()])
-    # two arrays of n values per operand: the row being sorted, and the merge target
-    sizes = [max(1, mt.width // 8) if isinstance(mt, ir.IntType) else
-             (4 if mt == ir.FloatType() else 8) for mt in mtys]
-    raw = b.call(malloc, [_c(2 * n * sum(sizes) + 64)], name="rows.raw")
-    arr_a, arr_b, off = [], [], 0
+    # two arrays of n values per operand: the row being sorted, and the merge target (the
+    # radix sort's passes alternate between the first and the output); then the radix
+    # sort's histograms and its flags of the digits that move something
+    sizes = [_byte_size(mt) for mt in mtys]
+    offsets, off = [], 0
+    for k in range(n_ops):
+        for _ in range(2):
+            offsets.append(off)
+            off += -(-n * sizes[k] // 64) * 64
+    radix = None
+    if keys is not None:
+        radix = _Radix(keys, n, _digit_bits(n))
+        radix.offset = off
+        off += radix.bytes
+    raw = b.call(malloc, [_c(off + 64)], name="rows.raw")
+    arrs = []
     for k, mt in enumerate(mtys):
-        for arrs in (arr_a, arr_b):
-            p = b.gep(raw, [_c(off)], inbounds=True)
-            arrs.append(b.bitcast(p, mt.as_pointer(), name=f"row{k}"))
-            off += n * sizes[k]
+        for a in range(2):
+            p = b.gep(raw, [_c(offsets[2 * k + a])], inbounds=True)
+            arrs.append(b.bitcast(p, mt.as_pointer(), name=f"row{k}.{a}"))
+    arr_a, arr_b = arrs[0::2], arrs[1::2]
 
     def at(p, i):
         return b.gep(p, [i], inbounds=True)
@@ -269,13 +290,7 @@ def emit_sort(module: ir.Module, name: str, instr) -> KernelSpec:
             args += [px, py]
         return b.call(less, args, name="lt")
 
-    with for_range(b, lo, hi, "row") as row:
-        if inner == 1:
-            base = b.mul(row, _c(n), name="base")
-        else:
-            o = b.udiv(row, _c(inner), name="o")
-            i = b.urem(row, _c(inner), name="i")
-            base = b.add(b.mul(o, _c(n * inner)), i, name="base")
+    def merge_row(base):
         with for_range(b, 0, n, "fill") as j:
             src_at = b.add(base, j if inner == 1 else b.mul(j, _c(inner)))
             for k in range(n_ops):
@@ -351,10 +366,281 @@ def emit_sort(module: ir.Module, name: str, instr) -> KernelSpec:
             dst_at = b.add(base, j if inner == 1 else b.mul(j, _c(inner)), name="dst.at")
             for k in range(n_ops):
                 b.store(b.load(at(final[k], j)), at(out_ptrs[k], dst_at))
+
+    if radix is not None:
+        radix.bind(b, entry, raw, ets, in_ptrs, out_ptrs, arr_a, inner)
+    with for_range(b, lo, hi, "row") as row:
+        if inner == 1:
+            base = b.mul(row, _c(n), name="base")
+        else:
+            o = b.udiv(row, _c(inner), name="o")
+            i = b.urem(row, _c(inner), name="i")
+            base = b.add(b.mul(o, _c(n * inner)), i, name="base")
+        if radix is None:
+            merge_row(base)
+        else:
+            done = radix.emit_row(base)
+            if done is not None:  # a FLOAT comparison met a NaN: the comparator's merge sort
+                with b.if_then(b.not_(done), likely=False):
+                    merge_row(base)
     b.call(free, [raw])
     b.ret_void()
     log = max(1, (n - 1).bit_length())
-    return KernelSpec(name, n_ops, outs_spec, rows, cost=n * log * max(1, n_ops))
+    cost = n * log * max(1, n_ops) if radix is None else n * 4 * max(1, n_ops)
+    return KernelSpec(name, n_ops, outs_spec, rows, cost=cost)
+
+
+def _byte_size(mt) -> int:
+    if isinstance(mt, ir.IntType):
+        return max(1, mt.width // 8)
+    return 4 if mt == ir.FloatType() else 8
+
+
+# -- radix sort -------------------------------------------------------------------------------
+
+#: Rows at least this long sort by radix when ``radix_keys`` applies (shorter ones by the
+#: merge sort, whose cost has no per-row histogram to clear and scan).
+RADIX_MIN = 128
+
+
+def _digit_bits(n: int) -> int:
+    """Bits per radix digit: 256 buckets for rows up to 64K elements (the histograms stay
+    small next to the row), 2048 above (fewer passes over a long row)."""
+    return 11 if n > (1 << 16) else 8
+
+
+@dataclass(frozen=True)
+class RadixKey:
+    """One key of a lexicographic comparator as an unsigned integer of ``width`` bits
+    ordered as the comparison orders: the comparator's expression ``tree`` of the element
+    (its parameter ``param`` itself, or an elementwise expression of it) of operand
+    ``operand``, compared as ``kind`` ("total": a float's TOTALORDER key; "float": a FLOAT
+    comparison, -0 equivalent to +0, NaNs in no order; "signed", "unsigned": integers and
+    pred), descending when ``descending``."""
+
+    operand: int
+    tree: object
+    param: object
+    kind: str
+    width: int
+    descending: bool
+
+
+def radix_keys(instr) -> list | None:
+    """The keys of sort ``instr``'s comparator, most significant first, when it is a
+    lexicographic chain of LT/GT comparisons the radix sort orders exactly as the
+    comparator does (``library.sort_levels``' pattern: each level compares the same
+    elementwise expression of one operand's two elements); None otherwise. A stable sort
+    by these keys is the comparator's stable order (``is_stable=false`` sorts compile only
+    where every order of equivalent elements is the same: ``sort_support``)."""
+    if sort_support(instr) is not None:
+        return None
+    from xlapy.backends.cpu.library import sort_levels
+    from xlapy.hlo.attrs.enums import ComparisonType
+
+    levels = sort_levels(instr)
+    if not levels:
+        return None
+    out = []
+    for lv in levels:
+        tree = lv.transform if lv.transform is not None else lv.param
+        et = tree.shape.element_type
+        if et not in el.TYPES or not (0 <= lv.operand < len(instr.operands)):
+            return None
+        kind, ty = el.TYPES[et]
+        if kind == "f":
+            fmt = el.FORMATS.get(et)
+            full = 32 if ty == ir.FloatType() else 64  # the compute type's bits
+            if lv.ctype == ComparisonType.TOTALORDER:
+                rk, width = "total", (fmt.bits if fmt is not None else full)
+            else:
+                rk, width = "float", full
+        elif kind == "s":
+            rk, width = "signed", ty.width
+        elif kind in "up":
+            rk, width = "unsigned", ty.width
+        else:
+            return None
+        out.append(RadixKey(lv.operand, tree, lv.param, rk, width, bool(lv.descending)))
+    return out
+
+
+class _Radix:
+    """The LSD radix sort of one row, emitted into a sort kernel: one pass over the row
+    counts every digit of every key (and notes NaNs under FLOAT comparisons: such a row
+    goes to the merge sort); then one stable counting pass per digit whose values are not
+    all the same, least significant digit of the least significant key first, moving every
+    operand's element (its bits: NaN payloads and -0 survive) between the first work array
+    and the output so that the last pass lands in the output. Keys are computed from the
+    elements again in every pass (no key array)."""
+
+    def __init__(self, keys, n: int, bits: int):
+        self.keys, self.n, self.bits = keys, n, bits
+        self.radix = 1 << bits
+        self.digits = [-(-k.width // bits) for k in keys]
+        self.first = [sum(self.digits[:q]) for q in range(len(keys))]
+        self.total = sum(self.digits)
+        self.count_type = I32 if n < (1 << 31) else I64
+        count_bytes = self.count_type.width // 8
+        self.bytes = -(-(self.total * self.radix * count_bytes + self.total) // 64) * 64
+        self.fallback = any(k.kind == "float" for k in keys)
+
+    def bind(self, b, entry, raw, ets, in_ptrs, out_ptrs, scratch, inner):
+        self.b, self.entry = b, entry
+        self.ets, self.in_ptrs, self.out_ptrs, self.scratch = ets, in_ptrs, out_ptrs, scratch
+        self.inner = inner
+        self.em = el.ElementalEmitter(b, None, set())
+        base = b.gep(raw, [_c(self.offset)], inbounds=True)
+        self.hist_raw = base
+        self.hist = b.bitcast(base, self.count_type.as_pointer(), name="hist")
+        cb = self.count_type.width // 8
+        self.moves = b.gep(base, [_c(self.total * self.radix * cb)], inbounds=True,
+                           name="moves")  # i8 per digit: 1 when its pass moves something
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def key(self, q: int, ptrs, pos):
+        """(key q of the element at ``pos`` of ``ptrs`` as an i64, its NaN flag or None)."""
+        b, k = self.b, self.keys[q]
+        et = self.ets[k.operand]
+        v = el.load_value(b, b.gep(ptrs[k.operand], [pos], inbounds=True), et, f"k{q}")
+        if k.tree is not k.param:
+            v = inline_expression(b, k.tree, {id(k.param): v})
+        w = k.width
+        wt = ir.IntType(w)
+        nan = None
+        if k.kind == "total":
+            et_t = k.tree.shape.element_type
+            key = self.em._total_order_key(v, et_t, f"k{q}.to")
+            fmt = el.FORMATS.get(et_t)
+            if key.type.width != w:
+                key = b.trunc(key, wt)
+            if fmt is None or fmt.special != "e8m0":  # two's complement -> offset binary
+                key = b.xor(key, ir.Constant(wt, 1 << (w - 1)))
+        elif k.kind == "float":
+            nan = b.fcmp_unordered("uno", v, v, name=f"k{q}.nan")
+            z = b.fadd(v, ir.Constant(v.type, 0.0), name=f"k{q}.z")  # -0 -> +0 (and, as the
+            bits = b.bitcast(z, wt)  # comparison, denormals under DAZ)
+            sign = b.ashr(bits, ir.Constant(wt, w - 1))
+            key = b.xor(bits, b.or_(sign, ir.Constant(wt, 1 << (w - 1))))
+        elif k.kind == "signed":
+            key = b.xor(v, ir.Constant(wt, 1 << (w - 1)))
+        else:
+            key = v
+        if k.descending:
+            key = b.not_(key)
+        if w < 64:
+            key = b.zext(key, I64)
+        return key, nan
+
+    def _digit(self, key, shift):
+        b = self.b
+        if not (isinstance(shift, ir.Constant) and shift.constant == 0):
+            key = b.lshr(key, shift)
+        return b.and_(key, _c(self.radix - 1))
+
+    # -- one row ---------------------------------------------------------------------------
+
+    def emit_row(self, base):
+        """Sort the row at ``base``; an i1 (true: sorted) when a NaN can send the row to the
+        merge sort, else None."""
+        b, n, R, ct = self.b, self.n, self.radix, self.count_type
+        inner = self.inner
+        memset = _libc(self.b.module, "llvm.memset.p0.i64", ir.VoidType(),
+                       [I8.as_pointer(), I8, I64, I1])
+        b.call(memset, [self.hist_raw, ir.Constant(I8, 0),
+                        _c(self.total * R * (ct.width // 8)), ir.Constant(I1, 0)])
+        srcs = [b.gep(p, [base], inbounds=True) for p in self.in_ptrs]
+        nan = _Var(b, self.entry, I1, ir.Constant(I1, 0), "nan") if self.fallback else None
+        one = ir.Constant(ct, 1)
+        with for_range(b, 0, n, "count") as j:
+            pos = j if inner == 1 else b.mul(j, _c(inner))
+            for q in range(len(self.keys)):
+                key, isnan = self.key(q, srcs, pos)
+                for dd in range(self.digits[q]):
+                    dig = self._digit(key, _c(dd * self.bits))
+                    slot = b.add(dig, _c((self.first[q] + dd) * R))
+                    p = b.gep(self.hist, [slot], inbounds=True)
+                    b.store(b.add(b.load(p), one), p)
+                if isnan is not None:
+                    nan.set(b.or_(nan.get(), isnan))
+        if nan is None:
+            self._passes(base, srcs)
+            return None
+        done = nan.get("row.nan")
+        with b.if_then(b.not_(done), likely=True):
+            self._passes(base, srcs)
+        return b.not_(done)
+
+    def _passes(self, base, srcs):
+        b, n, R, ct, inner = self.b, self.n, self.radix, self.count_type, self.inner
+        n_ops = len(self.in_ptrs)
+        # the digits whose values differ (element 0's bucket does not hold the whole row)
+        passes = _c(0)
+        for q in range(len(self.keys)):
+            key, _ = self.key(q, srcs, _c(0))
+            for dd in range(self.digits[q]):
+                d = self.first[q] + dd
+                dig = self._digit(key, _c(dd * self.bits))
+                cnt = b.load(b.gep(self.hist, [b.add(dig, _c(d * R))], inbounds=True))
+                moves = b.icmp_unsigned("!=", cnt, ir.Constant(ct, n))
+                b.store(b.zext(moves, I8), b.gep(self.moves, [_c(d)], inbounds=True))
+                passes = b.add(passes, b.zext(moves, I64))
+        outs = [b.gep(p, [base], inbounds=True) for p in self.out_ptrs]
+        with b.if_else(b.icmp_unsigned("==", passes, _c(0))) as (none, some):
+            # every digit is the same across the row: it is sorted already
+            with none, for_range(b, 0, n, "same") as j:
+                pos = j if inner == 1 else b.mul(j, _c(inner))
+                for k in range(n_ops):
+                    b.store(b.load(b.gep(srcs[k], [pos], inbounds=True)),
+                            b.gep(outs[k], [pos], inbounds=True))
+            with some:
+                src = [_Var(b, self.entry, p.type, p, f"src{k}") for k, p in enumerate(srcs)]
+                stride = _Var(b, self.entry, I64, _c(inner), "stride")
+                done = _Var(b, self.entry, I64, _c(0), "done")
+                for q in reversed(range(len(self.keys))):  # least significant key first
+                    with for_range(b, 0, self.digits[q], f"digit{q}") as dd:
+                        d = b.add(dd, _c(self.first[q]))
+                        moves = b.load(b.gep(self.moves, [d], inbounds=True))
+                        with b.if_then(b.icmp_unsigned("!=", moves, ir.Constant(I8, 0))):
+                            self._one_pass(q, d, dd, passes, done, src, stride, outs)
+
+    def _one_pass(self, q, d, dd, passes, done, src, stride, outs):
+        b, n, R, ct, inner = self.b, self.n, self.radix, self.count_type, self.inner
+        # the pass that is last (counting back, every second one) writes the output
+        left = b.sub(b.sub(passes, _c(1)), done.get())
+        to_out = b.icmp_unsigned("==", b.and_(left, _c(1)), _c(0), name="to.out")
+        dsts = [b.select(to_out, o, s) for o, s in zip(outs, self.scratch)]
+        dstride = b.select(to_out, _c(inner), _c(1), name="dstride")
+        # exclusive prefix sums: the first position of each bucket
+        h = b.gep(self.hist, [b.mul(d, _c(R))], inbounds=True, name="h")
+        acc = _Var(b, self.entry, ct, ir.Constant(ct, 0), "acc")
+        with for_range(b, 0, R, "scan") as r:
+            p = b.gep(h, [r], inbounds=True)
+            c = b.load(p)
+            a = acc.get()
+            b.store(a, p)
+            acc.set(b.add(a, c))
+        shift = b.mul(dd, _c(self.bits), name="shift")
+        sps = [s.get(f"sp{k}") for k, s in enumerate(src)]
+        sstride = stride.get("sstride")
+        one = ir.Constant(ct, 1)
+        with for_range(b, 0, n, "move") as j:
+            pos = b.mul(j, sstride)
+            key, _ = self.key(q, sps, pos)
+            slot = b.gep(h, [self._digit(key, shift)], inbounds=True)
+            at = b.load(slot)
+            b.store(b.add(at, one), slot)
+            at = b.zext(at, I64) if ct != I64 else at
+            dpos = b.mul(at, dstride)
+            for k in range(len(sps)):
+                b.store(b.load(b.gep(sps[k], [pos], inbounds=True)),
+                        b.gep(dsts[k], [dpos], inbounds=True))
+        for k, s in enumerate(src):
+            s.set(dsts[k])
+        stride.set(dstride)
+        done.set(b.add(done.get(), _c(1)))
+
 
 # -- top-k ------------------------------------------------------------------------------------
 
@@ -545,4 +831,5 @@ def emit_topk(module: ir.Module, name: str, instr) -> KernelSpec:
     return KernelSpec(name, 1, [vshape, ishape], rows, cost=n + k * log)
 
 
-__all__ = ["RUN", "emit_sort", "emit_topk", "sort_support", "topk_form"]
+__all__ = ["RADIX_MIN", "RUN", "RadixKey", "emit_sort", "emit_topk", "radix_keys", "sort_support",
+           "topk_form"]
