@@ -1,11 +1,12 @@
 """The native sort's radix path (xlapy.backends.cpu.sort: rows of at least RADIX_MIN
 elements whose comparator is a lexicographic chain of LT/GT comparisons) against the
-interpreter, bit for bit (NaN payloads included): every float and integer type (random bit
-patterns: every NaN payload, both zeros, denormals, infinities; and few distinct values:
+interpreter, bit for bit (NaN payloads included): every float and integer type (f8s, f6s,
+f4, sub-byte integers included; random bit patterns: every NaN payload, both zeros, denormals, infinities; and few distinct values:
 ties), TOTALORDER and FLOAT comparisons, jax's canonicalising comparator, descending,
 key-value pairs, argsort with an iota, jax's lexicographic num_keys=2 form, unstable integer
 sorts, rows of odd sizes, sort dimensions first, middle and last, long rows (11-bit
-digits), and sorts inside a compiled while loop. Under XLA:CPU's denormal flushing the
+digits), rows just below and from the threshold, and sorts inside a compiled while loop (one
+reading and replacing the loop state). Under XLA:CPU's denormal flushing the
 comparator itself sees denormals as zeros; there the radix path is checked against the
 kernel's merge sort (the comparator run element by element)."""
 
@@ -30,6 +31,14 @@ NP = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16, "f16": n
 FLOATS = ("f32", "f64", "bf16", "f16", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz")
 INTS = ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "pred")
 ALL = FLOATS + INTS
+#: the other narrow floats (their encodings in the low bits of a byte) and sub-byte integers
+NARROW = {"f8e4m3": (ml_dtypes.float8_e4m3, 8), "f8e3m4": (ml_dtypes.float8_e3m4, 8),
+          "f8e5m2fnuz": (ml_dtypes.float8_e5m2fnuz, 8),
+          "f8e4m3b11fnuz": (ml_dtypes.float8_e4m3b11fnuz, 8),
+          "f8e8m0fnu": (ml_dtypes.float8_e8m0fnu, 8), "f6e2m3fn": (ml_dtypes.float6_e2m3fn, 6),
+          "f6e3m2fn": (ml_dtypes.float6_e3m2fn, 6), "f4e2m1fn": (ml_dtypes.float4_e2m1fn, 4),
+          "s4": (ml_dtypes.int4, 4), "u4": (ml_dtypes.uint4, 4), "s2": (ml_dtypes.int2, 2),
+          "u2": (ml_dtypes.uint2, 2)}
 
 
 def _uint(t):
@@ -91,8 +100,12 @@ def _params(types):
                      for k, t in enumerate(types))
 
 
+def _is_float(t):
+    return t in FLOATS or (t in NARROW and t[0] == "f")
+
+
 def plain(types, direction="LT", total=True, key=0, swap=False):
-    t = ", type=TOTALORDER" if total and types[key] in FLOATS else ""
+    t = ", type=TOTALORDER" if total and _is_float(types[key]) else ""
     lhs, rhs = (f"b{key}", f"a{key}") if swap else (f"a{key}", f"b{key}")
     return (f"cmp {{\n{_params(types)}\n"
             f"  ROOT r = pred[] compare({lhs}, {rhs}), direction={direction}{t}\n}}")
@@ -110,12 +123,12 @@ def jax_comparator(types, num_keys=1, direction="LT"):
     """jax's lax.sort comparator: floats canonicalised and compared in TOTALORDER, keys
     chained as or(lt0, and(eq0, lt1))."""
     lines = [_params(types)]
-    for t in sorted({types[k] for k in range(num_keys) if types[k] in FLOATS}):
+    for t in sorted({types[k] for k in range(num_keys) if _is_float(types[k])}):
         lines.append(f"  zero.{t} = {t}[] constant(0)\n  nan.{t} = {t}[] constant(nan)")
     keys = []
     for k in range(num_keys):
         t = types[k]
-        if t in FLOATS:
+        if _is_float(t):
             lines.append(_canon(t, f"a{k}", f"a{k}") + _canon(t, f"b{k}", f"b{k}").rstrip())
             keys.append((f"c.a{k}", f"c.b{k}", ", type=TOTALORDER"))
         else:
@@ -318,6 +331,120 @@ ENTRY e {
 """
     x = values("f32", (3, 211), np.random.default_rng(29), nan=False)
     got, want, ran = run_both(text, x)
+    _same(got, want)
+    assert "CompiledWhileStep" in [type(s).__name__ for s in ran]
+
+
+def _narrow_values(t, shape, rng, nan=True):
+    """Every encoding of narrow type ``t`` (random bit patterns; integers: random values)."""
+    dt, nbits = NARROW[t]
+    if t[0] in "su":
+        info = ml_dtypes.iinfo(dt)
+        return rng.integers(int(info.min), int(info.max), shape, endpoint=True).astype(dt)
+    x = rng.integers(0, 1 << nbits, shape, dtype=np.uint8).view(dt)
+    if not nan:
+        with np.errstate(invalid="ignore"):
+            x[np.isnan(x.astype(np.float32))] = dt(1)
+    return x
+
+
+@pytest.mark.parametrize("t", list(NARROW))
+@pytest.mark.parametrize("n", [127, 128, 300])
+def test_narrow_and_sub_byte_types(t, n):
+    """The other f8s, f6s, f4 and sub-byte integers: TOTALORDER both ways and argsort with
+    an iota (jax's canonicalising comparator where the type has a zero), a FLOAT comparison
+    without NaNs, on rows just below (the merge sort) and from the radix threshold."""
+    rng = np.random.default_rng(seed(("narrow", t, n)))
+    x = _narrow_values(t, (3, n), rng)
+    iota = np.broadcast_to(np.arange(n, dtype=np.int32), (3, n)).copy()
+    check = _check if n >= native_sort.RADIX_MIN else _check_merge
+    for direction in ("LT", "GT"):
+        check(_sort_text([t], (3, n), 1, plain([t], direction)), x)
+        if t != "f8e8m0fnu":  # (no zero to canonicalise -0 to)
+            check(_sort_text([t, "s32"], (3, n), 1, jax_comparator([t, "s32"], 1, direction)),
+                  x, iota)
+        if t[0] == "f":
+            y = _narrow_values(t, (3, n), rng, nan=False)
+            text = _sort_text([t, "s32"], (3, n), 1, plain([t, "s32"], direction, total=False))
+            if n >= native_sort.RADIX_MIN:
+                _radix(text)
+            got = Client(backend="cpu", backend_options={"flush_denormals": False}).compile(
+                parse_hlo_module(text))(y, iota)
+            _same(got, evaluate(parse_hlo_module(text), y, iota))
+
+
+def _check_merge(text, *args):
+    assert step_kinds(text, "sort") == ["KernelStep"]
+    got, want, _ = run_both(text, *args)
+    _same(got, want)
+
+
+@pytest.mark.parametrize("n", [126, 127, 128, 129])
+def test_rows_around_the_radix_threshold(n):
+    """Rows of RADIX_MIN - 2 .. RADIX_MIN + 1 (merge sort below, radix sort from it): ties,
+    both zeros and NaN payloads in TOTALORDER, argsort of jax's comparator, num_keys=2."""
+    assert native_sort.RADIX_MIN == 128
+    rng = np.random.default_rng(seed(("threshold", n)))
+    x = values("f32", (4, n), rng)
+    k1 = values("s8", (4, n), rng)
+    iota = np.broadcast_to(np.arange(n, dtype=np.int32), (4, n)).copy()
+    check = _check if n >= native_sort.RADIX_MIN else _check_merge
+    for direction in ("LT", "GT"):
+        check(_sort_text(["f32"], (4, n), 1, plain(["f32"], direction)), x)
+        check(_sort_text(["f32", "s32"], (4, n), 1,
+                         jax_comparator(["f32", "s32"], 1, direction)), x, iota)
+        check(_sort_text(["f32", "s8", "s32"], (4, n), 1,
+                         jax_comparator(["f32", "s8", "s32"], 2, direction)), x, k1, iota)
+
+
+def test_radix_sort_of_the_loop_state_in_place():
+    """The sort reads the loop state directly and its result is the next state (argsort of
+    a state that is already sorted in part: ties and repeated passes), rows sorted in
+    parallel along a non-minor dimension."""
+    text = """HloModule m
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  c = s32[] parameter(2)
+  d = s32[] parameter(3)
+  ROOT r = pred[] compare(a, b), direction=LT, type=TOTALORDER
+}
+cond {
+  s = (s32[], f32[300,8], s32[300,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[300,8], s32[300,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[300,8] get-tuple-element(s), index=1
+  v = s32[300,8] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  z = (f32[300,8], s32[300,8]) sort(x, v), dimensions={0}, is_stable=true, to_apply=cmp
+  zx = f32[300,8] get-tuple-element(z), index=0
+  zv = s32[300,8] get-tuple-element(z), index=1
+  h = f32[] constant(-1)
+  hb = f32[300,8] broadcast(h), dimensions={}
+  y = f32[300,8] multiply(zx, hb)
+  ROOT t = (s32[], f32[300,8], s32[300,8]) tuple(j, y, zv)
+}
+ENTRY e {
+  x = f32[300,8] parameter(0)
+  v = s32[300,8] parameter(1)
+  zero = s32[] constant(0)
+  s = (s32[], f32[300,8], s32[300,8]) tuple(zero, x, v)
+  w = (s32[], f32[300,8], s32[300,8]) while(s), condition=cond, body=body
+  rx = f32[300,8] get-tuple-element(w), index=1
+  rv = s32[300,8] get-tuple-element(w), index=2
+  ROOT r = (f32[300,8], s32[300,8]) tuple(rx, rv)
+}
+"""
+    rng = np.random.default_rng(37)
+    x = values("f32", (300, 8), rng, nan=False)
+    v = np.broadcast_to(np.arange(300, dtype=np.int32)[:, None], (300, 8)).copy()
+    got, want, ran = run_both(text, x, v)
     _same(got, want)
     assert "CompiledWhileStep" in [type(s).__name__ for s in ran]
 
