@@ -30,6 +30,7 @@ from xlapy.interpreter.evaluator import EvalContext, EvalOptions, evaluate
 from xlapy.npz import load_npz
 from xlapy.parser import parse_hlo_module
 from xlapy.passes import make_pipeline
+from xlapy.runtime import Client
 from xlapy.shape import dtypes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
@@ -419,6 +420,239 @@ ENTRY e {
     for r, spec, w in zip(roots, specs, want):
         got = run_kernel(spec, compiled, _input_arrays(_unique(r.operands), [x]), "items")[0]
         assert_close(got, w, what=r.name)
+
+
+
+def _jax_arg_text(shape, dims, vt="f32", it="s32", direction="GT", index="iota", init=None,
+                  producer=None):
+    """jax's argmax (GT) / argmin (LT) reducer (keep the accumulator when it is DIR the
+    element or NaN; the smaller index among equal values) over (x or ``producer``'s
+    expression of x, an iota along the last reduced dimension or ``index``: a parameter)."""
+    out = [n for d, n in enumerate(shape) if d not in dims]
+    s, o = ",".join(map(str, shape)), ",".join(map(str, out))
+    # (integers: jax's NaN test is always false; the form takes it or leaves it out)
+    nan = "  ne = pred[] compare(a, a), direction=NE\n  keep = pred[] or(cmp, ne)" \
+        if vt[0] == "f" or vt == "s32" else f"  keep = pred[] compare(a, c), direction={direction}"
+    lo, zero = init or ("-inf" if direction == "GT" else "inf", "0")
+    if vt[0] != "f" and init is None:
+        lo = "0"
+    last = max(dims)
+    idx = (f"  io = {it}[{shape[last]}] iota(), iota_dimension=0\n"
+           f"  idx = {it}[{s}] broadcast(io), dimensions={{{last}}}") if index == "iota" else \
+        f"  idx = {it}[{s}] parameter(1)"
+    xv = f"  x = {vt}[{s}] parameter(0)"
+    if producer is not None:
+        xv = f"  x0 = {vt}[{s}] parameter(0)\n" + producer
+    return f"""HloModule m
+arg {{
+  a = {vt}[] parameter(0)
+  c = {vt}[] parameter(2)
+  cmp = pred[] compare(a, c), direction={direction}
+{nan}
+  sv = {vt}[] select(keep, a, c)
+  eq = pred[] compare(a, c), direction=EQ
+  ia = {it}[] parameter(1)
+  ic = {it}[] parameter(3)
+  lt = pred[] compare(ia, ic), direction=LT
+  tie = pred[] and(eq, lt)
+  ki = pred[] or(keep, tie)
+  si = {it}[] select(ki, ia, ic)
+  ROOT t = ({vt}[], {it}[]) tuple(sv, si)
+}}
+
+ENTRY e {{
+{xv}
+{idx}
+  lo = {vt}[] constant({lo})
+  zero = {it}[] constant({zero})
+  ROOT r = ({vt}[{o}], {it}[{o}]) reduce(x, idx, lo, zero), dimensions={{{",".join(map(str, dims))}}}, to_apply=arg
+}}
+"""
+
+
+def _arg_values(vt, shape, rng, few=5):
+    """Few distinct values (ties), and for floats -0/+0, infinities, NaNs of both signs with
+    payloads (some rows all NaN, some all -inf), denormals."""
+    dt = NP.get(vt) or np.dtype(vt.replace("s", "int").replace("u", "uint"))
+    if np.dtype(dt).kind in "iu":
+        info = np.iinfo(dt)
+        pool = np.array([info.min, info.max, 0, 1, 2, info.max - 1], dt)
+        x = rng.integers(-few, few, shape).astype(dt)
+        pick = rng.random(shape) < 0.1
+        x[pick] = pool[rng.integers(0, len(pool), int(pick.sum()))]
+        return x
+    u = np.dtype(f"u{np.dtype(dt).itemsize}")
+    tiny = np.array(1, u).view(dt)
+    nans = np.array([np.iinfo(u).max, np.iinfo(u).max >> 1, (np.iinfo(u).max >> 1) - 5], u)
+    pool = np.concatenate([np.array([0.0, -0.0, np.inf, -np.inf, 2.0, tiny, -tiny], dt),
+                           nans.view(dt)])
+    x = rng.integers(-few, few, shape).astype(dt)
+    flat = x.reshape(-1)
+    pick = rng.random(flat.size) < 0.05
+    flat[pick] = pool[rng.integers(0, len(pool), int(pick.sum()))]
+    zeros = rng.random(flat.size) < 0.3
+    flat[zeros] = np.where(rng.random(int(zeros.sum())) < 0.5, dt(0.0), dt(-0.0))
+    if x.ndim >= 2 and x.shape[0] >= 4:
+        x[1] = nans.view(dt)[rng.integers(0, 3, x[1].shape)]
+        x[2] = -np.inf
+        x[3] = np.where(rng.random(x[3].shape) < 0.5, dt(0.0), dt(-0.0))
+    return x
+
+
+def _same_bits(got, want, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, what
+    w = np.dtype(f"u{got.dtype.itemsize}")
+    bad = np.flatnonzero(got.reshape(-1).view(w) != want.reshape(-1).view(w))
+    assert bad.size == 0, (what, bad[:5], got.reshape(-1)[bad[:5]], want.reshape(-1)[bad[:5]])
+
+
+ARG_CASES = [((40, 517), (1,)), ((9, 32), (1,)), ((9, 63), (1,)), ((9, 64), (1,)),
+             ((9, 65), (1,)), ((5, 3, 200), (2,)), ((4, 70, 3, 66), (1, 3)),
+             ((3, 130, 4), (0, 1)), ((1, 4099), (1,)), ((2100,), (0,))]
+
+
+@pytest.mark.parametrize("shape,dims", ARG_CASES)
+@pytest.mark.parametrize("direction", ["GT", "LT"])
+def test_jax_argmax_argmin_rows(shape, dims, direction):
+    """jax's argmax/argmin reducer (the vectorised lane form where the last reduced
+    dimension is the operand's minor one and at least two steps of lanes long) against the
+    interpreter bit for bit: value and index, NaNs (first one wins), -0/+0 (equal: the
+    smaller index; the value of the later one), ties, rows all NaN or all -inf, indices an
+    iota or arbitrary values with ties, work items split."""
+    rng = np.random.default_rng(seed_of(shape, dims, direction))
+    x = _arg_values("f32", shape, rng)
+    for index in ("iota", "param"):
+        module = parse_hlo_module(_jax_arg_text(shape, dims, direction=direction, index=index))
+        root = module.entry.root
+        types = [o.shape.element_type for o in root.operands[:2]]
+        assert reduction.arg_form(root.attrs["to_apply"], types) == direction
+        args = [x] if index == "iota" else [x, rng.integers(0, 7, shape).astype(np.int32)]
+        want = evaluate(module, *args)
+        got = Client(backend="cpu").compile(module)(*args)
+        for g, w in zip(got, want):
+            _same_bits(g, w, (index, "client"))
+        if index == "param":
+            batch = Batch()
+            inputs = _unique(root.operands)
+            spec = batch.add(root, inputs)
+            compiled = batch.compile()
+            for mode in ("whole", "halves", "items"):
+                got = run_kernel(spec, compiled, _input_arrays(inputs, args), mode)
+                for g, w in zip(got, want):
+                    _same_bits(g, w, (index, mode))
+
+
+def seed_of(*key) -> int:
+    return int.from_bytes(repr(key).encode()[-8:], "little") % (1 << 31)
+
+
+ARG_TYPES = [("f64", "s32"), ("f64", "s64"), ("f32", "u32"), ("s32", "s32"), ("s8", "s32"),
+             ("u8", "s64"), ("s64", "s32"), ("u64", "u32"), ("u32", "s32")]
+
+
+@pytest.mark.parametrize("vt,it", ARG_TYPES)
+def test_jax_argmax_argmin_types(vt, it):
+    rng = np.random.default_rng(seed_of(vt, it))
+    shape = (6, 301)
+    x = _arg_values(vt, shape, rng)
+    for direction in ("GT", "LT"):
+        for index in ("iota", "param"):
+            module = parse_hlo_module(_jax_arg_text(shape, (1,), vt, it, direction, index))
+            root = module.entry.root
+            types = [o.shape.element_type for o in root.operands[:2]]
+            assert reduction.arg_form(root.attrs["to_apply"], types) == direction
+            args = [x]
+            if index == "param":
+                args.append(rng.integers(0, 9, shape).astype(NP.get(it) or np.dtype(
+                    it.replace("s", "int").replace("u", "uint"))))
+            want = evaluate(module, *args)
+            got = Client(backend="cpu").compile(module)(*args)
+            for g, w in zip(got, want):
+                _same_bits(g, w, (vt, it, direction, index))
+
+
+def test_jax_argmax_of_fused_and_strided_operands_and_inits():
+    """Operands generated element by element (x * 2 fused in; a transpose: the reduced
+    dimension strided in memory), a NaN init and an init index that beats the row's."""
+    rng = np.random.default_rng(41)
+    x = _arg_values("f32", (40, 300), rng)
+    xt = np.ascontiguousarray(x.T)
+    cases = [
+        (_jax_arg_text((40, 300), (1,), producer="  two = f32[] constant(2)\n"
+                       "  tb = f32[40,300] broadcast(two), dimensions={}\n"
+                       "  x = f32[40,300] multiply(x0, tb)"), [x]),
+        (_jax_arg_text((40, 300), (1,), producer="  x = f32[40,300] transpose(x0), "
+                       "dimensions={1,0}").replace("x0 = f32[40,300]", "x0 = f32[300,40]"),
+         [xt]),
+        (_jax_arg_text((40, 300), (1,), init=("nan", "5")), [x]),
+        (_jax_arg_text((40, 300), (1,), direction="LT", init=("-inf", "-1")), [x]),
+        (_jax_arg_text((40, 300), (1,), init=("0", "-3")), [x]),
+    ]
+    for text, args in cases:
+        module = parse_hlo_module(text)
+        want = evaluate(module, *args)
+        got = Client(backend="cpu").compile(module)(*args)
+        for g, w in zip(got, want):
+            _same_bits(g, w, text.splitlines()[-2])
+
+
+def test_arg_form_recognises_only_the_exact_pattern():
+    """Variants with other semantics keep the in-order loop: TOTALORDER values, the
+    element's NaN test, ties to the larger index, the select arms swapped, the index kept
+    without the value's NaN test."""
+    base = _jax_arg_text((4, 300), (1,))
+    variants = [
+        base.replace("direction=GT", "direction=GT, type=TOTALORDER"),
+        base.replace("compare(a, a), direction=NE", "compare(c, c), direction=NE"),
+        base.replace("compare(ia, ic), direction=LT", "compare(ia, ic), direction=GT"),
+        base.replace("select(keep, a, c)", "select(keep, c, a)"),
+        base.replace("or(keep, tie)", "or(cmp, tie)"),
+    ]
+    for text in [base] + variants:
+        assert text.count("\n") == base.count("\n")
+        root = parse_hlo_module(text).entry.root
+        form = reduction.arg_form(root.attrs["to_apply"],
+                                  [o.shape.element_type for o in root.operands[:2]])
+        assert (form is not None) == (text is base), text
+
+
+def test_jax_argmax_inside_a_while_loop():
+    text = _jax_arg_text((8, 200), (1,)).split("ENTRY")[0] + """cond {
+  s = (s32[], f32[8,200], s32[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[8,200], s32[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[8,200] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  io = s32[200] iota(), iota_dimension=0
+  idx = s32[8,200] broadcast(io), dimensions={1}
+  lo = f32[] constant(-inf)
+  zero = s32[] constant(0)
+  r = (f32[8], s32[8]) reduce(x, idx, lo, zero), dimensions={1}, to_apply=arg
+  k = s32[8] get-tuple-element(r), index=1
+  h = f32[] constant(-1)
+  hb = f32[8,200] broadcast(h), dimensions={}
+  y = f32[8,200] multiply(x, hb)
+  ROOT t = (s32[], f32[8,200], s32[8]) tuple(j, y, k)
+}
+ENTRY e {
+  x = f32[8,200] parameter(0)
+  zero = s32[] constant(0)
+  z8 = s32[8] broadcast(zero), dimensions={}
+  s = (s32[], f32[8,200], s32[8]) tuple(zero, x, z8)
+  w = (s32[], f32[8,200], s32[8]) while(s), condition=cond, body=body
+  ROOT k = s32[8] get-tuple-element(w), index=2
+}
+"""
+    x = _arg_values("f32", (8, 200), np.random.default_rng(47))
+    module = parse_hlo_module(text)
+    _same_bits(Client(backend="cpu").compile(module)(x), evaluate(module, x), "while")
 
 
 # -- reduce-window ------------------------------------------------------------------------------

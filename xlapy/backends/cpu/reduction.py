@@ -18,8 +18,11 @@ are contiguous in its dimensions' row-major order, so each segment is one loop:
   recognised associative reducer (``add``/``multiply``/``maximum``/``minimum``/``and``/``or``
   of its two parameters, element types computed in their storage type) the accumulator
   update carries ``reassoc`` (floats) or is an LLVM min/max intrinsic, so LLVM vectorises
-  it with several independent vector accumulators, combined at the end; any other reducer
-  (variadic argmax-style ones too) runs in order.
+  it with several independent vector accumulators, combined at the end. jax's
+  argmax/argmin reducer (``arg_form``) over a minor reduced segment runs in vector lanes
+  (``_ArgRow``: lane l folds positions l, l + W, ... with the reducer's rule and remembers
+  its value's position; the lanes combine by the order the reducer picks by, positions
+  deciding between NaNs and equal numbers: bit-exact). Any other reducer runs in order.
 - *column reduction* (the last segment is kept): a work item is a block of output elements
   (up to BLOCK_BYTES of accumulators: 4096 f32, whole rows of most shapes, so each
   work item reads long contiguous runs) of the minor kept segment (and one position of the other kept segments);
@@ -619,6 +622,11 @@ def _reduce_kernel(module, name, root, inputs, segs, reducer, column, block, chu
     n_outer = _prod(s.size for s in outer)
     domain = n_outer * n_blocks * chunks
     value_tys = [el.TYPES[et][1] for et in types]
+    arg = None
+    if not column and not chunked and red and red[-1] is segs[-1]:
+        arg = arg_form(root.attrs["to_apply"], types)
+        if arg is not None and red[-1].size < 2 * _arg_lanes(types):
+            arg = None
     if column:
         accs = [fn.alloca(ty, block, f"acc{j}") for j, ty in enumerate(value_tys)]
     else:
@@ -672,6 +680,14 @@ def _reduce_kernel(module, name, root, inputs, segs, reducer, column, block, chu
                     dst = fn.scratch[j] if chunked else fn.outs[j]
                     v = b.load(b.gep(accs[j], [m], inbounds=True))
                     _store(b, dst, pos, v, types[j], f"out{j}")
+        elif arg is not None:
+            for j in range(n):
+                b.store(start_values[j], accs[j])
+            row = _ArgRow(fn, root, base, segs, red[-1], arg, types)
+            _loops(b, red[:-1], vals, ranges, lambda: row.emit(vals, accs, reducer))
+            pos = _out_linear(b, segs, vals)
+            for j in range(n):
+                _store(b, fn.outs[j], pos, b.load(accs[j]), types[j], f"out{j}")
         else:
             for j in range(n):
                 b.store(start_values[j], accs[j])
@@ -721,6 +737,234 @@ def _emit_combine(module, name, root, inputs, reducer, chunks: int, n_out: int) 
             _store(b, fn.outs[j], o, v, et, f"out{j}")
     b.ret_void()
     return _spec(name, root, inputs, n_out, chunks, parallel=n_out * chunks >= (1 << 16))
+
+
+# -- argmax/argmin reducers -------------------------------------------------------------------
+
+#: Bytes of the widest operand's lanes in the vectorised argmax/argmin row loop (several
+#: vector registers: independent select chains).
+ARG_LANE_BYTES = 128
+
+
+def _normal_compare(instr, x, y, kinds: dict):
+    """The direction of compare ``instr`` as ``x <dir> y`` ("GT", "LT", "EQ", "NE"; mirrored
+    when written ``y <dir'> x``), None when it is no such compare of its element type's
+    default comparison."""
+    if instr.opcode != "compare" or len(instr.operands) != 2:
+        return None
+    ctype = instr.attrs["type"]
+    et = instr.operands[0].shape.element_type
+    if ctype is not None and ctype.value != kinds.get(el.TYPES[et][0]):
+        return None
+    d = instr.attrs["direction"].value
+    a, c = instr.operands
+    if a is x and c is y:
+        return d
+    if a is y and c is x:
+        return {"GT": "LT", "LT": "GT", "EQ": "EQ", "NE": "NE"}.get(d)
+    return None
+
+
+_DEFAULT_TYPE = {"f": "FLOAT", "s": "SIGNED", "u": "UNSIGNED"}
+
+
+def arg_form(comp, types: list) -> str | None:
+    """"GT" (argmax) or "LT" (argmin) when reducer ``comp`` of (values, indices) is jax's
+    argmax/argmin form: with (a, i) the accumulator (parameters 0, 1) and (b, j) the element
+    (parameters 2, 3), keep = a DIR b or a != a (the NaN test; optional for integer values),
+    result (select(keep, a, b), select(keep or (a == b and i < j), i, j)); values f32/f64 or
+    integers, indices integers (computed in their storage types). As a binary operation
+    this picks, for the value, the greatest element under: NaNs above every number (the first
+    NaN of a run), numbers by DIR with equal ones (-0 == +0) resolved to the later; for the
+    index, the same classes, equal numbers resolved to the smaller index. None otherwise."""
+    if len(types) != 2 or comp.num_parameters != 4:
+        return None
+    vk, vty = el.TYPES.get(types[0], ("", None))
+    ik, ity = el.TYPES.get(types[1], ("", None))
+    if vk not in "fsu" or ik not in "su" or not vk or not ik:
+        return None
+    if el.memory_type(types[0]) != vty or el.memory_type(types[1]) != ity:
+        return None
+    a, i, bv, j = comp.parameters
+    root = comp.root
+    if root is None or root.opcode != "tuple" or len(root.operands) != 2:
+        return None
+    sv, si = root.operands
+    if sv.opcode != "select" or si.opcode != "select":
+        return None
+    keep, x, y = sv.operands
+    if x is not a or y is not bv:
+        return None
+    q, x, y = si.operands
+    if x is not i or y is not j:
+        return None
+    vkinds = {vk: _DEFAULT_TYPE[vk]}
+    ikinds = {ik: _DEFAULT_TYPE[ik]}
+    if keep.opcode == "compare":
+        strict, nan = keep, None
+    elif keep.opcode == "or" and len(keep.operands) == 2:
+        strict, nan = keep.operands
+        if _normal_compare(strict, a, a, vkinds) == "NE":
+            strict, nan = nan, strict
+        if _normal_compare(nan, a, a, vkinds) != "NE":
+            return None
+    else:
+        return None
+    if vk == "f" and nan is None:
+        return None
+    direction = _normal_compare(strict, a, bv, vkinds)
+    if direction not in ("GT", "LT"):
+        return None
+    if q.opcode != "or" or len(q.operands) != 2:
+        return None
+    first, tie = q.operands
+    if tie is keep:
+        first, tie = tie, first
+    if first is not keep or tie.opcode != "and" or len(tie.operands) != 2:
+        return None
+    eq, lt = tie.operands
+    if _normal_compare(eq, a, bv, vkinds) != "EQ":
+        eq, lt = lt, eq
+    if _normal_compare(eq, a, bv, vkinds) != "EQ" or _normal_compare(lt, i, j, ikinds) != "LT":
+        return None
+    return direction
+
+
+def _arg_lanes(types: list) -> int:
+    width = max(np.dtype(dtypes.to_dtype(et)).itemsize for et in types)
+    return max(4, ARG_LANE_BYTES // width)
+
+
+class _ArgRow:
+    """The vectorised argmax/argmin of one run of the innermost reduced segment (contiguous
+    in the operand): W lanes, lane l folding positions l, l + W, ... in order with the
+    reducer's own rule and remembering the position its value came from; the lanes then
+    combine by the order ``arg_form`` describes (positions decide between NaNs and between
+    equal numbers), the result joins the accumulator (``Reducer.exact``: the run lies after
+    everything folded before), and the positions past the last whole step of W fold in order."""
+
+    def __init__(self, fn, root, base, segs, inner, direction, types):
+        self.fn, self.root, self.base, self.segs, self.inner = fn, root, base, segs, inner
+        self.direction, self.types = direction, types
+        self.lanes = _arg_lanes(types)
+        self.kinds = [el.TYPES[et][0] for et in types]
+        self.tys = [el.TYPES[et][1] for et in types]
+        self.vtys = [ir.VectorType(t, self.lanes) for t in self.tys]
+        self.pty = ir.IntType(32) if inner.size < (1 << 31) else I64
+        self.ptyv = ir.VectorType(self.pty, self.lanes)
+        self.state = [fn.alloca(t, 1, f"lane{k}") for k, t in enumerate(self.vtys)]
+        self.state.append(fn.alloca(self.ptyv, 1, "lane.pos"))
+
+    def _vectors(self, vals, start):
+        """The W operand elements from inner position ``start`` as two vectors."""
+        fn, b, W = self.fn, self.fn.b, self.lanes
+        out = []
+        for k, o in enumerate(self.root.operands[:2]):
+            ptr = fn.in_ptr.get(id(o))
+            if ptr is not None and self.inner.stride == 1 and o.shape.dimensions:
+                vals[id(self.inner)] = start
+                idx = _operand_index(b, self.base, self.segs, vals)
+                p = b.gep(ptr, [idx.linear], inbounds=True, name=f"lv{k}.ptr")
+                p = b.bitcast(p, self.vtys[k].as_pointer())
+                v = b.load(p, name=f"lv{k}")
+                v.align = self.tys[k].width // 8 if isinstance(self.tys[k], ir.IntType) else \
+                    (4 if self.tys[k] == ir.FloatType() else 8)
+            else:
+                v = ir.Constant(self.vtys[k], ir.Undefined)
+                for lane in range(W):
+                    vals[id(self.inner)] = b.add(start, _c(lane), name="lane.at")
+                    idx = _operand_index(b, self.base, self.segs, vals)
+                    v = b.insert_element(v, fn.value(o, idx), ir.Constant(ir.IntType(32), lane))
+            out.append(v)
+        return out
+
+    def _less(self, k, x, y):
+        b = self.b
+        if self.kinds[k] == "f":
+            return b.fcmp_ordered("<", x, y)
+        if self.kinds[k] == "s":
+            return b.icmp_signed("<", x, y)
+        return b.icmp_unsigned("<", x, y)
+
+    def _beats(self, x, y):
+        """x DIR y on values (ordered: false with a NaN)."""
+        return self._less(0, y, x) if self.direction == "GT" else self._less(0, x, y)
+
+    def _equal(self, x, y):
+        b = self.b
+        if self.kinds[0] == "f":
+            return b.fcmp_ordered("==", x, y)
+        return b.icmp_unsigned("==", x, y)
+
+    def _isnan(self, x):
+        if self.kinds[0] != "f":
+            return None
+        return self.b.fcmp_unordered("uno", x, x)
+
+    def emit(self, vals, accs, reducer):
+        fn, b, W, n = self.fn, self.fn.b, self.lanes, self.inner.size
+        self.b = b
+        steps = n // W
+        lane_pos = ir.Constant(self.ptyv, list(range(W)))
+        first = self._vectors(vals, _c(0))
+        for s, v in zip(self.state, first + [lane_pos]):
+            b.store(v, s)
+        with for_range(b, 1, steps, "arg.step") as t:
+            start = b.mul(t, _c(W), name="arg.start")
+            xv, xi = self._vectors(vals, start)
+            av, ai, ap = (b.load(s) for s in self.state)
+            keep = self._beats(av, xv)
+            nan = self._isnan(av)
+            if nan is not None:
+                keep = b.or_(keep, nan)
+            keep_i = b.or_(keep, b.and_(self._equal(av, xv), self._less(1, ai, xi)))
+            s0 = b.trunc(start, self.pty) if self.pty != I64 else start
+            pos = b.insert_element(ir.Constant(self.ptyv, ir.Undefined), s0,
+                                   ir.Constant(ir.IntType(32), 0))
+            pos = b.shuffle_vector(pos, ir.Constant(self.ptyv, ir.Undefined),
+                                   ir.Constant(ir.VectorType(ir.IntType(32), W), [0] * W))
+            pos = b.add(pos, lane_pos, name="arg.pos")
+            b.store(b.select(keep, av, xv), self.state[0])
+            b.store(b.select(keep_i, ai, xi), self.state[1])
+            b.store(b.select(keep, ap, pos), self.state[2])
+        av, ai, ap = (b.load(s) for s in self.state)
+        cv, ci, cp = (b.extract_element(x, ir.Constant(ir.IntType(32), 0)) for x in (av, ai, ap))
+        for lane in range(1, W):
+            at = ir.Constant(ir.IntType(32), lane)
+            lv, li, lp = (b.extract_element(x, at) for x in (av, ai, ap))
+            cv, ci, cp = self._combine(cv, ci, cp, lv, li, lp)
+        olds = [b.load(a) for a in accs]
+        news = reducer.exact(b, olds, [cv, ci])
+        for a, v in zip(accs, news):
+            b.store(v, a)
+        with for_range(b, steps * W, n, "arg.tail") as p:
+            vals[id(self.inner)] = p
+            idx = _operand_index(b, self.base, self.segs, vals)
+            xs = [fn.value(o, idx) for o in self.root.operands[:2]]
+            olds = [b.load(a) for a in accs]
+            for a, v in zip(accs, reducer.exact(b, olds, xs)):
+                b.store(v, a)
+
+    def _combine(self, xv, xi, xp, yv, yi, yp):
+        """The greater of two lanes' (value, index, position of the value) under the
+        reducer's order (positions of different lanes interleave)."""
+        b = self.b
+        x_first = b.icmp_unsigned("<", xp, yp)
+        x_beats, y_beats = self._beats(xv, yv), self._beats(yv, xv)
+        ties = b.not_(b.or_(x_beats, y_beats))  # equal numbers, or a NaN among them
+        # equal numbers: the value of the later position, the smaller index
+        take_x = b.or_(x_beats, b.and_(ties, b.not_(x_first)))
+        take_xi = b.or_(x_beats, b.and_(ties, b.not_(self._less(1, yi, xi))))
+        xn, yn = self._isnan(xv), self._isnan(yv)
+        if xn is not None:
+            # NaNs first: the NaN of the earlier position, value and index alike
+            both = b.and_(xn, yn)
+            nan_x = b.or_(b.and_(both, x_first), b.and_(xn, b.not_(yn)))
+            any_nan = b.or_(xn, yn)
+            take_x = b.select(any_nan, nan_x, take_x)
+            take_xi = b.select(any_nan, nan_x, take_xi)
+        return (b.select(take_x, xv, yv), b.select(take_xi, xi, yi),
+                b.select(take_x, xp, yp))
 
 
 # -- reduce-window ----------------------------------------------------------------------------
