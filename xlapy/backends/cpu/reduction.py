@@ -869,6 +869,13 @@ class _ArgRow:
                 v = b.load(p, name=f"lv{k}")
                 v.align = self.tys[k].width // 8 if isinstance(self.tys[k], ir.IntType) else \
                     (4 if self.tys[k] == ir.FloatType() else 8)
+            elif self._iota_along(o):  # (the position in the segment, as iota truncates)
+                pos = start if self.tys[k].width == 64 else b.trunc(start, self.tys[k])
+                v = b.insert_element(ir.Constant(self.vtys[k], ir.Undefined), pos,
+                                     ir.Constant(ir.IntType(32), 0))
+                v = b.shuffle_vector(v, ir.Constant(self.vtys[k], ir.Undefined),
+                                     ir.Constant(ir.VectorType(ir.IntType(32), W), [0] * W))
+                v = b.add(v, ir.Constant(self.vtys[k], list(range(W))), name=f"lv{k}.iota")
             else:
                 v = ir.Constant(self.vtys[k], ir.Undefined)
                 for lane in range(W):
@@ -877,6 +884,22 @@ class _ArgRow:
                     v = b.insert_element(v, fn.value(o, idx), ir.Constant(ir.IntType(32), lane))
             out.append(v)
         return out
+
+    def _iota_along(self, o) -> bool:
+        """Whether generated integer operand ``o`` is an iota (or a broadcast of a 1-D one)
+        counting along the inner segment, a single dimension."""
+        if len(self.inner.dims) != 1 or el.TYPES[o.shape.element_type][0] not in "su" or \
+                id(o) not in self.fn.emitter.members:
+            return False
+        d = self.inner.dims[0]
+        if o.opcode == "iota":
+            return o.attrs["iota_dimension"] == d
+        if o.opcode == "broadcast" and o.operands[0].opcode == "iota" and \
+                id(o.operands[0]) in self.fn.emitter.members:
+            io = o.operands[0]
+            dims = tuple(o.attrs["dimensions"])
+            return io.attrs["iota_dimension"] < len(dims) and dims[io.attrs["iota_dimension"]] == d
+        return False
 
     def _less(self, k, x, y):
         b = self.b
