@@ -771,7 +771,8 @@ _DEFAULT_TYPE = {"f": "FLOAT", "s": "SIGNED", "u": "UNSIGNED"}
 def arg_form(comp, types: list) -> str | None:
     """"GT" (argmax) or "LT" (argmin) when reducer ``comp`` of (values, indices) is jax's
     argmax/argmin form: with (a, i) the accumulator (parameters 0, 1) and (b, j) the element
-    (parameters 2, 3), keep = a DIR b or a != a (the NaN test; optional for integer values),
+    (parameters 2, 3), keep = a DIR b or a != a (the NaN test; optional for integer values,
+    whose keep may also be and/or of the compare with itself),
     result (select(keep, a, b), select(keep or (a == b and i < j), i, j)); values f32/f64 or
     integers, indices integers (computed in their storage types). As a binary operation
     this picks, for the value, the greatest element under: NaNs above every number (the first
@@ -800,7 +801,10 @@ def arg_form(comp, types: list) -> str | None:
         return None
     vkinds = {vk: _DEFAULT_TYPE[vk]}
     ikinds = {ik: _DEFAULT_TYPE[ik]}
-    if keep.opcode == "compare":
+    if keep.opcode in ("and", "or") and len(keep.operands) == 2 and \
+            keep.operands[0] is keep.operands[1]:
+        strict, nan = keep.operands[0], None  # and(c, c), or(c, c): c
+    elif keep.opcode == "compare":
         strict, nan = keep, None
     elif keep.opcode == "or" and len(keep.operands) == 2:
         strict, nan = keep.operands
