@@ -18,6 +18,7 @@ import ctypes
 import glob
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 from llvmlite import ir
@@ -432,9 +433,9 @@ def _jax_arg_text(shape, dims, vt="f32", it="s32", direction="GT", index="iota",
     s, o = ",".join(map(str, shape)), ",".join(map(str, out))
     # (integers: jax's NaN test is always false; the form takes it or leaves it out)
     nan = "  ne = pred[] compare(a, a), direction=NE\n  keep = pred[] or(cmp, ne)" \
-        if vt[0] == "f" or vt == "s32" else f"  keep = pred[] compare(a, c), direction={direction}"
+        if vt[0] in "fb" or vt == "s32" else f"  keep = pred[] compare(a, c), direction={direction}"
     lo, zero = init or ("-inf" if direction == "GT" else "inf", "0")
-    if vt[0] != "f" and init is None:
+    if vt[0] not in "fb" and init is None:
         lo = "0"
     last = max(dims)
     idx = (f"  io = {it}[{shape[last]}] iota(), iota_dimension=0\n"
@@ -470,10 +471,15 @@ ENTRY e {{
 """
 
 
+def _np_type(t):
+    return {"bf16": ml_dtypes.bfloat16, "f16": np.float16}.get(t) or NP.get(t) or \
+        np.dtype(t.replace("s", "int").replace("u", "uint"))
+
+
 def _arg_values(vt, shape, rng, few=5):
     """Few distinct values (ties), and for floats -0/+0, infinities, NaNs of both signs with
     payloads (some rows all NaN, some all -inf), denormals."""
-    dt = NP.get(vt) or np.dtype(vt.replace("s", "int").replace("u", "uint"))
+    dt = _np_type(vt)
     if np.dtype(dt).kind in "iu":
         info = np.iinfo(dt)
         pool = np.array([info.min, info.max, 0, 1, 2, info.max - 1], dt)
@@ -547,7 +553,7 @@ def seed_of(*key) -> int:
     return int.from_bytes(repr(key).encode()[-8:], "little") % (1 << 31)
 
 
-ARG_TYPES = [("f64", "s32"), ("f64", "s64"), ("f32", "u32"), ("s32", "s32"), ("s8", "s32"),
+ARG_TYPES = [("f64", "s32"), ("f64", "s64"), ("f32", "u32"), ("bf16", "s32"), ("f16", "s32"), ("s32", "s32"), ("s8", "s32"),
              ("u8", "s64"), ("s64", "s32"), ("u64", "u32"), ("u32", "s32")]
 
 
@@ -564,8 +570,7 @@ def test_jax_argmax_argmin_types(vt, it):
             assert reduction.arg_form(root.attrs["to_apply"], types) == direction
             args = [x]
             if index == "param":
-                args.append(rng.integers(0, 9, shape).astype(NP.get(it) or np.dtype(
-                    it.replace("s", "int").replace("u", "uint"))))
+                args.append(rng.integers(0, 9, shape).astype(_np_type(it)))
             want = evaluate(module, *args)
             got = Client(backend="cpu").compile(module)(*args)
             for g, w in zip(got, want):

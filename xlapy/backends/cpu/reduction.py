@@ -71,6 +71,7 @@ from xlapy.backends.cpu.scalar_computation import (
     supports_computation,
 )
 from xlapy.errors import InvalidArgumentError
+from xlapy.shape import PrimitiveType as PT
 from xlapy.shape import dtypes
 
 #: Bytes of the stack accumulators of one work item of a column reduction or
@@ -773,8 +774,9 @@ def arg_form(comp, types: list) -> str | None:
     argmax/argmin form: with (a, i) the accumulator (parameters 0, 1) and (b, j) the element
     (parameters 2, 3), keep = a DIR b or a != a (the NaN test; optional for integer values,
     whose keep may also be and/or of the compare with itself),
-    result (select(keep, a, b), select(keep or (a == b and i < j), i, j)); values f32/f64 or
-    integers, indices integers (computed in their storage types). As a binary operation
+    result (select(keep, a, b), select(keep or (a == b and i < j), i, j)); values f32, f64,
+    bf16, f16 (computed in f32) or integers, indices integers (computed in their storage
+    types). As a binary operation
     this picks, for the value, the greatest element under: NaNs above every number (the first
     NaN of a run), numbers by DIR with equal ones (-0 == +0) resolved to the later; for the
     index, the same classes, equal numbers resolved to the smaller index. None otherwise."""
@@ -784,8 +786,10 @@ def arg_form(comp, types: list) -> str | None:
     ik, ity = el.TYPES.get(types[1], ("", None))
     if vk not in "fsu" or ik not in "su" or not vk or not ik:
         return None
-    if el.memory_type(types[0]) != vty or el.memory_type(types[1]) != ity:
+    if el.memory_type(types[1]) != ity:
         return None
+    if el.memory_type(types[0]) != vty and types[0] not in (PT.BF16, PT.F16):
+        return None  # (bf16/f16: computed in f32, exactly as the reducer computes them)
     a, i, bv, j = comp.parameters
     root = comp.root
     if root is None or root.opcode != "tuple" or len(root.operands) != 2:
@@ -865,7 +869,8 @@ class _ArgRow:
         out = []
         for k, o in enumerate(self.root.operands[:2]):
             ptr = fn.in_ptr.get(id(o))
-            if ptr is not None and self.inner.stride == 1 and o.shape.dimensions:
+            if ptr is not None and self.inner.stride == 1 and o.shape.dimensions and \
+                    el.memory_type(o.shape.element_type) == self.tys[k]:
                 vals[id(self.inner)] = start
                 idx = _operand_index(b, self.base, self.segs, vals)
                 p = b.gep(ptr, [idx.linear], inbounds=True, name=f"lv{k}.ptr")
