@@ -37,11 +37,6 @@ INTERPRETED = {
     ("rng", "*"): "rng (RngUniform/RngNormal): the interpreter's generator state; no native "
                   "generator with its streams",
     ("rng-get-and-update-state", "*"): "the generator state lives in the interpreter",
-    ("map", "*"): "map: no emitter inlines a mapped computation yet (jax never emits it)",
-    ("batch-norm-inference", "*"): "batch-norm: no emitter (XLA expands it first: "
-                                   "BatchNormExpander; xlapy has no such pass yet)",
-    ("batch-norm-training", "*"): "batch-norm: as batch-norm-inference",
-    ("batch-norm-grad", "*"): "batch-norm: as batch-norm-inference",
     ("get-dimension-size", "*"): _DYNAMIC,
     ("set-dimension-size", "*"): _DYNAMIC,
     ("dynamic-reshape", "*"): _DYNAMIC,
@@ -470,10 +465,10 @@ def test_the_list_is_keyed_by_known_opcodes_and_types():
 
 
 def test_reasons_name_the_emitter():
-    text = _module("f32", ["map"])
+    text = _module("f32", ["ragged-dot"])
     program = be.compile_module(parse_hlo_module(text))
-    ((_, _, reason),) = [r for r in program.interpreted() if r[1] == "map"]
-    assert reason == "no emitter has an entry for (map, float)"
+    ((_, _, reason),) = [r for r in program.interpreted() if r[1] == "ragged-dot"]
+    assert reason == "no emitter has an entry for (ragged-dot, float)"
     table = {t.name: t for t in emitters.tables()}
     assert table["elemental"].has("add", "float") and not table["elemental"].has("gather",
                                                                                  "float")

@@ -2,7 +2,7 @@
 
 ``CpuBackend.compile(module)`` works on a clone of the module, in XLA:CPU's order:
 
-1. passes (xlapy.passes): call inlining, algebraic simplification, CSE, DCE, then loop and
+1. passes (xlapy.passes): call and map inlining, algebraic simplification, CSE, DCE, then loop and
    input fusion, row fusion before them (row reductions with the elementwise work around
    them, a multi-output fusion: one kernel reading each row once, ``row_reduction``);
 2. a *plan* per computation (the entry, and the computations of while/conditional/call):
@@ -96,8 +96,9 @@ from xlapy.interpreter.registry import get_kernel
 #: backend's own (backends/cpu/row_fusion.py). ``excess-precision`` (XLA:CPU's
 #: xla_allow_excess_precision, on by default) runs right after inlining, as XLA's bf16 float
 #: normalization does, unless the backend was made with allow_excess_precision=False.
-PIPELINE = ("inline", "simplify", "cse", "dce", "row-fusion", "fusion")
-EXCESS_PRECISION_PIPELINE = ("inline", "excess-precision") + PIPELINE[1:]
+PIPELINE = ("inline", "map-inline", "batch-norm-expander", "simplify", "cse", "dce",
+            "row-fusion", "fusion")
+EXCESS_PRECISION_PIPELINE = PIPELINE[:3] + ("excess-precision",) + PIPELINE[3:]
 
 #: The options a CpuBackend made without them takes (the ``xlapy run`` flags set these for
 #: the process, as XLA_FLAGS does for XLA).
