@@ -109,7 +109,8 @@ def test_verifier_error_and_crash_name_the_pass():
 def test_registry_names():
     assert set(PASSES) == {"dce", "cse", "simplify", "constant-folding", "inline", "fusion",
                            "layout-assignment", "spmd-partition",
-                           "excess-precision"}
+                           "excess-precision", "map-inline",
+                           "batch-norm-expander"}
     assert list(PASSES)[: len(DEFAULT_PASSES)] == list(DEFAULT_PASSES)
     assert all(PASSES[n]().name == n for n in PASSES)
 

@@ -28,12 +28,17 @@ _SUMMARIES = {
                       "num_partitions, else the devices its shardings name)",
     "excess-precision": "XLA:CPU's default bf16 excess precision: f32 convert(bf16 op) -> the "
                         "op in f32 (changes results, as XLA:CPU does)",
+    "map-inline": "a map whose computation is elementwise becomes that computation on whole "
+                  "arrays (XLA's MapInliner)",
+    "batch-norm-expander": "batch-norm-inference/-training/-grad become elementwise ops, "
+                           "broadcasts and sums (XLA's BatchNormExpander)",
 }
 
 #: The passes whose module does not compute the same bits as their input: what each gives.
 _NOT_EXACT = {
     "spmd-partition": "the program of one partition",
     "excess-precision": "XLA:CPU's answers, not the HLO's exact roundings",
+    "batch-norm-expander": "batch norms in the operand's precision, not in f64",
 }
 
 #: What runs without --passes (xlapy.passes.DEFAULT_PASSES; a test checks they agree).

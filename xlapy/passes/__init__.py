@@ -5,7 +5,9 @@
 
 Every pass is exact: the optimised module computes the same bits as the original (see
 each module's docstring for what it leaves alone to stay so) - except ``excess-precision``,
-which gives XLA:CPU's default bf16 numbers (xla_allow_excess_precision) on purpose.
+which gives XLA:CPU's default bf16 numbers (xla_allow_excess_precision) on purpose, and
+``batch-norm-expander``, whose expansion computes in the operand's precision (f32 for the
+narrow floats) where the interpreter's batch norms compute in f64.
 ``PASSES`` maps the ``--passes`` names of ``xlapy opt`` to the pass classes.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from xlapy.passes.batch_norm_expander import BatchNormExpander
 from xlapy.passes.constant_folding import ConstantFolding
 from xlapy.passes.cse import Cse
 from xlapy.passes.dce import DeadCodeElimination
@@ -20,6 +23,7 @@ from xlapy.passes.excess_precision import ExcessPrecision
 from xlapy.passes.fusion import InstructionFusion
 from xlapy.passes.inline_calls import CallInliner, inline_call
 from xlapy.passes.layout_assignment import LayoutAssignment
+from xlapy.passes.map_inliner import MapInliner
 from xlapy.passes.pass_manager import HloPass, PassError, PassPipeline
 from xlapy.passes.simplify import TABLE, AlgebraicSimplifier, Rewrite
 from xlapy.passes.spmd import SpmdPartition
@@ -35,6 +39,8 @@ PASSES: dict[str, type[HloPass]] = {
     "layout-assignment": LayoutAssignment,
     "spmd-partition": SpmdPartition,
     "excess-precision": ExcessPrecision,
+    "map-inline": MapInliner,
+    "batch-norm-expander": BatchNormExpander,
 }
 
 #: What ``xlapy opt`` runs without ``--passes``.
@@ -65,6 +71,7 @@ __all__ = [
     "PASSES",
     "TABLE",
     "AlgebraicSimplifier",
+    "BatchNormExpander",
     "CallInliner",
     "ConstantFolding",
     "Cse",
@@ -73,6 +80,7 @@ __all__ = [
     "HloPass",
     "InstructionFusion",
     "LayoutAssignment",
+    "MapInliner",
     "PassError",
     "PassPipeline",
     "Rewrite",

@@ -2,11 +2,14 @@
 
 ``CpuBackend.compile(module)`` works on a clone of the module, in XLA:CPU's order:
 
-1. passes (xlapy.passes): call inlining, algebraic simplification, CSE, DCE, then loop and
+1. passes (xlapy.passes): call and map inlining, algebraic simplification, CSE, DCE, then loop and
    input fusion, row fusion before them (row reductions with the elementwise work around
    them, a multi-output fusion: one kernel reading each row once, ``row_reduction``);
 2. a *plan* per computation (the entry, and the computations of while/conditional/call):
-   its instructions in post order turned into steps -
+   its instructions in post order turned into steps - constants, aliases, control flow and
+   fusions by the planner itself, every other instruction by the first emitter table that
+   takes it (``emitters.resolve``: one table per emitter keyed by (opcode, type class),
+   each entry the emitter's check and plan):
    - a loop fusion, or a single elementwise/data-movement instruction, whose every
      instruction has an element generator: a kernel from ``loop_emitter``;
    - an input fusion or a reduce/reduce-window the reduction emitter supports: its kernel
@@ -60,16 +63,12 @@ from llvmlite import ir
 from xlapy.backends.base import Backend, DeviceProgram
 from xlapy.backends.cpu import collectives as _collectives
 from xlapy.backends.cpu import control_flow as _control_flow
-from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import emitters as _emitters
 from xlapy.backends.cpu import executor as _executor
-from xlapy.backends.cpu import gather_scatter, indexing
-from xlapy.backends.cpu import gemm_kernel as _gemm_kernel
+from xlapy.backends.cpu import indexing
 from xlapy.backends.cpu import library as _library
 from xlapy.backends.cpu import native as _native
 from xlapy.backends.cpu import reduction as _reduction
-from xlapy.backends.cpu import rng_kernel as _rng_kernel
-from xlapy.backends.cpu import sort as _native_sort
 from xlapy.backends.cpu.denormals import entry_name, flush_in_module, flushing
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.loop_emitter import emit_loop, members_of
@@ -83,8 +82,6 @@ from xlapy.backends.cpu.steps import (
     ConstantStep,
     InterpretStep,
     KernelStep,
-    KeyedSortStep,
-    LibraryStep,
     Plan,
     SwappedDotStep,
     ValueStep,
@@ -99,8 +96,9 @@ from xlapy.interpreter.registry import get_kernel
 #: backend's own (backends/cpu/row_fusion.py). ``excess-precision`` (XLA:CPU's
 #: xla_allow_excess_precision, on by default) runs right after inlining, as XLA's bf16 float
 #: normalization does, unless the backend was made with allow_excess_precision=False.
-PIPELINE = ("inline", "simplify", "cse", "dce", "row-fusion", "fusion")
-EXCESS_PRECISION_PIPELINE = ("inline", "excess-precision") + PIPELINE[1:]
+PIPELINE = ("inline", "map-inline", "batch-norm-expander", "simplify", "cse", "dce",
+            "row-fusion", "fusion")
+EXCESS_PRECISION_PIPELINE = PIPELINE[:3] + ("excess-precision",) + PIPELINE[3:]
 
 #: The options a CpuBackend made without them takes (the ``xlapy run`` flags set these for
 #: the process, as XLA_FLAGS does for XLA).
@@ -127,13 +125,7 @@ def fingerprint(module, allow_excess_precision: bool = True, flush_denormals: bo
     return _fingerprint(module, _BUILD[build])
 
 
-def _generated(instr) -> bool:
-    """Has an element generator (elementwise or data movement)."""
-    if instr.opcode == "constant":
-        return instr.shape.is_array() and instr.shape.element_type in el.TYPES
-    if instr.opcode in indexing.GENERATORS:
-        return indexing.supports(instr)
-    return el.supports(instr)
+_generated = _emitters.generated  # has an element generator (a loop kernel's member)
 
 
 def _transposed_dots(order) -> dict:
@@ -192,7 +184,7 @@ class Planner:
         out = []
         for instr in comp.instructions:
             op = instr.opcode
-            if op not in ("while", "call", "conditional") or _dynamic(instr):
+            if op not in ("while", "call", "conditional") or _emitters.dynamic(instr):
                 continue
             if op == "while":
                 out += [instr.attrs["condition"], instr.attrs["body"]]
@@ -238,13 +230,14 @@ class Planner:
     # -- one instruction -------------------------------------------------------------------
 
     def _step(self, instr):
+        """The step of ``instr``: the structural cases here (constants, aliases, control
+        flow, fusions), everything else the first emitter table that takes it
+        (``emitters.resolve``), or the interpreter with the tables' reasons."""
         op = instr.opcode
-        if _dynamic(instr):  # bounded dynamic shapes: the interpreter tracks runtime sizes
-            return InterpretStep(instr, "dynamic shapes: the interpreter tracks runtime sizes")
+        if _emitters.dynamic(instr):  # bounded dynamic shapes: the interpreter tracks sizes
+            return InterpretStep(instr, _emitters.DYNAMIC)
         if op == "constant":
             return ConstantStep(instr, constant_value(instr))
-        if op in _collectives.OPCODES:  # collectives and device ids: collectives.py
-            return _collectives.plan_step(self, instr)
         if op in ("tuple", "get-tuple-element", "opt-barrier"):
             return ValueStep(instr)
         if op in ("reshape", "bitcast") and indexing.supports(instr):
@@ -258,33 +251,33 @@ class Planner:
             return CallStep(instr, self.plan(instr.attrs["to_apply"]))
         if op == "conditional":
             return ConditionalStep(instr, [self.plan(c) for c in instr.called_computations()])
-        if op in gather_scatter.OPCODES and gather_scatter.supports(instr):
-            spec = gather_scatter.emit(self.irmod, f"k{len(self.kernels)}", instr)
-            step = KernelStep(instr, list(instr.operands), [], spec, instr.shape.is_tuple())
-            self.kernels.append(step)
-            return step
         if op == "fusion":
             step = self._fusion_step(instr)
             if step is not None:
                 return step
-        elif instr.shape.is_array() and instr.shape.element_type in el.TYPES and \
-                not instr.called_computations() and _generated(instr) and op != "constant":
-            operands = _unique(instr.operands)
-            return self._kernel(instr, [instr], operands, [], {})
-        elif op in ("reduce", "reduce-window") and _reduction.supports(instr):
-            return self._reduce_kernel(instr, instr, _unique(instr.operands), [])
-        if op == "sort" and _native_sort.sort_support(instr) is None:
-            return self._sort_kernel(instr)
-        if op in ("topk", "custom-call") and \
-                not isinstance(_native_sort.topk_form(instr), str):
-            return self._topk_kernel(instr)
-        if op == "rng-bit-generator" and _rng_kernel.supports(instr):
-            return self._rng_kernel(instr)
-        if op == "dot" and isinstance(_gemm_kernel.form(instr), _gemm_kernel.Form):
-            return self._gemm_kernel(instr)  # small GEMMs: a generated kernel, no BLAS call
-        if _library.supports(instr):
-            return LibraryStep(instr)
-        return InterpretStep(instr, _emitters.explain(instr))
+        found = _emitters.resolve(instr)
+        if found.table is not None:
+            return found.table.plan(self, instr)
+        return InterpretStep(instr, found.reason(instr))
+
+    # -- kernels the emitter tables plan (emitters.py) ----------------------------------------
+
+    def elementwise_kernel(self, instr):
+        """One elementwise or data-movement instruction as a loop kernel."""
+        return self._kernel(instr, [instr], _unique(instr.operands), [], {})
+
+    def reduction_kernel(self, instr):
+        """One reduce or reduce-window as a reduction kernel."""
+        return self._reduce_kernel(instr, instr, _unique(instr.operands), [])
+
+    def instruction_kernel(self, instr, emit, step_class=KernelStep):
+        """The kernel ``emit(irmod, name, instr)`` adds, reading ``instr``'s operands."""
+        spec = emit(self.irmod, f"k{len(self.kernels)}", instr)
+        step = step_class(instr, list(instr.operands), [], spec, instr.shape.is_tuple())
+        self.kernels.append(step)
+        return step
+
+    # -- fusions -------------------------------------------------------------------------------
 
     def _fusion_step(self, fusion):
         comp = fusion.attrs["calls"]
@@ -337,19 +330,6 @@ class Planner:
         self.kernels.append(step)
         return step
 
-    def _rng_kernel(self, instr):
-        name = f"k{len(self.kernels)}"
-        spec = _rng_kernel.emit(self.irmod, name, instr)
-        step = KernelStep(instr, list(instr.operands), [], spec, tuple_result=True)
-        self.kernels.append(step)
-        return step
-
-    def _gemm_kernel(self, instr):
-        spec = _gemm_kernel.emit(self.irmod, f"k{len(self.kernels)}", instr)
-        step = KernelStep(instr, list(instr.operands), [], spec)
-        self.kernels.append(step)
-        return step
-
     def _row_kernel(self, fusion, root, inputs, bound):
         from xlapy.backends.cpu import row_reduction
 
@@ -364,21 +344,6 @@ class Planner:
         spec = _reduction.emit(self.irmod, name, root, inputs)
         read = operands if operands is not None else inputs
         step = KernelStep(instr, read, bound, spec, tuple_result=root.shape.is_tuple())
-        self.kernels.append(step)
-        return step
-
-    def _sort_kernel(self, instr):
-        spec = _native_sort.emit_sort(self.irmod, f"k{len(self.kernels)}", instr)
-        # the library's NumPy key sort where the kernel has no radix path for the comparator
-        keyed = _library.supports(instr) and _native_sort.radix_keys(instr) is None
-        step = (KeyedSortStep if keyed else KernelStep)(
-            instr, list(instr.operands), [], spec, tuple_result=instr.shape.is_tuple())
-        self.kernels.append(step)
-        return step
-
-    def _topk_kernel(self, instr):
-        spec = _native_sort.emit_topk(self.irmod, f"k{len(self.kernels)}", instr)
-        step = KernelStep(instr, list(instr.operands), [], spec, tuple_result=True)
         self.kernels.append(step)
         return step
 
@@ -404,15 +369,6 @@ class Planner:
             if getattr(step, "function", None) is not None:  # a compiled while's ir.Function
                 step.function = None
         return compiled
-
-
-def _dynamic(instr) -> bool:
-    """Whether ``instr`` or an operand has a dynamic shape (for a fusion: anywhere in it)."""
-    if instr.shape.is_dynamic() or any(o.shape.is_dynamic() for o in instr.operands):
-        return True
-    if instr.opcode == "fusion":
-        return any(_dynamic(i) for i in instr.attrs["calls"].instructions)
-    return False
 
 
 def _unique(instrs) -> list:
