@@ -93,8 +93,8 @@ def flush_in_module(module: ir.Module) -> None:
             continue
         for attribute in ATTRIBUTES:  # llvmlite knows no string attributes; they print as is
             set.add(fn.attributes, attribute)
-        if fn.ftype != KERNEL_TYPE:
-            continue
+        if fn.ftype != KERNEL_TYPE or fn.linkage in ("internal", "private"):
+            continue  # not a kernel, or one only native code calls
         entry = ir.Function(module, KERNEL_TYPE, name=fn.name + ENTRY_SUFFIX)
         for attribute in ATTRIBUTES:
             set.add(entry.attributes, attribute)
