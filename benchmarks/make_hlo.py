@@ -172,6 +172,23 @@ def _functions() -> dict:
     def lstm_scan(wx, wh, b, xs, h0, c0):
         return jax.grad(lstm_loss)((wx, wh, b), xs, h0, c0)
 
+    def transformer_train_for(heads):
+        block = transformer_fwd_for(heads)
+
+        def loss(weights, x, t):
+            return jnp.sum(block(x, *weights) * t)
+
+        def transformer_train(x, wq, wk, wv, wo, w1, w2, gamma, beta, t):
+            value, grads = jax.value_and_grad(loss)((wq, wk, wv, wo, w1, w2, gamma, beta), x, t)
+            return (value, *grads)
+        return transformer_train
+
+    def random_gamma(key, a):
+        return jax.random.gamma(jax.random.wrap_key_data(key), a)
+
+    def igammac(a, x):
+        return lax.igammac(a, x)
+
     def per_call(x):
         for k in range(10):
             x = jnp.sin(x) * 1.5 + x if k % 2 else jnp.tanh(x) - 0.5 * x
@@ -187,6 +204,10 @@ def _functions() -> dict:
         "batched_matmul_bf16": lambda p: batched_matmul,
         "transformer_fwd": lambda p: transformer_fwd_for(p["heads"]),
         "lstm_scan": lambda p: lstm_scan,
+        # compile-only modules (suite.COMPILE_MODULES)
+        "transformer_train": lambda p: transformer_train_for(p["heads"]),
+        "random_gamma": lambda p: random_gamma,
+        "igammac": lambda p: igammac,
         "per_call": lambda p: per_call,
         "elementwise": lambda p: elementwise,
         "softmax": lambda p: softmax,
@@ -210,8 +231,9 @@ def _functions() -> dict:
 
 
 def jax_function(name: str, tier: str):
-    """``f`` of case ``name`` at ``tier`` (iteration counts are part of the function)."""
-    return _functions()[name](suite.CASES[name].sizes[tier])
+    """``f`` of case ``name`` (a run case or a compile-only module) at ``tier`` (iteration
+    counts are part of the function)."""
+    return _functions()[name](suite.module_case(name).sizes[tier])
 
 
 def arg_specs(name: str, tier: str) -> list:
@@ -219,7 +241,7 @@ def arg_specs(name: str, tier: str) -> list:
     import jax
     import numpy as np
 
-    case = suite.CASES[name]
+    case = suite.module_case(name)
     args = suite.make_inputs(case, tier)
     return [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in args]
 
@@ -237,12 +259,13 @@ def main(argv=None) -> int:
                    help="compare instead of writing; exit 1 when a dump is out of date")
     p.add_argument("--cases", help="comma-separated case names (default all)")
     args = p.parse_args(argv)
-    names = args.cases.split(",") if args.cases else list(suite.CASES)
+    names = args.cases.split(",") if args.cases else \
+        list(suite.CASES) + list(suite.COMPILE_MODULES)
     stale = 0
     suite.HLO_DIR.mkdir(exist_ok=True)
     for name in names:
         for tier in suite.TIERS:
-            path = suite.CASES[name].hlo_path(tier)
+            path = suite.module_case(name).hlo_path(tier)
             text = lower_text(name, tier)
             if args.check:
                 same = path.exists() and path.read_text() == text

@@ -1,7 +1,8 @@
 """The cases of ``xlapy bench`` and their speed targets: per case the largest xlapy/XLA:CPU
 time ratio accepted (``Case.target``), the geometric mean of the ratios (< GEOMEAN_TARGET), the
 bandwidth of memory-bound cases (>= BANDWIDTH_TARGET of a measured copy) and the compile
-time of the MLP module (COMPILE_COLD_TARGET, COMPILE_CACHED_TARGET_S).
+times of the ``COMPILE_CASES`` (cold against XLA's, ``CompileCase.target``; from xlapy's
+disk and memory caches, ``COMPILE_CACHED_TARGET_S``).
 
 Every case is a computation jax defines (benchmarks/make_hlo.py holds the jax functions),
 dumped once per size tier as ``benchmarks/hlo/<case>.<tier>.hlo``: xlapy runs that dump,
@@ -37,7 +38,7 @@ class Case:
     ``sizes[tier]``: the parameters of the case (dimensions, iteration counts);
     ``inputs(rng, p)``: the arguments (NumPy arrays, in the HLO's parameter order);
     ``numpy(p, *args)``: the eager NumPy computation (an array or a tuple of arrays, in the
-    HLO's result order); ``describe(p)``: the size column; ``target``: the largest
+    HLO's result order; None for a module only compiled: ``COMPILE_MODULES``); ``describe(p)``: the size column; ``target``: the largest
     xlapy/XLA time ratio accepted; ``memory_bound``: the bandwidth target (>= 80% of the
     measured copy bandwidth) applies; ``rtol``: a result element passes when
     ``|xlapy - numpy| <= rtol * max|numpy|`` (per output).
@@ -47,7 +48,7 @@ class Case:
     summary: str
     sizes: dict
     inputs: Callable
-    numpy: Callable
+    numpy: Callable | None
     describe: Callable
     target: float = 1.0
     memory_bound: bool = False
@@ -724,14 +725,68 @@ CASES: dict[str, Case] = {c.name: c for c in (
     LSTM_SCAN, PER_CALL,  # loops holding dots, the per-call cost
 )}
 
-#: The compile-time case: the mlp_train module compiled cold (every xlapy cache bypassed;
-#: XLA: jax.jit(f).lower(..).compile() with jax's caches cleared) and from xlapy's cache.
-COMPILE_CASE = "compile_mlp"
-COMPILE_MODULE = "mlp_train"
-COMPILE_COLD_TARGET = 3.0  # at most 3x XLA's compile time
+
+# -- compile-time cases -------------------------------------------------------------------------
+
+
+def _transformer_train_inputs(rng, p):
+    return _transformer_inputs(rng, p) + [_normal(rng, p["batch"], p["seq"], p["dim"])]
+
+
+def _gamma_inputs(rng, p):
+    key = rng.integers(0, 1 << 32, 2, dtype=np.uint64).astype(np.uint32)
+    return [key, _uniform(rng, 0.1, 10.0, p["n"])]
+
+
+def _igammac_inputs(rng, p):
+    return [_uniform(rng, 0.1, 10.0, p["n"]), _uniform(rng, 0.0, 20.0, p["n"])]
+
+
+#: Modules only compiled (never run, so no NumPy side): the big programs of compile time.
+COMPILE_MODULES: dict[str, Case] = {c.name: c for c in (
+    Case("transformer_train", "transformer block (transformer_fwd) forward + backward: the "
+         "loss sum(block(x) * t) and its gradient for every weight",
+         sizes=TRANSFORMER_FWD.sizes, inputs=_transformer_train_inputs, numpy=None,
+         describe=TRANSFORMER_FWD.describe),
+    Case("random_gamma", "jax.random.gamma: rejection sampling, a while loop over big "
+         "elementwise bodies (log, exp, the normal sampler's erfinv)",
+         sizes={"full": {"n": 1024}, "quick": {"n": 256}, "tiny": {"n": 16}},
+         inputs=_gamma_inputs, numpy=None, describe=lambda p: f"{p['n']} f32"),
+    Case("igammac", "lax.igammac: the regularized upper incomplete gamma function, series "
+         "and continued fraction expanded elementwise",
+         sizes={"full": {"n": 1024}, "quick": {"n": 256}, "tiny": {"n": 16}},
+         inputs=_igammac_inputs, numpy=None, describe=lambda p: f"{p['n']} f32"),
+)}
+
+
+def module_case(name: str) -> Case:
+    """The case of module ``name``: a run case (CASES) or a compile-only one."""
+    return CASES[name] if name in CASES else COMPILE_MODULES[name]
+
+
+@dataclass(frozen=True)
+class CompileCase:
+    """The compile time of ``module`` (a name of CASES or COMPILE_MODULES): cold (every
+    xlapy cache bypassed; XLA: jax.jit(f).lower(..).compile() with jax's caches cleared) at
+    most ``target`` times XLA's; with ``cached``, also from xlapy's disk cache (a new process
+    compiling a module compiled before) and its memory cache, each under
+    COMPILE_CACHED_TARGET_S."""
+
+    name: str
+    module: str
+    target: float
+    cached: bool = False
+
+
+COMPILE_CASES: dict[str, CompileCase] = {c.name: c for c in (
+    CompileCase("compile_mlp", "mlp_train", 3.0, cached=True),
+    CompileCase("compile_transformer_train", "transformer_train", 1.5),
+    CompileCase("compile_random_gamma", "random_gamma", 1.5),
+    CompileCase("compile_igammac", "igammac", 1.5),
+)}
 COMPILE_CACHED_TARGET_S = 0.010  # under 10 ms
 
-ALL_CASE_NAMES = tuple(CASES) + (COMPILE_CASE,)
+ALL_CASE_NAMES = tuple(CASES) + tuple(COMPILE_CASES)
 
 #: f32 elements of the copy-bandwidth reference per tier (beyond the L3 cache in full/quick).
 COPY_ELEMENTS = {"full": 1 << 26, "quick": 1 << 24, "tiny": 1 << 20}

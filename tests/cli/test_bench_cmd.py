@@ -159,6 +159,19 @@ def test_compile_rows(capsys, tmp_path, monkeypatch):
     assert "clear_caches(disk=False) before each and XLAPY_DISK_CACHE=0" in out
 
 
+def test_compile_only_case_rows(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    code, out, _ = _bench(capsys, "--cases", "compile_transformer_train", "--no-jax")
+    assert code == 0
+    _, rows = _table(out)
+    assert list(rows) == ["compile_transformer_train cold"]
+    row = rows["compile_transformer_train cold"]
+    assert row[1] == "transformer_train.tiny.hlo"
+    assert row[2].endswith(("us", "ms", " s")), row
+    assert row[3] == "left out"
+    assert row[7] == "<= 1.5x"
+
+
 def test_bad_arguments(capsys):
     code, _, err = _bench(capsys, "--cases", "elementwise,nope")
     assert code == 2 and "unknown case 'nope'" in err and "softmax" in err
@@ -172,7 +185,8 @@ def test_list(capsys):
     assert main(["bench", "--list"]) == 0
     out = capsys.readouterr().out
     for name in ("elementwise", "softmax", "layernorm", "matmul", "matmul_big", "mlp_train",
-                 "conv2d", "reduce_sum", "while_scalar", "while_vector", "sort", "compile_mlp"):
+                 "conv2d", "reduce_sum", "while_scalar", "while_vector", "sort", "compile_mlp",
+                 "compile_transformer_train", "compile_random_gamma", "compile_igammac"):
         assert f"\n{name} " in out
     assert "16M f32" in out and "[4096,4096]" in out and "32x64x64x64 * 3x3x64x64" in out
 
@@ -202,7 +216,7 @@ def test_committed_dumps_are_what_jax_lowers():
         import suite
     finally:
         sys.path.remove(str(BENCH))
-    for name, case in suite.CASES.items():
+    for name, case in [*suite.CASES.items(), *suite.COMPILE_MODULES.items()]:
         assert case.hlo_path("tiny").read_text() == make_hlo.lower_text(name, "tiny"), name
         for tier in suite.TIERS:
             assert case.hlo_path(tier).is_file()

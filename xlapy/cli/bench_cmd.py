@@ -3,7 +3,7 @@ case runs on xlapy (``--backend``, default cpu), on XLA:CPU through ``jax.jit`` 
 importable; jax is imported here, lazily, never by the rest of xlapy) and as eager NumPy, on
 the same seeded inputs; the table gives the medians, the ratios, every case's target (the
 largest accepted xlapy/XLA ratio, in suite.py) and whether it is met, then the geometric mean
-of xlapy/XLA, the copy-bandwidth reference and the compile times of the MLP module.
+of xlapy/XLA, the copy-bandwidth reference and the compile times of the compile cases.
 
 Measuring: every side runs once untimed (the warm-up: the first call compiles), then
 ``--repeats`` timed runs (time.perf_counter, jax results blocked on); the median counts.
@@ -491,26 +491,30 @@ class _Bench:
 
     # -- the compile case ----------------------------------------------------------------------
 
-    def run_compile(self) -> list[_Row]:
-        """Rows: cold (in-memory cache cleared before every compile, disk cache off), disk
-        (in-memory cache cleared, the disk cache on and holding the module: a new process
-        compiling a module compiled before), cached (in memory)."""
+    def run_compile(self, ccase) -> list[_Row]:
+        """Rows of compile case ``ccase`` (suite.CompileCase): cold (in-memory cache cleared
+        before every compile, disk cache off); with ``ccase.cached``, also disk (in-memory
+        cache cleared, the disk cache on and holding the module: a new process compiling a
+        module compiled before) and cached (in memory)."""
         from xlapy.runtime import Client
 
         suite, tier = self.suite, self.tier
-        case = suite.CASES[suite.COMPILE_MODULE]
+        case = suite.module_case(ccase.module)
         text = case.hlo_path(tier).read_text()
         size = f"{case.hlo_path(tier).name}"
-        name = suite.COMPILE_CASE
-        cold = _Row(f"{name} cold", size, kind="compile", target=suite.COMPILE_COLD_TARGET)
-        disk = _Row(f"{name} disk cache", size, kind="compile",
-                    target=suite.COMPILE_CACHED_TARGET_S, target_abs=True)
-        cached = _Row(f"{name} cached", size, kind="compile",
-                      target=suite.COMPILE_CACHED_TARGET_S, target_abs=True)
-        rows = [cold, disk, cached]
+        name = ccase.name
+        cold = _Row(f"{name} cold", size, kind="compile", target=ccase.target)
+        rows = [cold]
+        disk = cached = None
+        if ccase.cached:
+            disk = _Row(f"{name} disk cache", size, kind="compile",
+                        target=suite.COMPILE_CACHED_TARGET_S, target_abs=True)
+            cached = _Row(f"{name} cached", size, kind="compile",
+                          target=suite.COMPILE_CACHED_TARGET_S, target_abs=True)
+            rows += [disk, cached]
+            disk.xla_note = cached.xla_note = "-"
         for r in rows:
             r.numpy_note = "-"
-        disk.xla_note = cached.xla_note = "-"
         backend = self.args.backend
         self.say(f"bench: {name} ({size}) ...")
 
@@ -530,10 +534,12 @@ class _Bench:
         try:
             with _environ(_DISK_CACHE_SWITCH, "0"):
                 cold.xlapy = timed(lambda: _clear_memory_cache(backend))
-            compile_once()  # the disk cache holds the module now (if there is one)
-            disk.xlapy = timed(lambda: _clear_memory_cache(backend))
-            compile_once()
-            _, cached.xlapy = _measure(compile_once, self.repeats, self.budget, self.timeout)
+            if ccase.cached:
+                compile_once()  # the disk cache holds the module now (if there is one)
+                disk.xlapy = timed(lambda: _clear_memory_cache(backend))
+                compile_once()
+                _, cached.xlapy = _measure(compile_once, self.repeats, self.budget,
+                                           self.timeout)
         except _Timeout:
             for r in rows:
                 if r.xlapy is None:
@@ -621,11 +627,13 @@ def _select(suite, spec: str | None) -> list[str]:
 def _list_cases(suite) -> int:
     rows = []
     for name in suite.ALL_CASE_NAMES:
-        if name == suite.COMPILE_CASE:
-            c = suite.CASES[suite.COMPILE_MODULE]
+        if name in suite.COMPILE_CASES:
+            cc = suite.COMPILE_CASES[name]
+            c = suite.module_case(cc.module)
             sizes = [c.hlo_path(t).name for t in ("full", "quick")]
-            target = f"cold <= {suite.COMPILE_COLD_TARGET:g}x XLA, cached/disk < 10 ms"
-            summary = f"compile time of the {suite.COMPILE_MODULE} module"
+            target = f"cold <= {cc.target:g}x XLA" + (", cached/disk < 10 ms" if cc.cached
+                                                        else "")
+            summary = f"compile time of the {cc.module} module"
         else:
             c = suite.CASES[name]
             sizes = [c.describe(c.sizes[t]) for t in ("full", "quick")]
@@ -660,8 +668,8 @@ def run(args) -> int:
     started = time.perf_counter()
     copy_bps, copy_bytes = bench.copy_bandwidth()
     for name in names:
-        if name == suite.COMPILE_CASE:
-            bench.rows.extend(bench.run_compile())
+        if name in suite.COMPILE_CASES:
+            bench.rows.extend(bench.run_compile(suite.COMPILE_CASES[name]))
         else:
             bench.rows.append(bench.run_case(suite.CASES[name]))
     bench.blas, bench.unpinned, bench.unpinned_error = None, [], None
@@ -758,7 +766,7 @@ def _report(bench, copy_bps: float, copy_bytes: int, elapsed: float, numpy_versi
             print(line)
     if any(r.kind == "compile" for r in bench.rows):
         print()
-        print(f"{bench.suite.COMPILE_CASE}: Client.compile of the HLO text, median of "
+        print(f"compile_*: Client.compile of the HLO text, median of "
               f"{_COMPILE_COLD_RUNS}; cold: {bench.cleared} before each and "
               f"{_DISK_CACHE_SWITCH}=0;")
         print(f"  disk cache: {bench.cleared} before each, the disk cache on; cached: "

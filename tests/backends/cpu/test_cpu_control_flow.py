@@ -4,6 +4,7 @@ not) and compares the results with ``xlapy.interpreter.evaluate`` bit for bit.""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -210,6 +211,86 @@ ENTRY e {
   ROOT r = (s32[], f32[8], s32[]) while(init), condition=oc, body=ob
 }
 """
+
+
+def _loop_kernels(text: str, parts=("cond", "body")) -> list:
+    """The kernel steps of the compiled whiles' conditions and bodies (nested ones too)."""
+    program = be.compile_module(parse_hlo_module(text))
+    out = []
+    for step in program.kernels:
+        if isinstance(step, cf.CompiledWhileStep):
+            out += [s for part in parts for s in getattr(step, part).steps
+                    if isinstance(s, be.KernelStep)]
+    return out
+
+
+def test_loop_kernels_are_compiled_only_inlined():
+    """Kernels only a compiled loop runs exist only inlined into it: no function of their
+    own is compiled or bound (a call of one says so), and the loops compute the same."""
+    be.clear_cache()
+    kernels = _loop_kernels(NESTED)
+    assert kernels
+    for step in kernels:
+        assert isinstance(step.fn, functools.partial), step.spec.name
+        with pytest.raises(RuntimeError, match="compiled only inlined"):
+            step.fn(None, 0, 1)
+    v = np.arange(8, dtype=np.float32)
+    got = _check(NESTED, v, compiled=2)
+    assert int(got[0]) == 6
+
+
+SHARED_BODY = """HloModule shared
+c {
+  s = (s32[], f32[16]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  k = s32[] constant(4)
+  ROOT lt = pred[] compare(i, k), direction=LT
+}
+b {
+  s = (s32[], f32[16]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[16] get-tuple-element(s), index=1
+  h = f32[] constant(0.5)
+  hb = f32[16] broadcast(h), dimensions={}
+  x1 = f32[16] multiply(x, hb)
+  x2 = f32[16] add(x1, x)
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], f32[16]) tuple(i1, x2)
+}
+other {
+  s = (s32[], f32[16]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[16] get-tuple-element(s), index=1
+  x1 = f32[16] negate(x)
+  ROOT t = (s32[], f32[16]) tuple(i, x1)
+}
+ENTRY e {
+  x = f32[16] parameter(0)
+  p = pred[] parameter(1)
+  zero = s32[] constant(0)
+  init = (s32[], f32[16]) tuple(zero, x)
+  w = (s32[], f32[16]) while(init), condition=c, body=b
+  k = (s32[], f32[16]) conditional(p, init, init), true_computation=b, false_computation=other
+  wx = f32[16] get-tuple-element(w), index=1
+  kx = f32[16] get-tuple-element(k), index=1
+  ROOT r = f32[16] add(wx, kx)
+}
+"""
+
+
+@pytest.mark.parametrize("pred", [True, False])
+def test_body_shared_with_a_conditional_keeps_its_kernels(pred):
+    """A body computation a conditional runs too keeps its kernels' own functions (the
+    conditional's branch may run them outside the loop); the condition's are inlined only."""
+    be.clear_cache()
+    body = _loop_kernels(SHARED_BODY, ("body",))
+    cond = _loop_kernels(SHARED_BODY, ("cond",))
+    assert body and cond
+    assert not any(isinstance(s.fn, functools.partial) for s in body)
+    assert all(isinstance(s.fn, functools.partial) for s in cond)
+    x = np.linspace(-2, 2, 16, dtype=np.float32)
+    _check(SHARED_BODY, x, np.array(pred))
 
 
 def test_nested_whiles():
@@ -729,6 +810,11 @@ def test_big_body_calls_out_to_both_cores():
     x = np.random.default_rng(5).standard_normal(n).astype(np.float32)
     got = _check(text, x)
     _same(got[1], x * np.float32(8))
+    be.clear_cache()
+    kernels = {tuple(s.spec.outputs[0].dimensions): s for s in _loop_kernels(text, ("body",))}
+    assert sorted(kernels) == [(), (n,)]
+    assert not isinstance(kernels[(n,)].fn, functools.partial)  # a call out runs its function
+    assert isinstance(kernels[()].fn, functools.partial)  # the counter: inlined only
 
 
 SORT_BODY = """HloModule sortbody

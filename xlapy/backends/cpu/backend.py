@@ -34,7 +34,8 @@
    the caller's buffers, in-place updates, donation; while loops as nested native calls,
    conditionals and calls inline; steps native code cannot run as host calls);
 4. every kernel and function goes into ONE LLVM module, compiled once (LLVM -O2 with the
-   vectorisers, host CPU).
+   vectorisers, host CPU); a kernel whose code only runs inlined into compiled while
+   loops has no function of its own in the machine code (``Planner._inlined_only``).
 
 Running: ``CpuProgram.run`` makes one native call (result buffers and the workspace from the
 buffer pool, ``buffers.POOL``: no page faults for recycled blocks). Programs the native
@@ -157,6 +158,10 @@ class Planner:
         self._walked: set[int] = set()  # computations plan() has entered
         self.host_table = _executor.HostTable()  # what native code calls out to
         self.collective_steps: list = []  # the collectives with a run-table entry, in order
+        # Kernel functions by how native code calls them (native.Emitter): inlinable calls
+        # from compiled loops, and calls needing the function itself (noinline, host calls).
+        self.inlined: set[str] = set()
+        self.standalone: set[str] = set()
 
     def plan(self, comp) -> Plan:
         """The plan of ``comp``; the computations its while/call/conditional steps run are
@@ -355,6 +360,9 @@ class Planner:
         irmod, self.irmod = self.irmod, None
         if not self.kernels:
             return None
+        inlined = self._inlined_only()
+        for step in inlined.values():  # LLVM drops the function once inlined everywhere
+            irmod.get_global(step.spec.name).linkage = "internal"
         if flush_denormals:
             flush_in_module(irmod)
         compiled = get_jit().compile(irmod, keep_assembly=False)
@@ -363,12 +371,62 @@ class Planner:
             return _KERNEL_PROTO(compiled.function_address(entry_name(name, flush_denormals)))
 
         for step in self.kernels:
+            if id(step) in inlined:
+                step.fn = functools.partial(_inlined_only, step.spec.name)
+                continue
             step.fn = bind(step.spec.name)
             if step.spec.then is not None:
                 step.then_fn = bind(step.spec.then.name)
             if getattr(step, "function", None) is not None:  # a compiled while's ir.Function
                 step.function = None
         return compiled
+
+    def _inlined_only(self) -> dict:
+        """id -> step of the kernels whose code only runs inlined into compiled loops: steps
+        of a compiled while's condition or body that native code calls inlinable, that no
+        native code calls as a function (noinline, a host call) and that no plan Python may
+        run holds. Python may run the entry's plan, every plan of a while, call or
+        conditional step anywhere (one inside a compiled loop may be a host call), and the
+        plans those run in turn, but not a compiled while's (one native call). Such
+        kernels' functions get internal linkage, no flushing entry point and no binding:
+        compiled once more on their own, vectorised, they cost about as much LLVM time as
+        the loops holding them."""
+        if not self.inlined:
+            return {}
+
+        def runs(step) -> list:
+            if isinstance(step, _control_flow.CompiledWhileStep):
+                return []
+            return [getattr(step, "cond", None), getattr(step, "body", None),
+                    *(getattr(step, "branches", None) or ())]
+
+        stack = [p for p in self._plans.values() if p.comp is self.module.entry]
+        for plan in self._plans.values():
+            for step in plan.steps:
+                if isinstance(step, (WhileStep, CallStep, ConditionalStep)):
+                    stack += runs(step)
+        python = set()
+        while stack:
+            plan = stack.pop()
+            if not isinstance(plan, Plan) or id(plan) in python:
+                continue
+            python.add(id(plan))
+            for step in plan.steps:
+                stack += runs(step)
+        looped = {}
+        for step in self.kernels:
+            if isinstance(step, _control_flow.CompiledWhileStep):
+                for plan in (step.cond, step.body):
+                    if id(plan) not in python:
+                        looped.update((id(s), s) for s in plan.steps)
+        return {key: s for key, s in looped.items()
+                if type(s) is KernelStep and s.spec.then is None and
+                s.spec.name in self.inlined and s.spec.name not in self.standalone}
+
+
+def _inlined_only(name: str, *args) -> None:
+    raise RuntimeError(f"cpu backend: kernel {name} was compiled only inlined into the "
+                       f"compiled loops running it, yet a step called it on its own")
 
 
 def _unique(instrs) -> list:

@@ -16,7 +16,9 @@ How the CPU backend does the same:
 - every generated kernel and native function (``kernel_abi.KERNEL_TYPE``: the entry
   computation's function, a compiled while's, a collective's) gets an entry point, its
   name plus ``ENTRY_SUFFIX`` (``entry_name``), that sets FTZ|DAZ, calls the function and
-  restores the caller's MXCSR, whichever thread runs it; Python binds the entry points,
+  restores the caller's MXCSR, whichever thread runs it (it calls the function ``noinline``:
+  a copy of every kernel inlined into its entry point doubled the code LLVM generates for
+  kernels that stay inlinable, those a compiled while inlines); Python binds the entry points,
   while native code (a native function calling its kernels, loops and collectives) calls
   the functions themselves, so MXCSR is written once per call from Python, not once per
   kernel call (``ldmxcsr`` costs tens of cycles: three per iteration made a scalar loop 8x
@@ -91,8 +93,8 @@ def flush_in_module(module: ir.Module) -> None:
             continue
         for attribute in ATTRIBUTES:  # llvmlite knows no string attributes; they print as is
             set.add(fn.attributes, attribute)
-        if fn.ftype != KERNEL_TYPE:
-            continue
+        if fn.ftype != KERNEL_TYPE or fn.linkage in ("internal", "private"):
+            continue  # not a kernel, or one only native code calls
         entry = ir.Function(module, KERNEL_TYPE, name=fn.name + ENTRY_SUFFIX)
         for attribute in ATTRIBUTES:
             set.add(entry.attributes, attribute)
@@ -102,7 +104,7 @@ def flush_in_module(module: ir.Module) -> None:
         b.call(stmxcsr, [b.bitcast(saved, _I8P)])
         b.store(b.or_(b.load(saved), ir.Constant(_I32, FTZ_DAZ)), flushed)
         b.call(ldmxcsr, [b.bitcast(flushed, _I8P)])
-        b.call(fn, list(entry.args))
+        b.call(fn, list(entry.args), attrs=("noinline",))  # one copy of the kernel's code
         b.call(ldmxcsr, [b.bitcast(saved, _I8P)])
         b.ret_void()
 

@@ -739,6 +739,7 @@ class Emitter:
         ptrs = [leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs] + \
             [s.ptr for s in scratch]
         if spec.domain and not single_threaded(spec):  # split over threads: a call out
+            self.planner.standalone.add(spec.name)
             self._call_host(executor.KernelCall(step), ptrs, step.instr.name)
         elif spec.domain:
             bufs = self.bufs_array(ptrs)
@@ -749,6 +750,9 @@ class Emitter:
                 kernel = mod.get_global(s.name)
                 if not self.inline_kernels:
                     kernel.attributes.add("noinline")
+                    self.planner.standalone.add(s.name)
+                else:
+                    self.planner.inlined.add(s.name)
                 self.b.call(kernel, [bufs, ir.Constant(I64, 0), ir.Constant(I64, s.domain)])
         for s in scratch:
             self.release_slot(s)
