@@ -299,3 +299,67 @@ def test_errors_of_python_jobs_reach_the_caller_and_the_pool_goes_on():
     seen = []
     threads.parallel(range(20), lambda nxt, local: seen.extend(iter(nxt, None)))
     assert sorted(seen) == list(range(20))
+
+
+def test_errors_of_python_kernels_split_over_the_pool_reach_the_caller():
+    """run_parallel with a Python callable as the kernel: an error in a piece (on whichever
+    thread runs it) is raised in the caller; the pool goes on."""
+    def kernel(bufs, lo, hi):
+        if lo <= 500 < hi:
+            raise ValueError("piece with item 500")
+        bufs[lo:hi] += 1
+
+    hits = np.zeros(1000, np.int64)
+    with threads.using(2), pytest.raises(ValueError, match="item 500"):
+        threads.run_parallel(kernel, hits, hits.size, 1 << 30, min_work=1)
+    hits[:] = 0
+    with threads.using(2):
+        threads.run_parallel(lambda b, lo, hi: b.__setitem__(slice(lo, hi), b[lo:hi] + 1),
+                             hits, hits.size, 1 << 30, min_work=1)
+    assert (hits == 1).all()
+
+
+BATCHED_LOOP = """HloModule bloop
+c {
+  s = (s32[], f32[16,64,128]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+b {
+  s = (s32[], f32[16,64,128]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[16,64,128] get-tuple-element(s), index=1
+  g = f32[16,64,64] dot(x, x), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+  y = f32[16,64,128] dot(g, x), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  k = f32[] constant(0.005)
+  kb = f32[16,64,128] broadcast(k), dimensions={}
+  y1 = f32[16,64,128] multiply(y, kb)
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], f32[16,64,128]) tuple(i1, y1)
+}
+ENTRY e {
+  x = f32[16,64,128] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[16,64,128]) tuple(zero, x)
+  ROOT r = (s32[], f32[16,64,128]) while(init), condition=c, body=b
+}
+"""
+
+
+def test_batched_dots_inside_a_compiled_loop_run_natively():
+    """Batched dots in a loop body (one transposed): GEMM-driver calls from the compiled
+    loop, no call out; results as the interpreter's at any thread count."""
+    program = _native(BATCHED_LOOP)
+    calls = program.native.host_table.calls
+    assert not [c for c in calls if isinstance(c, executor.StepCall)]
+    x = np.random.default_rng(8).standard_normal((16, 64, 128)).astype(np.float32)
+    want = evaluate(parse_hlo_module(BATCHED_LOOP), x)
+    for count in (1, 2):
+        with threads.using(count):
+            got = _run(program, [x])
+        assert got[0] == want[0] == 3
+        assert np.isfinite(want[1]).all()
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-3,
+                                   atol=1e-4 * np.abs(want[1]).max())
