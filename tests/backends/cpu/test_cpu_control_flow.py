@@ -767,8 +767,8 @@ ENTRY e {
 
 def test_chunked_reduction_on_one_thread(monkeypatch):
     """With one thread a chunked reduction (partials in scratch, a second kernel combining
-    them) runs inside the compiled loop; with two the loop is compiled too and the kernel is
-    a call out that splits its chunks over both cores (executor.KernelCall)."""
+    them) runs inside the compiled loop; with two the loop is compiled too and native code
+    splits the kernel's chunks over the worker pool (workers.py)."""
     x = np.random.default_rng(4).integers(-1000, 1000, 262144).astype(np.int32)
     be.clear_cache()
     try:
@@ -793,8 +793,8 @@ def test_chunked_reduction_on_one_thread(monkeypatch):
 
 
 def test_big_body_calls_out_to_both_cores():
-    """A body whose kernel the runtime splits over both cores is compiled; the kernel is a
-    call out to run_parallel."""
+    """A body whose kernel is split over both cores is compiled; native code calls the
+    worker pool for it (no call out)."""
     n = buffers.PARALLEL_MIN_WORK * 2
     text = (f"HloModule big\nc {{\n s = (s32[], f32[{n}]) parameter(0)\n"
             " i = s32[] get-tuple-element(s), index=0\n k = s32[] constant(3)\n"

@@ -219,12 +219,18 @@ def test_gemm_panels_and_batches(monkeypatch, bsz, m, k, n, transposed):
     np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
-def test_panel_plan():
-    monkeypatch_cores = library.CORES
-    items = library._gemm_panels(64, 256, 256, 256)
-    assert items == [(i, 0, 0, 256) for i in range(64)]  # one whole GEMM per item
-    items = library._gemm_panels(1, 2048, 2048, 2048)
-    assert len(items) == min(4 * monkeypatch_cores, 2048 // library.PANEL_MIN)
-    assert items[0][:3] == (0, 0, 0) and items[-1][3] == 2048
-    items = library._gemm_panels(1, 64, 4096, 4096)  # wide: cut along the columns
-    assert {it[1] for it in items} == {1} or len(items) == 1
+@pytest.mark.skipif(threads.WORKERS < 2, reason="one core: every GEMM on the caller")
+def test_gemm_split():
+    """Small GEMMs on the calling thread; a batch giving every thread whole matrices is not
+    cut; a big GEMM is cut along its longer output dimension into panels at least
+    PANEL_MIN wide, at most PANELS_PER_THREAD per thread."""
+    assert library.gemm_split(1, 64, 64, 64) == (0, 1, 0)
+    assert library.gemm_split(64, 256, 256, 256) == (0, 1, 64)
+    cores = threads.WORKERS
+    axis, panels, per = library.gemm_split(1, 2048, 2048, 2048)
+    assert axis == 1 and 1 < panels <= library.PANELS_PER_THREAD * cores and per == panels
+    assert 2048 // panels >= library.PANEL_MIN
+    axis, panels, per = library.gemm_split(1, 4096, 512, 256)  # tall: cut along the rows
+    assert axis == 0 and panels > 1
+    axis, panels, per = library.gemm_split(1, 64, 4096, 4096)  # wide: along the columns
+    assert axis == 1 and panels > 1

@@ -79,6 +79,11 @@ def _gemm_fn(prefix: str):
     return fn
 
 
+def gemm_name(dtype) -> str:
+    """The BLAS routine multiplying matrices of ``dtype``: sgemm, dgemm, cgemm or zgemm."""
+    return _TYPES[np.dtype(dtype)] + "gemm"
+
+
 def has_gemm(dtype) -> bool:
     return np.dtype(dtype) in _TYPES
 
@@ -220,5 +225,6 @@ def set_local_threads(count: int) -> int | None:
     return int(_local_threads(int(count)))
 
 
-__all__ = ["INT_MAX", "PreparedGemm", "blas_function_pointer", "gemm", "gemm_rowmajor", "has_gemm",
-           "lapack_function_pointer", "library_info", "matrix_form", "set_local_threads"]
+__all__ = ["INT_MAX", "PreparedGemm", "blas_function_pointer", "gemm", "gemm_name",
+           "gemm_rowmajor", "has_gemm", "lapack_function_pointer", "library_info", "matrix_form",
+           "set_local_threads"]

@@ -234,8 +234,8 @@ class CompiledWhileStep:
         if self._const_ptrs:
             bufs[2 * n + 2:] = self._const_ptrs
         with executor.running(self.host_table, plan_ctx, f"while %{instr.name}") as run:
-            if 0 < self.max_gemm < executor.BIG_GEMM:  # small GEMMs: one BLAS thread
-                with threads.blas_calls():  # each (library's rule for one GEMM)
+            if self.max_gemm:  # its GEMMs: single-threaded BLAS over the pool
+                with threads.blas_calls():
                     self.fn(bufs, 0, 1)
             else:
                 self.fn(bufs, 0, 1)

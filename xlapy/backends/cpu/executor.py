@@ -16,11 +16,12 @@ and the disk cache holds across processes.
 ``i32 host(i8* ctx, i64 id, i8** ptrs)``, slot ``POLL`` the cancel poll ``i32 poll(i8*
 ctx, i64 id)`` (``id``: the host table's ``Polling`` entry naming the loop), slots
 ``SGEMM``/``DGEMM`` the raw BLAS routines of SciPy's OpenBLAS (Fortran convention, from
-``scipy.linalg.cython_blas``'s capsules).
+``scipy.linalg.cython_blas``'s capsules), slots ``PARALLEL`` and ``GEMM`` the worker pool's
+``xlapy_parallel_for`` and GEMM driver (workers.py).
 
 **Host calls.** A step that native code cannot run itself (a library call: GEMM in a form
-the native path does not take, sort, FFT; an interpreted instruction; a kernel big enough
-to be split over threads; a Python while loop) becomes an entry of its program's *host
+the native path does not take, sort, FFT; an interpreted instruction; a Python while
+loop) becomes an entry of its program's *host
 table* (``HostTable``, one per Planner, its index ``id`` baked into the IR). Native code
 calls ``host(ctx, id, ptrs)`` with the addresses of the step's operand leaves then its
 result leaves; the callback finds the table of the run in progress on its thread (the runs
@@ -28,9 +29,10 @@ are a per-thread stack: ``running``), wraps the addresses as NumPy arrays, runs 
 with the run's ``plan_ctx`` and writes the result into the result leaves. A callback costs
 about a microsecond (ctypes), nothing next to what such a step does.
 
-**Threads.** A kernel too big for one thread is a host call that runs it through
-``buffers.run_parallel(fn, bufs, domain, work)``: the one place where a kernel call from
-native code is split over threads (the worker pool owns how).
+**Threads.** A kernel too big for one thread is split over the worker pool by native code
+itself: a call of the table's ``PARALLEL`` (workers.py's ``xlapy_parallel_for``); a dot BLAS
+reads in place is one call of the table's ``GEMM`` (the pool's GEMM driver). Neither goes
+through Python.
 
 **Errors and cancellation.** A host call that raises stores the exception on the run and
 returns 1; native code sets the status word and returns, each enclosing function checks
@@ -47,18 +49,14 @@ import threading
 
 import numpy as np
 
-from xlapy.backends.cpu import buffers
 from xlapy.shape import dtypes
 
-#: m*n*k of a GEMM from which BLAS's own threads pay (below it, and in loops, whose GEMMs
-#: are small and many, the thread hand-offs cost more than the GEMM: one thread).
-BIG_GEMM = 1 << 24
 #: The largest dimension SciPy's BLAS takes (32-bit integers).
 INT_MAX = 2 ** 31 - 1
 #: Iterations of a native loop between two cancellation polls.
 POLL_PERIOD = 256
 
-HOST, POLL, SGEMM, DGEMM = range(4)
+HOST, POLL, SGEMM, DGEMM, PARALLEL, GEMM = range(6)
 _HOST_PROTO = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64,
                                ctypes.c_void_p)
 _POLL_PROTO = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64)
@@ -129,7 +127,7 @@ def _poll(ctx, ident):
 
 _HOST_FN = _HOST_PROTO(_host)
 _POLL_FN = _POLL_PROTO(_poll)
-TABLE = (ctypes.c_void_p * 4)()
+TABLE = (ctypes.c_void_p * 6)()
 TABLE[HOST] = ctypes.cast(_HOST_FN, ctypes.c_void_p).value
 TABLE[POLL] = ctypes.cast(_POLL_FN, ctypes.c_void_p).value
 _BLAS_FILLED: list = []
@@ -138,10 +136,14 @@ _BLAS_FILLED: list = []
 def table_address() -> int:
     """The function table's address (its BLAS slots filled on first use)."""
     if not _BLAS_FILLED:
+        from xlapy.backends.cpu import threads
         from xlapy.backends.cpu.blas import blas_function_pointer
 
         TABLE[SGEMM] = blas_function_pointer("sgemm")
         TABLE[DGEMM] = blas_function_pointer("dgemm")
+        pool = threads.pool()
+        TABLE[PARALLEL] = pool.parallel_for_address
+        TABLE[GEMM] = pool.gemm_address
         _BLAS_FILLED.append(True)
     return ctypes.addressof(TABLE)
 
@@ -312,30 +314,12 @@ class StepCall:
                           casting="unsafe")
 
 
-class KernelCall:
-    """A compiled kernel called from native code over several threads (``run_parallel``);
-    ``ptrs`` is the kernel's own bufs array."""
-
-    def __init__(self, step):
-        self.step = step
-
-    def __call__(self, ptrs, plan_ctx) -> None:
-        step = self.step
-        spec = step.spec
-        buffers.run_parallel(step.fn, ptrs, spec.domain, spec.domain * spec.cost, spec.parallel)
-        then = spec.then
-        if then is not None and then.domain:
-            buffers.run_parallel(step.then_fn, ptrs, then.domain, then.domain * then.cost,
-                                 then.parallel)
-
-
 __all__ = [
     "DEVICE_BOUND",
     "POLL_PERIOD",
     "TABLE",
     "Context",
     "HostTable",
-    "KernelCall",
     "StepCall",
     "context",
     "running",

@@ -53,11 +53,12 @@ the reference semantics) and xlapy.backends.cpu.blas.
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
 
-from xlapy.backends.cpu import blas, lapack_calls, linalg, threads
+from xlapy.backends.cpu import blas, lapack_calls, linalg, threads, workers
 from xlapy.backends.cpu.blas import blas_function_pointer
 from xlapy.hlo.attrs.enums import ComparisonDirection as Dir
 from xlapy.hlo.attrs.enums import ComparisonType, FftType
@@ -225,37 +226,13 @@ def batched_gemm(a3: np.ndarray, b3: np.ndarray, c3: np.ndarray) -> None:
         with np.errstate(all="ignore"):
             np.matmul(a3, b3, out=c3)
         return
-    dt = c3.dtype
-    pa, pb, pc = a3.ctypes.data, b3.ctypes.data, c3.ctypes.data
-    sa, sb, sc = a3.strides[0], b3.strides[0], c3.strides[0]
-    flops = bsz * m * n * k
-    if flops < PARALLEL_GEMM or CORES < 2 or (threads.USER_BLAS_THREADS and bsz == 1):
-        # small, or the user set BLAS's threads: BLAS as it is, from the calling thread
-        with threads.blas_calls():
-            call = blas.PreparedGemm(dt, m, n, k, fa, fb, n)
-            for i in range(bsz):
-                call(pa + i * sa, pb + i * sb, pc + i * sc)
-        return
-    items = _gemm_panels(bsz, m, n, k)
-    isz = dt.itemsize
-
-    def run_panels(next_item, local: bool) -> None:  # single-threaded BLAS per pool thread
-        whole = blas.PreparedGemm(dt, m, n, k, fa, fb, n)  # whole matrices: pointers only
-        while (item := next_item()) is not None:
-            i, axis, lo, hi = item
-            a, b, c = pa + i * sa, pb + i * sb, pc + i * sc
-            if axis == 0 and lo == 0 and hi == m:
-                whole(a, b, c)
-            elif axis == 0:  # rows lo:hi of A and C
-                a += lo * (fa[1] if fa[0] == "r" else 1) * isz
-                c += lo * n * isz
-                blas.gemm_rowmajor(dt, hi - lo, n, k, a, fa, b, fb, c, n)
-            else:  # columns lo:hi of B and C
-                b += lo * (1 if fb[0] == "r" else fb[1]) * isz
-                c += lo * isz
-                blas.gemm_rowmajor(dt, m, hi - lo, k, a, fa, b, fb, c, n)
-
-    parallel(items, run_panels, CORES)
+    isz = c3.dtype.itemsize
+    sa, sb, sc = a3.strides[0] // isz, b3.strides[0] // isz, c3.strides[0] // isz
+    desc = gemm_descriptor(c3.dtype, bsz, m, n, k, fa, fb, n, sa, sb, sc)
+    desc[workers.G_A], desc[workers.G_B] = b3.ctypes.data, a3.ctypes.data  # BLAS's A is B
+    desc[workers.G_C] = c3.ctypes.data
+    with threads.blas_calls():  # one native call: the pool's threads, no Python per item
+        threads.pool().gemm(desc.ctypes.data)
 
 
 def _matmul_pool(a3, b3, c3) -> None:
@@ -279,22 +256,134 @@ def _matmul_pool(a3, b3, c3) -> None:
 
 
 PARALLEL_GEMM = 1 << 21  # m*n*k from which a GEMM (or a batch of them) uses the pool
-PANEL_MIN = 64  # rows or columns of the narrowest panel a GEMM is cut into
+PANEL_MIN = 256  # rows or columns of the narrowest panel a GEMM is cut into
+PANELS_PER_THREAD = 2  # panels per thread a single large GEMM is cut into (at most)
 
 
-def _gemm_panels(bsz: int, m: int, n: int, k: int) -> list:
-    """Work items (batch, axis, lo, hi) of a batched GEMM for the pool: whole matrices when
-    the batch alone gives every thread a few (one single-threaded GEMM per core), otherwise
-    each matrix cut along its longer output dimension into panels of at least PANEL_MIN
-    (about ``4 * CORES`` items in all, handed out in turn: a slowed thread takes fewer)."""
-    want = 4 * CORES
-    if bsz >= want or bsz * m * n * k < 4 * PARALLEL_GEMM:
-        return [(i, 0, 0, m) for i in range(bsz)]
-    per = -(-want // bsz)
-    axis, size = (0, m) if m >= n else (1, n)
+def gemm_split(bsz: int, m: int, n: int, k: int) -> tuple[int, int, int]:
+    """How a batch of ``bsz`` GEMMs C[m,n] = A[m,k] B[k,n] runs on the worker pool:
+    (axis, panels, items per thread). Each matrix is cut into ``panels`` along its rows
+    (axis 0) or columns (axis 1); the ``bsz * panels`` work items are handed out in turn,
+    ``items per thread`` of them per thread at most (0: all on the calling thread).
+
+    A panel's BLAS call packs the whole of the operand the cut does not divide (B for row
+    panels, A for column panels) again, so panels cost in proportion to how narrow they
+    are (benchmarks/gemm_split_sweep.py): a batch big enough to give every thread whole
+    matrices is not cut; otherwise the longer output dimension is cut into panels of at
+    least PANEL_MIN, at most PANELS_PER_THREAD per thread. Small GEMMs, and a single GEMM
+    when the user set BLAS's threads (BLAS's own threads then, the user's number), run on
+    the calling thread."""
+    work = bsz * m * n * k
+    cores = threads.WORKERS
+    if work < PARALLEL_GEMM or cores < 2 or (threads.USER_BLAS_THREADS and bsz == 1):
+        return 0, 1, 0
+    if bsz >= cores:
+        return 0, 1, bsz
+    axis, size = (1, n) if n >= m else (0, m)
+    per = -(-PANELS_PER_THREAD * cores // bsz)
     per = max(1, min(per, size // PANEL_MIN))
-    bounds = [size * j // per for j in range(per + 1)]
-    return [(i, axis, bounds[j], bounds[j + 1]) for i in range(bsz) for j in range(per)]
+    return axis, per, bsz * per
+
+
+def gemm_descriptor(dtype, bsz: int, m: int, n: int, k: int, fa, fb, ldc: int, sa: int,
+                    sb: int, sc: int) -> np.ndarray:
+    """The words of workers.py's GEMM descriptor for ``bsz`` row-major GEMMs C[m,n] =
+    A[m,k] B[k,n] (``fa``, ``fb``: blas.matrix_form of A and B; ``sa``, ``sb``, ``sc``: batch
+    strides in elements), split by ``gemm_split``; the addresses of A, B and C (words
+    G_B, G_A, G_C: BLAS's A is B) are left 0. Row-major C = A B is column-major
+    C^T = B^T A^T: BLAS's A is our B, its M our n."""
+    from xlapy.backends.cpu import workers as w
+
+    dtype = np.dtype(dtype)
+    isz = dtype.itemsize
+    (a_kind, lda), (b_kind, ldb) = fa, fb
+    axis, panels, per = gemm_split(bsz, m, n, k)
+    d = np.zeros(w.GEMM_WORDS, np.int64)
+    d[w.G_FN] = blas_function_pointer(blas.gemm_name(dtype))
+    d[w.G_TA], d[w.G_TB] = ord("T" if b_kind == "c" else "N"), ord("T" if a_kind == "c" else "N")
+    d[w.G_M], d[w.G_N], d[w.G_K] = n, m, k
+    d[w.G_LDA], d[w.G_LDB], d[w.G_LDC] = ldb, lda, ldc
+    d[w.G_ALPHA:w.G_ALPHA + 2] = np.frombuffer(
+        np.array(1, dtype).tobytes().ljust(16, b"\0"), np.int64)
+    d[w.G_BATCH] = bsz
+    d[w.G_SA], d[w.G_SB], d[w.G_SC] = sb * isz, sa * isz, sc * isz
+    d[w.G_PANELS], d[w.G_AXIS], d[w.G_PER_THREAD] = panels, axis, per
+    # one column of C (axis 1) is a column of B; one row of C (axis 0) a row of A
+    d[w.G_STEP_A] = (1 if b_kind == "r" else ldb) * isz
+    d[w.G_STEP_B] = (lda if a_kind == "r" else 1) * isz
+    d[w.G_STEP_C] = isz if axis == 1 else ldc * isz
+    return d
+
+
+class NativeGemm:
+    """A dot as ``bsz`` GEMMs C[m,n] = A[m,k] B[k,n] read in place from its row-major
+    operands (``native_gemm``): the forms and batch strides (elements) of A and B; C is
+    the dot's result, [bsz, m, n] row-major."""
+
+    __slots__ = ("bsz", "dtype", "fa", "fb", "k", "m", "n", "sa", "sb")
+
+    def __init__(self, dtype, bsz, m, n, k, fa, fb, sa, sb):
+        self.dtype, self.bsz, self.m, self.n, self.k = dtype, bsz, m, n, k
+        self.fa, self.fb, self.sa, self.sb = fa, fb, sa, sb
+
+    def descriptor(self) -> np.ndarray:
+        """workers.py's GEMM descriptor (addresses left 0, see gemm_descriptor)."""
+        return gemm_descriptor(self.dtype, self.bsz, self.m, self.n, self.k, self.fa, self.fb,
+                               self.n, self.sa, self.sb, self.m * self.n)
+
+
+def _row_major_strides(dims) -> list[int]:
+    out, s = [], 1
+    for d in reversed(dims):
+        out.append(s)
+        s *= d
+    return out[::-1]
+
+
+def _group(dims, strides, group) -> tuple[int, int] | None:
+    """(size, stride) of dimensions ``group`` read as one strided dimension (in the order
+    given), None when they do not collapse into one (size-1 dimensions drop out)."""
+    real = [d for d in group if dims[d] != 1]
+    for a, b in itertools.pairwise(real):
+        if strides[a] != strides[b] * dims[b]:
+            return None
+    return _prod(dims[d] for d in group), (strides[real[-1]] if real else 0)
+
+
+def native_gemm(dot) -> NativeGemm | None:
+    """How native code runs ``dot`` as BLAS GEMMs on its operands' buffers, without copies:
+    an f32 or f64 dot (operands and result of one type) whose batch, free and contracting
+    dimensions each read as one strided dimension of each operand, and whose matrices BLAS
+    can read (``blas.matrix_form``); None otherwise (the library's path copies what it
+    must)."""
+    if dot.opcode != "dot" or len(dot.operands) != 2:
+        return None
+    lhs, rhs = dot.operands
+    t = np.dtype(dtypes.to_dtype(dot.shape.element_type))
+    if t not in (_F32, _F64) or any(np.dtype(dtypes.to_dtype(o.shape.element_type)) != t
+                                    for o in (lhs, rhs)):
+        return None
+    d = dot.attrs["dot_dimension_numbers"]
+    lb, rb = list(d.lhs_batch_dimensions), list(d.rhs_batch_dimensions)
+    lc, rc = list(d.lhs_contracting_dimensions), list(d.rhs_contracting_dimensions)
+    ld, rd = [int(x) for x in lhs.shape.dimensions], [int(x) for x in rhs.shape.dimensions]
+    if len(lb) != len(rb) or len(lc) != len(rc) or any(
+            ld[a] != rd[b] for a, b in zip(lb + lc, rb + rc)):
+        return None
+    lf = [i for i in range(len(ld)) if i not in lb and i not in lc]
+    rf = [i for i in range(len(rd)) if i not in rb and i not in rc]
+    ls, rs = _row_major_strides(ld), _row_major_strides(rd)
+    groups = [_group(ld, ls, g) for g in (lb, lf, lc)] + [_group(rd, rs, g) for g in (rb, rc, rf)]
+    if any(g is None for g in groups):
+        return None
+    (bsz, sa), (m, sm), (k, sk), (_, sb), (_, skb), (n, sn) = groups
+    want = [*(ld[i] for i in lb), *(ld[i] for i in lf), *(rd[i] for i in rf)]
+    if [int(x) for x in dot.shape.dimensions] != want:
+        return None
+    fa, fb = blas.matrix_form(m, k, sm, sk), blas.matrix_form(k, n, skb, sn)
+    if fa is None or fb is None or max(m, n, k, fa[1], fb[1]) > blas.INT_MAX:
+        return None
+    return NativeGemm(t, bsz, m, n, k, fa, fb, sa, sb)
 
 
 # -- dot --------------------------------------------------------------------------------------

@@ -50,9 +50,9 @@ table in the context (word 3, set around the program's run) and meets the other 
 from native code.
 
 **Host calls.** A step native code cannot run itself (an interpreted instruction, a library
-call in a form the native GEMM call does not take, a kernel big enough to be split over
-threads, a while loop that stays in Python) is a call out through the executor
-(``executor.StepCall``, ``KernelCall``); a failed call out sets the context's status and
+call in a form the native GEMM call does not take, a while loop that stays in Python) is a
+call out through the executor (``executor.StepCall``); a kernel big enough to be split over
+threads is a call of the worker pool (workers.py) from native code; a failed call out sets the context's status and
 every enclosing function returns, the Python side re-raises.
 
 ``compile_entry(planner, plan)`` returns a ``NativeEntry`` (its ``run`` is the whole
@@ -70,7 +70,7 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import buffers, executor, threads
+from xlapy.backends.cpu import buffers, executor, threads, workers
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import library as _library
 from xlapy.backends.cpu.kernel_abi import I64, KERNEL_TYPE, KernelSpec
@@ -87,6 +87,7 @@ from xlapy.backends.cpu.steps import (
     _address,
     _named,
 )
+from xlapy.backends.cpu.workers import GEMM_DRIVER_TYPE, PARALLEL_TYPE
 from xlapy.errors import InvalidArgumentError, ResourceExhaustedError
 from xlapy.shape import dtypes
 from xlapy.shape.tree import build_shaped, flatten_tuples
@@ -123,15 +124,10 @@ def nbytes(shape) -> int:
     return n
 
 
-def single_threaded(spec) -> bool:
-    """True when ``run_parallel`` would run ``spec`` (and its ``then``) on one thread."""
-    for s in (spec, spec.then):
-        if s is None:
-            continue
-        if buffers.THREADS >= 2 and s.parallel and s.domain >= 2 and \
-                s.domain * s.cost >= buffers.PARALLEL_MIN_WORK:
-            return False
-    return True
+def split(s) -> bool:
+    """Whether kernel ``s`` (a spec or its ``then``) is split over the worker pool: its
+    work (items x cost) is large enough (buffers.PARALLEL_MIN_WORK)."""
+    return s.parallel and s.domain >= 2 and s.domain * s.cost >= buffers.PARALLEL_MIN_WORK
 
 
 #: How deeply calls and conditionals nest inside one function (each level is a call of
@@ -161,7 +157,7 @@ def step_supported(step, seen: dict, entry: bool = False, depth: int = 0) -> boo
     if isinstance(step, (ConstantStep, ValueStep, KernelStep)) or \
             getattr(step, "native_loop", False) or \
             getattr(step, "native_call", None) is not None:
-        return True  # a kernel too big for one thread is a host call (run_parallel)
+        return True
     if isinstance(step, CallStep) and plan_supported(step.body, seen, depth=depth + 1):
         return True
     if isinstance(step, ConditionalStep):
@@ -346,7 +342,6 @@ class Emitter:
         self._donor: dict[int, Slot] = {}  # id(result slot) -> the parameter slot it aliases
         self.native_plans: set = set()  # id(plan) of the plans emitted inline
         self.host_steps = 0  # host calls of steps (not kernels split over threads)
-        self.native_gemm_max = None  # largest m*n*k of a GEMM called natively (None: any)
         self._current = None  # the instruction being emitted
         self.largest = (0, None)  # the largest workspace slot: (bytes, its instruction)
 
@@ -554,7 +549,7 @@ class Emitter:
                 id(p) in self.native_plans for p in step.branches):
             self._emit_conditional(step, env)
         elif isinstance(step, (LibraryStep, SwappedDotStep)) and self._emit_gemm(step, env):
-            pass  # a 2-D f32/f64 dot: xGEMM called through the function table
+            pass  # an f32/f64 dot BLAS reads in place: the pool's GEMM driver
         else:  # anything else: a call out to Python (plan_supported checked it can)
             self._emit_host(step, env)
 
@@ -639,6 +634,13 @@ class Emitter:
         rc = self.b.call(host, [self.ctx, ir.Constant(I64, ident), bufs], name=f"rc.{what}")
         self.return_if(self.b.icmp_signed("!=", rc, ir.Constant(I32, 0)))
 
+    def parallel_for(self, kernel, bufs, domain: int, per_thread: int) -> None:
+        """Call ``kernel`` over [0, domain) on the worker pool (the function table's
+        ``PARALLEL``: workers.py's ``xlapy_parallel_for``)."""
+        fn = self.table_fn(executor.PARALLEL, PARALLEL_TYPE, f"parallel.{kernel.name}")
+        self.b.call(fn, [self.b.bitcast(kernel, I8P), bufs, ir.Constant(I64, domain),
+                         ir.Constant(I64, per_thread)])
+
     def _check_status(self) -> None:
         """After a nested native call: return when it failed."""
         status = self.b.load(self.b.bitcast(self.ctx, I64.as_pointer()), name="status")
@@ -662,64 +664,54 @@ class Emitter:
         self.set(env, instr, build(instr.shape, iter(outs)))
 
     def _emit_gemm(self, step, env) -> bool:
-        """A dot of two row-major matrices of f32 or f64 (no batch dimensions, one
-        contracting dimension each, the result's type) as one xGEMM call from native code
-        (the BLAS routine's address from the function table). Row-major C[M,N] = A B is
-        column-major C^T = B^T A^T: B is passed first, each operand with the transpose flag
-        its contracting dimension asks for. False when the dot has another form (or, at the
-        entry, is big enough for the library's threads)."""
+        """An f32/f64 dot whose operands BLAS reads in place (``library.native_gemm``: any
+        batch, strided or transposed operands) as one call of the GEMM driver
+        (workers.py's ``xlapy_gemm``, the function table's ``GEMM``): single-threaded BLAS
+        calls over the worker pool, cut as ``library.gemm_split`` says, no Python. The
+        descriptor's constant words are stored once in the entry block; the xGEMM address
+        (the table's SGEMM/DGEMM) and the buffers' addresses at the call. False when the dot
+        has another form (a host call runs it through the library)."""
         dot = getattr(step, "dot", None) or step.instr
-        if dot.opcode != "dot" or len(dot.operands) != 2:
+        form = _library.native_gemm(dot)
+        if form is None:
             return False
         lhs, rhs = dot.operands
-        t = dot.shape.element_type
-        if t not in (el.PT.F32, el.PT.F64) or any(
-                o.shape.element_type != t or len(o.shape.dimensions) != 2 for o in (lhs, rhs)):
-            return False
-        dn = dot.attrs["dot_dimension_numbers"]
-        if dn.lhs_batch_dimensions or dn.rhs_batch_dimensions or \
-                len(dn.lhs_contracting_dimensions) != 1 or \
-                len(dn.rhs_contracting_dimensions) != 1:
-            return False
-        cl, cr = int(dn.lhs_contracting_dimensions[0]), int(dn.rhs_contracting_dimensions[0])
-        ld, rd = [int(d) for d in lhs.shape.dimensions], [int(d) for d in rhs.shape.dimensions]
-        m, k, n = ld[1 - cl], ld[cl], rd[1 - cr]
-        if min(m, n, k) < 1 or max(m, n, k, ld[1], rd[1]) > executor.INT_MAX or \
-                tuple(int(d) for d in dot.shape.dimensions) != (m, n):
-            return False
-        if self.native_gemm_max is not None and m * n * k >= self.native_gemm_max:
-            return False
         a, b_ = env[id(lhs)], env[id(rhs)]
         placed = self._placed(step.instr, 0)
         out = placed if placed is not None else self.new_leaf(step.instr.shape)
-        real = ir.FloatType() if t == el.PT.F32 else ir.DoubleType()
-        pre = self.pre
-
-        def const(ty, value, name):
-            slot = pre.alloca(ty, name=name)
-            pre.store(ir.Constant(ty, value), slot)
-            return slot
-
-        def as_i8(ptr):
-            return pre.bitcast(ptr, I8P) if ptr.type != I8P else ptr
-
-        ta = const(I8, ord("N") if cr == 0 else ord("T"), "gemm.ta")
-        tb = const(I8, ord("N") if cl == 1 else ord("T"), "gemm.tb")
-        ints = [const(I32, v, name) for v, name in
-                ((n, "gemm.m"), (m, "gemm.n"), (k, "gemm.k"), (rd[1], "gemm.lda"),
-                 (ld[1], "gemm.ldb"), (n, "gemm.ldc"))]
-        one, zero = const(real, 1.0, "gemm.alpha"), const(real, 0.0, "gemm.beta")
-        fnty = ir.FunctionType(ir.VoidType(), [I8P, I8P, I32.as_pointer(), I32.as_pointer(),
-                                               I32.as_pointer(), real.as_pointer(), I8P,
-                                               I32.as_pointer(), I8P, I32.as_pointer(),
-                                               real.as_pointer(), I8P, I32.as_pointer()])
-        self.max_gemm = max(self.max_gemm, m * n * k)
-        slot = executor.SGEMM if t == el.PT.F32 else executor.DGEMM
-        gemm = self.table_fn(slot, fnty, f"gemm.{step.instr.name}")
-        self.b.call(gemm, [ta, tb, ints[0], ints[1], ints[2], one, as_i8(b_.ptr), ints[3],
-                           as_i8(a.ptr), ints[4], zero, as_i8(out.ptr), ints[5]])
+        b = self.b
+        if form.bsz * form.m * form.n == 0:
+            pass
+        elif form.k == 0:
+            b.call(self._memset_fn(), [out.ptr, ir.Constant(I8, 0),
+                                       ir.Constant(I64, nbytes(step.instr.shape)),
+                                       ir.Constant(I1, 0)])
+        else:
+            words = form.descriptor()
+            desc = self.pre.alloca(ir.ArrayType(I64, len(words)), name="gemm.desc")
+            desc = self.pre.bitcast(desc, I64.as_pointer())
+            for k, v in enumerate(words):
+                if k not in (workers.G_FN, workers.G_A, workers.G_B, workers.G_C):
+                    self.pre.store(ir.Constant(I64, int(v)),
+                                   self.pre.gep(desc, [ir.Constant(I64, k)]))
+            slot = executor.SGEMM if form.dtype.itemsize == 4 else executor.DGEMM
+            fn = self.table_fn(slot, I8, f"gemm.{step.instr.name}")
+            for k, v in ((workers.G_FN, fn), (workers.G_A, b_.ptr), (workers.G_B, a.ptr),
+                         (workers.G_C, out.ptr)):  # BLAS's A is our B (C^T = B^T A^T)
+                b.store(b.ptrtoint(v, I64), b.gep(desc, [ir.Constant(I64, k)]))
+            self.max_gemm = max(self.max_gemm, form.bsz * form.m * form.n * form.k)
+            driver = self.table_fn(executor.GEMM, GEMM_DRIVER_TYPE, f"gemm.{dot.name}")
+            b.call(driver, [desc])
         self.set(env, step.instr, out)
         return True
+
+    def _memset_fn(self):
+        mod = self.planner.irmod
+        name = "llvm.memset.p0.i64"
+        try:
+            return mod.get_global(name)
+        except KeyError:
+            return ir.Function(mod, ir.FunctionType(ir.VoidType(), [I8P, I8, I64, I1]), name)
 
     def _emit_kernel(self, step, env) -> None:
         spec = step.spec
@@ -738,16 +730,18 @@ class Emitter:
         scratch = [self.bytes_slot(int(n) * np.dtype(dt).itemsize) for dt, n in spec.scratch]
         ptrs = [leaf.ptr for leaf in ins] + [leaf.ptr for leaf in outs] + \
             [s.ptr for s in scratch]
-        if spec.domain and not single_threaded(spec):  # split over threads: a call out
-            self.planner.standalone.add(spec.name)
-            self._call_host(executor.KernelCall(step), ptrs, step.instr.name)
-        elif spec.domain:
+        if spec.domain:
             bufs = self.bufs_array(ptrs)
             mod = self.planner.irmod
             for s in (spec, spec.then):
                 if s is None or not s.domain:
                     continue
                 kernel = mod.get_global(s.name)
+                if split(s):  # over the worker pool (workers.py), from native code
+                    self.planner.standalone.add(s.name)
+                    self.parallel_for(kernel, bufs, s.domain, threads.pieces_per_thread(
+                        s.domain * s.cost, buffers.PARALLEL_MIN_WORK))
+                    continue
                 if not self.inline_kernels:
                     kernel.attributes.add("noinline")
                     self.planner.standalone.add(s.name)
@@ -1016,7 +1010,7 @@ class NativeEntry:
             if plan_ctx is None:
                 plan_ctx = self.make_context(options)
             with executor.running(self.host_table, plan_ctx, "the entry computation") as run:
-                if 0 < self.max_gemm < executor.BIG_GEMM:
+                if self.max_gemm:  # its GEMMs: single-threaded BLAS over the pool
                     with threads.blas_calls():
                         self.fn(bufs, 0, 1)
                 else:
@@ -1078,7 +1072,6 @@ def compile_entry(planner, plan) -> NativeEntry | None:
     em.native_plans = {k for k, ok in seen.items() if ok}
     em.keyed_sorts_host = True
     em.inline_kernels = False
-    em.native_gemm_max = _library.PARALLEL_GEMM
     args, k = [], 0
     param_slots = []
     for p, shapes in zip(params, param_leaves):

@@ -1,9 +1,11 @@
 """The CPU backend's one worker pool, shared by its kernels and its BLAS calls.
 
 ``WORKERS`` threads do the backend's parallel work: the calling thread plus ``WORKERS - 1``
-daemon threads started once (``WORKERS`` = the cores this process may run on). Kernels
-(``run_parallel``) and library routines (``parallel``: GEMM panels and batches, convolution
-chunks, LAPACK batches) hand their work items out one at a time from a shared counter, so a
+daemon threads started once (``WORKERS`` = the cores this process may run on), parked in
+native code (the pool itself is LLVM code: workers.py, ``pool()``). Kernels (``run_parallel``,
+and native code calling the pool directly), GEMMs (workers.py's GEMM driver: panels and
+batches) and library routines written in Python (``parallel``: convolution chunks, LAPACK
+batches) hand their work items out one at a time from a shared counter, so a
 thread the machine slows down (another process on its core) simply takes fewer items: a busy
 machine slows a call in proportion to the cores it lost, it never waits on a descheduled
 thread holding a fixed share (the 10x stalls of a statically split BLAS call spinning on a
@@ -24,8 +26,8 @@ Imports numpy (through blas, lazily) and the standard library only.
 
 from __future__ import annotations
 
+import ctypes
 import os
-import queue
 import threading
 
 #: Environment variables through which a user sets BLAS's thread count (OpenBLAS reads the
@@ -60,37 +62,9 @@ USER_BLAS_THREADS = user_blas_threads()
 _local = threading.local()  # .worker: True on the pool's threads; .blas_bounded
 
 
-class _Pool:
-    """``WORKERS - 1`` daemon threads taking (fn, args) jobs from one queue."""
-
-    def __init__(self, count: int):
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads = []
-        for i in range(count):
-            t = threading.Thread(target=self._loop, name=f"xlapy-cpu-worker-{i}", daemon=True)
-            t.start()
-            self._threads.append(t)
-
-    def _loop(self):
-        _local.worker = True
-        while True:
-            fn, args = self._jobs.get()
-            fn(*args)  # fn catches its own exceptions (see parallel)
-
-    def submit(self, fn, *args) -> None:
-        self._jobs.put((fn, args))
-
-
-_POOL: _Pool | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> _Pool:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = _Pool(WORKERS - 1)
-        return _POOL
+def mark_worker() -> None:
+    """Called by each of the pool's threads when it starts (``workers.Pool``)."""
+    _local.worker = True
 
 
 def in_worker() -> bool:
@@ -99,18 +73,49 @@ def in_worker() -> bool:
     return getattr(_local, "worker", False)
 
 
+def pool():
+    """The native worker pool (``workers.Pool``), compiled and started on first use."""
+    from xlapy.backends.cpu import workers
+
+    return workers.pool(WORKERS)
+
+
+class using:
+    """``with threads.using(n):`` the pool runs jobs on ``n`` threads (the caller included)
+    inside the block, starting workers as needed (results do not depend on the count: tests
+    compare counts, a benchmark measures them)."""
+
+    def __init__(self, count: int):
+        self.count = count
+
+    def __enter__(self):
+        self.previous = pool().set_threads(self.count)
+        return self
+
+    def __exit__(self, *exc):
+        pool().set_threads(self.previous)
+        return False
+
+
+def threads_in_use() -> int:
+    """The threads the pool runs a job on (the caller included)."""
+    return pool().threads
+
+
 class _Run:
     """The shared state of one ``parallel`` call."""
 
-    def __init__(self, items):
-        self.cond = threading.Condition()
+    __slots__ = ("body", "errors", "exhausted", "lock", "pending")
+
+    def __init__(self, items, body):
+        self.lock = threading.Lock()
         self.pending = iter(items)
         self.exhausted = False
-        self.active = 0
         self.errors: list[BaseException] = []
+        self.body = body
 
     def next_item(self):
-        with self.cond:
+        with self.lock:
             if self.errors or self.exhausted:
                 return None
             item = next(self.pending, _END)
@@ -119,47 +124,62 @@ class _Run:
                 return None
             return item
 
-    def participate(self, body, local: bool) -> None:
-        with self.cond:
+    def participate(self, local: bool) -> None:
+        with self.lock:
             if self.exhausted or self.errors:
                 return  # started after the work was handed out: nothing to do
-            self.active += 1
         try:
             with blas_calls():
-                body(self.next_item, local)
+                self.body(self.next_item, local)
         except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
-            with self.cond:
+            with self.lock:
                 self.errors.append(e)
                 self.exhausted = True
-        finally:
-            with self.cond:
-                self.active -= 1
-                self.cond.notify_all()
 
 
 _END = object()
+_RUNS: dict[int, _Run] = {}  # key (the job's bufs word) -> the run
+_RUNS_LOCK = threading.Lock()
+_next_key = [1]
+
+
+def _python_piece(key, lo, hi):
+    """A piece of a Python job (the pool's kernel for ``parallel``): one participation."""
+    run = _RUNS.get(key)
+    if run is not None:
+        run.participate(True)
+
+
+_PIECE_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+_PIECE = _PIECE_TYPE(_python_piece)
+_PIECE_ADDRESS = ctypes.cast(_PIECE, ctypes.c_void_p).value
 
 
 def parallel(items, body, threads: int | None = None) -> None:
     """Run ``body(next_item, local)`` on up to ``threads`` threads of the pool (default all;
     the caller is one of them). ``next_item()`` hands out the next of ``items`` (None when
-    none is left); ``local`` is True when several threads run. Returns when every item
+    none is left); ``local`` is True when several threads may run. Returns when every item
     handed out is done; the first exception is raised in the caller. BLAS calls inside
     ``body`` are single-threaded (``blas_calls``)."""
     items = list(items)
-    threads = WORKERS if threads is None else threads
-    threads = min(threads, WORKERS, len(items))
-    run = _Run(items)
-    if threads <= 1 or in_worker():
-        run.participate(body, False)
+    if len(items) <= 1 or in_worker():
+        threads = 1
     else:
-        pool = _pool()
-        for _ in range(threads - 1):
-            pool.submit(run.participate, body, True)
-        run.participate(body, True)
-        with run.cond:
-            while run.active:
-                run.cond.wait()
+        available = pool().threads
+        threads = min(available if threads is None else threads, available, len(items))
+    run = _Run(items, body)
+    if threads <= 1 or in_worker():
+        run.participate(False)
+    else:
+        with _RUNS_LOCK:
+            key = _next_key[0]
+            _next_key[0] += 1
+            _RUNS[key] = run
+        try:
+            pool().parallel_for(_PIECE_ADDRESS, key, threads, 1)
+        finally:
+            with _RUNS_LOCK:
+                del _RUNS[key]
     if run.errors:
         raise run.errors[0]
 
@@ -168,23 +188,48 @@ def parallel(items, body, threads: int | None = None) -> None:
 PIECES_PER_THREAD = 4
 
 
+def pieces_per_thread(work: int, min_work: int) -> int:
+    """Pieces per thread of a kernel doing ``work``: one for small kernels (each piece is a
+    claim and a native call), ``PIECES_PER_THREAD`` from ``16 * min_work`` on."""
+    return PIECES_PER_THREAD if work >= 16 * min_work else 1
+
+
+def function_address(fn) -> int:
+    """The address of a compiled function given as a ctypes function (or an address)."""
+    return fn if isinstance(fn, int) else ctypes.cast(fn, ctypes.c_void_p).value
+
+
+_CFUNC = type(_PIECE).__mro__[1]  # ctypes' function pointer base class
+
+
 def run_parallel(fn, bufs, domain: int, work: int, parallel_ok: bool = True,
                  min_work: int = 1 << 16) -> None:
     """Call the kernel ``fn(bufs, lo, hi)`` over [0, domain): on the pool when ``work`` is
-    large, as ``PIECES_PER_THREAD`` ranges per thread handed out in turn."""
+    large, as ``pieces_per_thread`` ranges per thread handed out in turn (the native pool:
+    ctypes releases the GIL for the whole call)."""
     if not parallel_ok or WORKERS < 2 or domain < 2 or work < min_work or in_worker():
         fn(bufs, 0, domain)
         return
-    # small kernels: one piece per thread (each handout costs a lock and a native call)
-    per_thread = PIECES_PER_THREAD if work >= 16 * min_work else 1
-    pieces = min(domain, WORKERS * per_thread)
-    bounds = [domain * i // pieces for i in range(pieces + 1)]
+    per = pieces_per_thread(work, min_work)
+    if not isinstance(fn, (int, _CFUNC)):  # a Python callable: called back with bufs as is
+        errors: list[BaseException] = []
 
-    def body(next_item, local):
-        while (i := next_item()) is not None:
-            fn(bufs, bounds[i], bounds[i + 1])
+        def call(_, lo, hi):
+            if errors:
+                return
+            try:
+                fn(bufs, lo, hi)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+                errors.append(e)
 
-    parallel(range(pieces), body)
+        piece = _PIECE_TYPE(call)
+        pool().parallel_for(function_address(piece), None, domain, per)
+        if errors:
+            raise errors[0]
+        return
+    if not isinstance(bufs, int):
+        bufs = ctypes.cast(bufs, ctypes.c_void_p).value
+    pool().parallel_for(function_address(fn), bufs, domain, per)
 
 
 #: The process-wide bound of ``blas_calls``: OpenBLAS's "per-thread" bound
@@ -236,4 +281,5 @@ class blas_calls:
 
 
 __all__ = ["BLAS_THREAD_VARIABLES", "USER_BLAS_THREADS", "WORKERS", "blas_calls", "in_worker",
-           "parallel", "run_parallel", "user_blas_threads"]
+           "mark_worker", "parallel", "pieces_per_thread", "pool", "run_parallel",
+           "threads_in_use", "user_blas_threads", "using"]
