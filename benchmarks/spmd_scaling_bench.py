@@ -8,9 +8,9 @@ devices, partitioned by xlapy's SPMD partitioner and run with one MPI rank per d
 Meshes: 1 rank: one device; 2 ranks: data parallel (batch split, gradients all-reduced);
 4 ranks: a 2x2 (data, model) mesh (batch over data, the hidden layer over model), and the
 4-way data parallel mesh. For each: time per step (median of ``--reps`` runs after a warm-up;
-every rank times the same run between barriers, the slowest rank counts; the interpreter
-runs each rank's per-device program, as ``mpiexec xlapy run --distributed mpi`` does; one
-BLAS thread per rank unless ``--threads``), the
+every rank times the same run between barriers, the slowest rank counts; each rank runs its
+per-device program compiled by the CPU backend, as ``mpiexec xlapy run --distributed mpi``
+does; one BLAS thread per rank unless ``--threads``), the
 collectives of the per-device program, and the bytes they move per device per step, counted
 as a ring algorithm moves them (NCCL's bus bytes: all-reduce 2(g-1)/g x size, all-gather and
 reduce-scatter (g-1)/g x the gathered size, all-to-all (g-1)/g x size, collective-permute

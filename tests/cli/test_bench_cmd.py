@@ -86,7 +86,7 @@ def test_table_columns_rows_and_geomean(capsys, tmp_path):
         assert cells[8] in ("met", "missed"), cells
         ratios.append(float(cells[5].rstrip("x")))
     geo = [line for line in out.splitlines() if line.startswith("geometric mean")]
-    assert len(geo) == 1 and "over 2 cases" in geo[0] and "target < 0.9x" in geo[0]
+    assert len(geo) == 1 and "over 2 cases" in geo[0] and "target < 0.8x" in geo[0]
     # the line's value is the geometric mean of the printed ratios (rounded to 2 digits)
     value = float(geo[0].split(": ")[1].split("x")[0])
     assert value == pytest.approx(float(np.sqrt(ratios[0] * ratios[1])), abs=0.02)
