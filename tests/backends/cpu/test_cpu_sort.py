@@ -92,9 +92,9 @@ def test_float_comparison_of_nans(t):
     """A FLOAT LT with NaNs is no strict weak order: the radix keys do not apply to a row with
     a NaN and the kernel's merge sort runs it (rows without NaNs: the radix sort, from 128
     elements). Its order is then the merge sort's (as XLA:CPU's is std::stable_sort's)
-    and always a permutation of the row; the interpreter's binary-search merge can give two
-    elements one rank and leave a slot of np.empty unwritten (an interpreter defect), so rows
-    with NaNs are checked to be permutations and rows without equal the interpreter's."""
+    and always a permutation of the row; the interpreter's order of such a row is its own
+    algorithm's (a permutation too), so rows with NaNs are checked to be permutations and rows
+    without equal the interpreter's."""
     rng = np.random.default_rng(3)
     for n in (7, 40, 301):
         x = values(t, (4, n), rng)

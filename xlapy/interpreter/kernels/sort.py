@@ -48,6 +48,7 @@ def stable_order(ctx, comp, keys) -> np.ndarray:
     rows, n = keys[0].shape
     perm = np.broadcast_to(np.arange(n, dtype=np.int64), (rows, n)).copy()
     pos = np.arange(n, dtype=np.int64)
+    broken = np.zeros(rows, bool)
     width = 1
     while width < n:
         run = (pos // (2 * width)) * (2 * width)
@@ -77,11 +78,50 @@ def stable_order(ctx, comp, keys) -> np.ndarray:
             lo = np.where(active & before, mid + 1, lo)
             hi = np.where(active & ~before, mid, hi)
         new_pos = run + (pos - own_start) + lo
-        new_perm = np.empty_like(perm)
+        new_perm = np.full_like(perm, -1)
         np.put_along_axis(new_perm, new_pos, perm, axis=1)
+        # A comparator that is no strict weak order (a FLOAT LT meeting NaNs) can give two
+        # elements one rank: such a row leaves a slot unwritten, and is merged one pair at a
+        # time below instead.
+        bad = (new_perm < 0).any(axis=1)
+        if bad.any():
+            broken |= bad
+            new_perm[bad] = perm[bad]
         perm = new_perm
         width *= 2
+    for r in np.flatnonzero(broken):
+        perm[r] = _sequential_order(ctx, comp, [k[r:r + 1] for k in keys])
     return perm
+
+
+def _sequential_order(ctx, comp, keys) -> np.ndarray:
+    """The stable order of one row (``keys`` of shape (1, n)) by a bottom-up merge sort
+    asking the comparator one pair at a time: a right element goes first only when it is
+    less than the left one. Always a permutation, whatever the comparator answers."""
+    n = keys[0].shape[1]
+    order = list(range(n))
+
+    def less(a: int, b: int) -> bool:
+        return bool(_less(ctx, comp, keys, np.array([[a]]), np.array([[b]]))[0, 0])
+
+    width = 1
+    while width < n:
+        merged = []
+        for start in range(0, n, 2 * width):
+            left = order[start:start + width]
+            right = order[start + width:start + 2 * width]
+            i = j = 0
+            while i < len(left) and j < len(right):
+                if less(right[j], left[i]):
+                    merged.append(right[j])
+                    j += 1
+                else:
+                    merged.append(left[i])
+                    i += 1
+            merged += left[i:] + right[j:]
+        order = merged
+        width *= 2
+    return np.asarray(order, np.int64)
 
 
 # -- libstdc++ std::sort, replayed on equivalence classes -----------------------------------
