@@ -253,10 +253,18 @@ ENTRY e {
 # -- host calls from the entry ---------------------------------------------------------------
 
 HOSTS = """HloModule hosts
-add {
+sum {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
   ROOT c = f32[] add(a, b)
+}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  c = f32[] add(a, b)
+  t = f32[1] broadcast(c), dimensions={}
+  z = f32[] constant(-0)
+  ROOT r = f32[] reduce(t, z), dimensions={0}, to_apply=sum
 }
 ENTRY e {
   x = f32[512,512] parameter(0)
@@ -270,8 +278,9 @@ ENTRY e {
 
 
 def test_host_calls_from_the_entry():
-    """An interpreted map, a library dot too big for the native GEMM call, a kernel split
-    over threads: each a call out from the one native function."""
+    """An interpreted map (its computation reduces: no map-inline), a library dot too big
+    for the native GEMM call, a kernel split over threads: each a call out from the one
+    native function."""
     program = _native(HOSTS)
     calls = program.native.host_table.calls
     kinds = {type(c).__name__ for c in calls}
