@@ -81,6 +81,8 @@ FIRES = [
     ("gte-of-tuple", _module("f32[6]", "  t = (f32[6], f32[6]) tuple(y, x)\n"
                              "  ROOT r = f32[6] get-tuple-element(t), index=1", params=("x", "y")),
      {"parameter": 2}),
+    ("get-dimension-size-static", _module("f32[2,6]", "  ROOT r = s32[] get-dimension-size(x), "
+                                          "dimensions={1}"), {"parameter": 1, "constant": 1}),
 ]
 
 REDUCE_NO_DIMS = """
@@ -139,6 +141,12 @@ def test_inexact_identity_refused(text, opcode, x):
     # The identity really is wrong on x: the result's bits are not x's.
     out = xlapy.evaluate(m, x)
     assert out.tobytes() != x.tobytes()
+
+
+def test_size_of_a_dynamic_dimension_stays():
+    text = _module("f32[2,<=6]", "  ROOT r = s32[] get-dimension-size(x), dimensions={1}")
+    m = check(text, ["simplify"])
+    assert opcodes(m)["get-dimension-size"] == 1
 
 
 def test_layout_changing_copy_stays():

@@ -61,9 +61,11 @@ def _pass_table() -> str:
 def _exactness() -> str:
     import textwrap
 
+    names = list(_NOT_EXACT)
+    inexact = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
     return textwrap.fill(
         "Optimise an HLO module with xlapy's passes and print the result as HLO text. Every "
-        f"pass but {' and '.join(_NOT_EXACT)} is exact: the printed module computes the same "
+        f"pass but {inexact} is exact: the printed module computes the same "
         "bits as the input (NaN, inf and -0 included); "
         + "; ".join(f"{k} gives {v}" for k, v in _NOT_EXACT.items()) + ".", 92)
 

@@ -294,6 +294,20 @@ def _gte_of_tuple(instr):
     return t.operands[instr.attrs["index"]] if t.opcode == "tuple" else None
 
 
+def _get_dimension_size_static(instr):
+    # get-dimension-size(x), dimensions={d} -> constant(size of d), when d is static.
+    (x,) = instr.operands
+    (d,) = instr.attrs["dimensions"]
+    shape = x.shape
+    if not shape.is_array() or (shape.dynamic_dimensions and shape.dynamic_dimensions[d]):
+        return None
+    from xlapy.shape import PrimitiveType
+    from xlapy.shape.literal import Literal
+
+    literal = Literal.scalar(int(shape.dimensions[d]), PrimitiveType.S32)
+    return _new("constant", [], {"literal": literal}, instr)
+
+
 def _new(opcode, operands, attrs, like: Instruction) -> Instruction:
     from xlapy.opdefs import make_instruction
 
@@ -329,6 +343,9 @@ TABLE: list[Rewrite] = [
             "reduce(x, identity, {}) -> x (add with 0 / -0, multiply with 1)", _reduce_no_dimensions),
     Rewrite("tuple-of-gtes", "tuple", "tuple(gte(t,0), ..., gte(t,n-1)) -> t", _tuple_of_gtes),
     Rewrite("gte-of-tuple", "get-tuple-element", "gte(tuple(a0..an), i) -> ai", _gte_of_tuple),
+    Rewrite("get-dimension-size-static", "get-dimension-size",
+            "get-dimension-size(x, d) -> constant(size of d) (d static)",
+            _get_dimension_size_static),
 ]
 
 

@@ -37,7 +37,6 @@ INTERPRETED = {
     ("rng", "*"): "rng (RngUniform/RngNormal): the interpreter's generator state; no native "
                   "generator with its streams",
     ("rng-get-and-update-state", "*"): "the generator state lives in the interpreter",
-    ("get-dimension-size", "*"): _DYNAMIC,
     ("set-dimension-size", "*"): _DYNAMIC,
     ("dynamic-reshape", "*"): _DYNAMIC,
     ("shift-left", "float"): "shifts of floats: " + _NOT_INT,
