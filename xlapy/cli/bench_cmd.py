@@ -170,12 +170,16 @@ def _warm(fn, timeout=None):
         return result, time.perf_counter() - start
 
 
+#: Seconds between two sides' blocks of timed runs, for the previous side's threads to go idle.
+SETTLE_S = 0.3
+
+
 def _interleaved(sides: dict, repeats: int, budget: float, order: str = "turns"):
     """Timed runs of every side: ``sides`` maps a name to (fn, warm-up seconds, timeout).
     ``order`` "turns": the sides take turns run by run; "blocks": each side's runs back to
-    back, after one untimed run (the thread pools of the previous side - NumPy's OpenBLAS,
-    XLA's Eigen - keep spinning for a while after their work and would slow the first runs
-    of the next side). A side whose warm-up says ``repeats`` runs would take over ``budget``
+    back, after a pause of SETTLE_S and one untimed run (the thread pools of the previous
+    side keep spinning for a while after their work: NumPy's OpenBLAS threads for ~0.1 s,
+    which made the next side's 1024^3 GEMMs 17-27 ms instead of 12 ms for that long). A side whose warm-up says ``repeats`` runs would take over ``budget``
     seconds gets fewer (at least one). Returns ({name: _Timing}, {name: the exception that
     stopped it})."""
     planned = {k: repeats if first * repeats <= budget or first <= 0
@@ -194,7 +198,9 @@ def _interleaved(sides: dict, repeats: int, budget: float, order: str = "turns")
             failed[k] = e
 
     if order == "blocks":
-        for k, (fn, _, timeout) in sides.items():
+        for i, (k, (fn, _, timeout)) in enumerate(sides.items()):
+            if i:
+                time.sleep(SETTLE_S)
             if planned[k] > 1:
                 one(k, fn, timeout, record=False)
             while k not in failed and len(times[k]) < planned[k]:
