@@ -223,22 +223,6 @@ def plan_step(planner, instr):
 # -- the steps -----------------------------------------------------------------------------------
 
 
-def _view(address: int, dtype: np.dtype, dims: tuple, nbytes: int) -> np.ndarray:
-    if nbytes == 0:
-        return np.empty(dims, dtype)
-    raw = (ctypes.c_char * nbytes).from_address(address)
-    return np.frombuffer(raw, dtype).reshape(dims)
-
-
-class _Leaf:
-    __slots__ = ("dims", "dtype", "nbytes")
-
-    def __init__(self, shape):
-        self.dtype = np.dtype(dtypes.to_dtype(shape.element_type))
-        self.dims = tuple(int(d) for d in shape.dimensions)
-        self.nbytes = self.dtype.itemsize * _elements(shape)
-
-
 class DoneStep:
     """all-reduce-done (its operand), all-gather-done and collective-permute-done (element 1
     of the -start's tuple): no data moves."""
@@ -280,8 +264,8 @@ class CollectiveStep:
         self.fn = None
         self.then_fn = None
         self.host_table = None  # the program's host calls (the native function's ids)
-        self._in = [_Leaf(o.shape) for o in instr.operands] if form else []
-        self._out = [_Leaf(s) for _, s in instr.shape.leaves()] if form else []
+        self._in = [executor.LeafType(o.shape) for o in instr.operands] if form else []
+        self._out = [executor.LeafType(s) for _, s in instr.shape.leaves()] if form else []
         self._bufs_type = ctypes.c_void_p * (len(self._in) + len(self._out) + 1)
         self.folders: dict = {}  # operand dtype -> (fold, accumulate) kernels
         self._groups: dict = {}
@@ -377,8 +361,7 @@ class CollectiveStep:
         key = tuple(addrs)
         got = self._view_cache.get(key)
         if got is None:
-            got = [_view(a, t.dtype, t.dims, t.nbytes)
-                   for a, t in zip(key, self._in + self._out)]
+            got = [t.view(a) for a, t in zip(key, self._in + self._out)]
             if len(self._view_cache) >= 8:
                 self._view_cache.clear()
             self._view_cache[key] = got

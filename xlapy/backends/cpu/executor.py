@@ -193,20 +193,23 @@ class HostTable:
         return len(self.calls) - 1
 
 
-def _view(address: int, dtype: np.dtype, dims: tuple, nbytes: int) -> np.ndarray:
-    if nbytes == 0:
-        return np.empty(dims, dtype)
-    raw = (ctypes.c_char * nbytes).from_address(address)
-    return np.frombuffer(raw, dtype).reshape(dims)
+class LeafType:
+    """An array leaf's dtype, dimensions and byte size, and NumPy views of it at an address
+    (host calls and collectives read and write native buffers through them)."""
 
-
-class _LeafType:
     __slots__ = ("dims", "dtype", "nbytes")
 
     def __init__(self, shape):
         self.dtype = np.dtype(dtypes.to_dtype(shape.element_type))
         self.dims = tuple(int(d) for d in shape.dimensions)
         self.nbytes = self.dtype.itemsize * int(np.prod(self.dims, dtype=np.int64))
+
+    def view(self, address: int) -> np.ndarray:
+        """The leaf's array over the memory at ``address`` (no copy)."""
+        if self.nbytes == 0:
+            return np.empty(self.dims, self.dtype)
+        raw = (ctypes.c_char * self.nbytes).from_address(address)
+        return np.frombuffer(raw, self.dtype).reshape(self.dims)
 
 
 #: Instructions that meet other devices (collectives, channels), read the device's
@@ -246,8 +249,8 @@ class StepCall:
         self.instr = step.instr
         self.operands = operands
         self._build = build_shaped
-        self._in = [[_LeafType(s) for _, s in o.shape.leaves()] for o in operands]
-        self._out = [_LeafType(s) for _, s in self.instr.shape.leaves()]
+        self._in = [[LeafType(s) for _, s in o.shape.leaves()] for o in operands]
+        self._out = [LeafType(s) for _, s in self.instr.shape.leaves()]
         self.n_ptrs = sum(len(x) for x in self._in) + len(self._out)
         self._library_out = False
         self.owned = (step.instr.opcode in DEVICE_BOUND or step.instr.has_side_effect) and \
@@ -266,7 +269,7 @@ class StepCall:
         for o, types in zip(self.operands, self._in):
             leaves = []
             for t in types:
-                view = _view(addrs[k], t.dtype, t.dims, t.nbytes)
+                view = t.view(addrs[k])
                 leaves.append(view.copy() if copies is not None and copies[k] else view)
                 k += 1
             if o.shape.is_tuple():
@@ -290,7 +293,7 @@ class StepCall:
     def _call(self, ptrs, plan_ctx) -> None:
         addrs = (_U64 * self.n_ptrs).from_address(ptrs)
         values, k = self._values(addrs)
-        outs = [_view(addrs[k + j], t.dtype, t.dims, t.nbytes) for j, t in enumerate(self._out)]
+        outs = [t.view(addrs[k + j]) for j, t in enumerate(self._out)]
         instr = self.instr
         if self._library_out:
             from xlapy.backends.cpu import library
