@@ -179,9 +179,9 @@ def _interleaved(sides: dict, repeats: int, budget: float, order: str = "turns")
     ``order`` "turns": the sides take turns run by run; "blocks": each side's runs back to
     back, after a pause of SETTLE_S and one untimed run (the thread pools of the previous
     side keep spinning for a while after their work: NumPy's OpenBLAS threads for ~0.1 s,
-    which made the next side's 1024^3 GEMMs 17-27 ms instead of 12 ms for that long). A side whose warm-up says ``repeats`` runs would take over ``budget``
-    seconds gets fewer (at least one). Returns ({name: _Timing}, {name: the exception that
-    stopped it})."""
+    which made the next side's 1024^3 GEMMs 17-27 ms instead of 12 ms for that long). A
+    side whose warm-up says ``repeats`` runs would take over ``budget`` seconds gets fewer
+    (at least one). Returns ({name: _Timing}, {name: the exception that stopped it})."""
     planned = {k: repeats if first * repeats <= budget or first <= 0
                else max(1, int(budget / first)) for k, (_, first, _) in sides.items()}
     times: dict = {k: [] for k in sides}
