@@ -13,7 +13,8 @@ copied. ``set_local_threads`` bounds the BLAS threads of the calling thread only
 ``openblas_set_num_threads_local``), so two Python threads can each run a single-threaded GEMM
 at once.
 
-Imports numpy, scipy, ctypes only.
+Imports numpy, scipy (its BLAS and LAPACK extension modules alone: ``_cython_module``),
+ctypes only.
 """
 
 from __future__ import annotations
@@ -52,9 +53,7 @@ def _capsule_pointer(module: str, name: str) -> int:
     key = f"{module}.{name}"
     with _lock:
         if key not in _pointers:
-            import importlib
-
-            table = importlib.import_module(f"scipy.linalg.{module}").__pyx_capi__
+            table = _cython_module(module).__pyx_capi__
             capsule = table.get(name)
             if capsule is None:
                 kind = "BLAS" if module == "cython_blas" else "LAPACK"
@@ -67,6 +66,42 @@ def _capsule_pointer(module: str, name: str) -> int:
             api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
             _pointers[key] = int(api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule)))
         return _pointers[key]
+
+
+def _cython_module(module: str):
+    """``scipy.linalg.<module>`` (cython_blas, cython_lapack). Loaded as an extension module
+    of its own when scipy.linalg is not imported yet: importing the package runs its Python
+    layer (f2py wrappers, scipy.special, numpy.testing...), some 25 MiB of resident memory
+    the backend does not use; the extension alone costs about 2 MiB. It is registered under
+    its full name, so a later import of scipy.linalg finds the same module."""
+    import importlib
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    full = f"scipy.linalg.{module}"
+    found = sys.modules.get(full)
+    if found is not None:
+        return found
+    if "scipy.linalg" in sys.modules:
+        return importlib.import_module(full)
+    if module != "cython_blas":  # cython_lapack imports cython_blas's functions by name
+        _cython_module("cython_blas")
+    import scipy
+
+    spec = importlib.machinery.PathFinder.find_spec(
+        module, [os.path.join(os.path.dirname(scipy.__file__), "linalg")])
+    if spec is None:  # not where SciPy keeps it: the ordinary import
+        return importlib.import_module(full)
+    spec.name = full
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[full] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(full, None)
+        raise
+    return mod
 
 
 def _gemm_fn(prefix: str):

@@ -8,7 +8,9 @@ one class of element types. Narrow floats compute in f32 and round back with XLA
 conversion (numeric.convert); integers compute in int64/uint64 and wrap to their width;
 libm functions of f32 values are evaluated in f64 and rounded once. Complex functions follow
 XLA:CPU's formulas (elemental_ir_emitter.cc), component by component.
-Imports numpy, scipy.special, the shape layer and the interpreter core.
+Imports numpy, the shape layer and the interpreter core; scipy.special only when erf is
+evaluated (importing it costs some 20 MiB of resident memory that every user of the
+interpreter's kernels, the CPU backend among them, would otherwise pay).
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import scipy.special
 
 from xlapy.hlo.attrs.enums import ComparisonDirection as Dir
 from xlapy.hlo.attrs.enums import ComparisonType
@@ -88,6 +89,12 @@ def _rsqrt(v):
     return 1.0 / np.sqrt(v)
 
 
+def _erf(x):
+    import scipy.special  # on first use: see the module docstring
+
+    return scipy.special.erf(x)
+
+
 FLOAT_UNARY: dict[str, Callable] = {
     "abs": np.abs,
     "acos": lambda x: libm(np.arccos, x),
@@ -99,7 +106,7 @@ FLOAT_UNARY: dict[str, Callable] = {
     "ceil": np.ceil,
     "cosh": lambda x: libm(np.cosh, x),
     "cosine": lambda x: libm(np.cos, x),
-    "erf": lambda x: libm(scipy.special.erf, x),
+    "erf": lambda x: libm(_erf, x),
     "exponential": lambda x: libm(np.exp, x),
     "exponential-minus-one": lambda x: libm(np.expm1, x),
     "floor": np.floor,
