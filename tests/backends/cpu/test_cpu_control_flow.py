@@ -946,21 +946,89 @@ def test_results_survive_the_next_call():
         _same(a, b)
 
 
+def _offsets(arena, handles) -> list:
+    arena.finish()
+    return [arena._offsets[h].constant for h in handles]
+
+
 def test_arena_best_fit_and_coalescing():
+    # emission-order best fit (the assignment kept when global packing does no better)
     arena = native._Arena()
-    a = arena.alloc(10)
-    b = arena.alloc(100)
-    c = arena.alloc(64)
-    assert (a, b, c) == (0, 64, 192) and arena.size == 256
-    arena.free(b, 100)
-    assert arena.alloc(64) == 64  # fits inside the freed range
-    arena.free(a, 10)
-    arena.free(64, 64)
-    assert arena.alloc(128) == 0  # coalesced [0, 128)
-    arena.free(c, 64)
-    assert arena.alloc(300) == 128  # grows from the free tail
-    assert arena.size == 128 + 320
-    wide, _, narrow, _ = (arena.alloc(n) for n in (256, 64, 128, 64))  # gaps between
-    arena.free(wide, 256)
-    arena.free(narrow, 128)
-    assert arena.alloc(100) == narrow  # the smallest free range that holds it
+    a, _ = arena.alloc(10)
+    b, _ = arena.alloc(100)
+    c, _ = arena.alloc(64)
+    assert [arena._online[k] for k in (a, b, c)] == [0, 64, 192]
+    arena.free(b)
+    d, _ = arena.alloc(64)
+    assert arena._online[d] == 64  # fits inside the freed range
+    arena.free(a)
+    arena.free(d)
+    e, _ = arena.alloc(128)
+    assert arena._online[e] == 0  # coalesced [0, 128)
+    arena.free(c)
+    f, _ = arena.alloc(300)
+    assert arena._online[f] == 128  # grows from the free tail
+    assert arena._online_size == 128 + 320
+    wide, _ = arena.alloc(256)
+    arena.alloc(64)
+    narrow, _ = arena.alloc(128)
+    arena.alloc(64)
+    arena.free(wide)
+    arena.free(narrow)
+    g, _ = arena.alloc(100)
+    assert arena._online[g] == arena._online[narrow]  # the smallest free range that holds it
+
+
+def test_arena_packs_what_emission_order_fragments():
+    # a small value takes the start of a dead large one; a larger value alive with it then
+    # cannot use the rest: emission-order best fit needs 3 large slots' worth, the live
+    # bytes never exceed 2 + a bit
+    big = 1 << 20
+    arena = native._Arena()
+    a, _ = arena.alloc(big)
+    b, _ = arena.alloc(big)
+    arena.free(a)
+    small, _ = arena.alloc(4096)
+    c, _ = arena.alloc(big + 4096)
+    arena.free(small)
+    arena.free(b)
+    arena.free(c)
+    assert arena._online_size == 3 * big + 4096
+    assert arena.max_live == 2 * big + 8192
+    assert arena.size == arena.max_live
+    offs = _offsets(arena, [a, b, small, c])
+    sizes = [big, big, 4096, big + 4096]
+    live = [(0, 2), (1, 6), (3, 5), (4, 7)]  # [alloc, free) events
+    for i in range(4):
+        for j in range(i):
+            if live[i][0] < live[j][1] and live[j][0] < live[i][1]:
+                assert offs[i] + sizes[i] <= offs[j] or offs[j] + sizes[j] <= offs[i]
+
+
+def test_arena_random_live_ranges_never_overlap_and_pack_tightly():
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        arena = native._Arena()
+        alive, events, sizes = [], [], {}
+        t = 0
+        for _ in range(int(rng.integers(5, 60))):
+            if alive and rng.random() < 0.45:
+                k = alive.pop(int(rng.integers(len(alive))))
+                arena.free(k)
+                events[k][1] = t
+            else:
+                n = int(rng.choice([64, 200, 4096, 65536, 1 << 20])) * int(rng.integers(1, 4))
+                k, _ = arena.alloc(n)
+                sizes[k] = native._aligned(n)
+                alive.append(k)
+                events.append([t, 1 << 30])
+            t += 1
+        offs = _offsets(arena, list(sizes))
+        for i in sizes:
+            assert offs[i] % native.ALIGN == 0 and offs[i] + sizes[i] <= arena.size
+            for j in sizes:
+                if j < i and events[i][0] < events[j][1] and events[j][0] < events[i][1]:
+                    assert offs[i] + sizes[i] <= offs[j] or offs[j] + sizes[j] <= offs[i]
+        assert arena.max_live <= arena.size <= arena._online_size
+        # the slack over the live bytes stays bounded (decreasing-size best fit)
+        assert arena.size <= arena.max_live * 5 // 4 + (1 << 20), trial

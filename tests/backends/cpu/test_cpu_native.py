@@ -50,6 +50,147 @@ def _run(text: str, *args):
     return got
 
 
+# -- buffer assignment ----------------------------------------------------------------------
+
+#: A CNN training step as jax lowers it (benchmarks/memory_bench.py's cnn, small): padded
+#: convolutions, a max pool and its gradient (select-and-scatter), the kernel gradients.
+#: Best fit in emission order leaves a gap no later value fits (17% over the live bytes).
+CNN_STEP = """HloModule jit_cnn, entry_computation_layout={(f32[2,16,16,3]{3,2,1,0}, f32[3,3,3,8]{3,2,1,0}, f32[3,3,8,16]{3,2,1,0}, f32[1024,10]{1,0}, f32[2,10]{1,0})->(f32[3,3,3,8]{3,2,1,0}, f32[3,3,8,16]{3,2,1,0}, f32[1024,10]{0,1})}
+
+relu.1 {
+  Arg_0.1 = f32[2,16,16,8]{3,2,1,0} parameter(0)
+  constant.7 = f32[] constant(0)
+  max.2 = f32[2,16,16,8]{3,2,1,0} broadcast(constant.7), dimensions={}
+  ROOT max.3 = f32[2,16,16,8]{3,2,1,0} maximum(Arg_0.1, max.2)
+}
+
+region_0.2 {
+  reduce_window_max.3 = f32[] parameter(0)
+  reduce_window_max.4 = f32[] parameter(1)
+  ROOT reduce_window_max.5 = f32[] maximum(reduce_window_max.3, reduce_window_max.4)
+}
+
+relu_0.3 {
+  Arg_0.3 = f32[2,8,8,16]{3,2,1,0} parameter(0)
+  constant.9 = f32[] constant(0)
+  max.6 = f32[2,8,8,16]{3,2,1,0} broadcast(constant.9), dimensions={}
+  ROOT max.7 = f32[2,8,8,16]{3,2,1,0} maximum(Arg_0.3, max.6)
+}
+
+region_1.4 {
+  select_and_scatter.2 = f32[] parameter(0)
+  select_and_scatter.3 = f32[] parameter(1)
+  ROOT ge.1 = pred[] compare(select_and_scatter.2, select_and_scatter.3), direction=GE
+}
+
+region_2.5 {
+  select_and_scatter.6 = f32[] parameter(0)
+  select_and_scatter.7 = f32[] parameter(1)
+  ROOT add.1 = f32[] add(select_and_scatter.6, select_and_scatter.7)
+}
+
+ENTRY main.6 {
+  x.1 = f32[2,16,16,3]{3,2,1,0} parameter(0)
+  k1.1 = f32[3,3,3,8]{3,2,1,0} parameter(1)
+  conv_general_dilated.5 = f32[2,16,16,8]{3,2,1,0} convolution(x.1, k1.1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  constant.14 = f32[] constant(0)
+  broadcast.7 = f32[2,16,16,8]{3,2,1,0} broadcast(constant.14), dimensions={}
+  gt.2 = pred[2,16,16,8]{3,2,1,0} compare(conv_general_dilated.5, broadcast.7), direction=GT
+  jit_relu_.2 = f32[2,16,16,8]{3,2,1,0} call(conv_general_dilated.5), to_apply=relu.1
+  constant.13 = f32[] constant(-inf)
+  reduce_window_max.7 = f32[2,8,8,8]{3,2,1,0} reduce-window(jit_relu_.2, constant.13), window={size=1x2x2x1 stride=1x2x2x1}, to_apply=region_0.2
+  k2.1 = f32[3,3,8,16]{3,2,1,0} parameter(2)
+  conv_general_dilated.6 = f32[2,8,8,16]{3,2,1,0} convolution(reduce_window_max.7, k2.1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  constant.12 = f32[] constant(0)
+  broadcast.6 = f32[2,8,8,16]{3,2,1,0} broadcast(constant.12), dimensions={}
+  gt.3 = pred[2,8,8,16]{3,2,1,0} compare(conv_general_dilated.6, broadcast.6), direction=GT
+  jit_relu_.3 = f32[2,8,8,16]{3,2,1,0} call(conv_general_dilated.6), to_apply=relu_0.3
+  reshape.2 = f32[2,1024]{1,0} reshape(jit_relu_.3)
+  w.1 = f32[1024,10]{1,0} parameter(3)
+  dot_general.3 = f32[2,10]{1,0} dot(reshape.2, w.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  y.1 = f32[2,10]{1,0} parameter(4)
+  sub.1 = f32[2,10]{1,0} subtract(dot_general.3, y.1)
+  constant.11 = f32[] constant(2)
+  broadcast.5 = f32[2,10]{1,0} broadcast(constant.11), dimensions={}
+  mul.1 = f32[2,10]{1,0} multiply(sub.1, broadcast.5)
+  constant.10 = f32[] constant(0.05)
+  broadcast.4 = f32[2,10]{1,0} broadcast(constant.10), dimensions={}
+  broadcast_in_dim.1 = f32[2,10]{1,0} multiply(mul.1, broadcast.4)
+  dot_general.5 = f32[2,1024]{1,0} dot(broadcast_in_dim.1, w.1), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  reshape.3 = f32[2,8,8,16]{3,2,1,0} reshape(dot_general.5)
+  select_n.2 = f32[2,8,8,16]{3,2,1,0} select(gt.3, reshape.3, broadcast.6)
+  rev.1 = f32[3,3,8,16]{3,2,1,0} reverse(k2.1), dimensions={0,1}
+  conv_general_dilated.8 = f32[2,8,8,8]{3,2,1,0} convolution(select_n.2, rev.1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01oi->b01f
+  constant.15 = f32[] constant(0)
+  select_and_scatter.9 = f32[2,16,16,8]{3,2,1,0} select-and-scatter(jit_relu_.2, conv_general_dilated.8, constant.15), window={size=1x2x2x1 stride=1x2x2x1}, select=region_1.4, scatter=region_2.5
+  select_n.3 = f32[2,16,16,8]{3,2,1,0} select(gt.2, select_and_scatter.9, broadcast.7)
+  conv_general_dilated.9 = f32[3,3,3,8]{3,2,1,0} convolution(x.1, select_n.3), window={size=16x16 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf
+  conv_general_dilated.7 = f32[3,3,8,16]{3,2,1,0} convolution(reduce_window_max.7, select_n.2), window={size=8x8 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf
+  dot_general.4 = f32[10,1024]{1,0} dot(broadcast_in_dim.1, reshape.2), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  transpose.1 = f32[1024,10]{0,1} transpose(dot_general.4), dimensions={1,0}
+  ROOT tuple.1 = (f32[3,3,3,8]{3,2,1,0}, f32[3,3,8,16]{3,2,1,0}, f32[1024,10]{0,1}) tuple(conv_general_dilated.9, conv_general_dilated.7, transpose.1)
+}
+"""
+
+
+def _workspace_program(name: str) -> str:
+    return {"cnn": CNN_STEP, "chain": CHAIN, "fori": FORI_WS}[name]
+
+
+FORI_WS = """HloModule fori
+cond {
+  s = (s32[], f32[65536], f32[16384]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[65536], f32[16384]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  a = f32[65536] get-tuple-element(s), index=1
+  b = f32[16384] get-tuple-element(s), index=2
+  e = f32[65536] exponential(a)
+  t = f32[65536] tanh(e)
+  h = f32[16384] slice(t), slice={[0:16384]}
+  c = f32[16384] add(b, h)
+  ROOT r = (s32[], f32[65536], f32[16384]) tuple(j, t, c)
+}
+ENTRY e {
+  x = f32[65536] parameter(0)
+  y = f32[16384] parameter(1)
+  z = s32[] constant(0)
+  w = (s32[], f32[65536], f32[16384]) while((s32[], f32[65536], f32[16384]) tuple(z, x, y)),
+      condition=cond, body=body
+  ROOT o = f32[16384] get-tuple-element(w), index=2
+}
+"""
+
+
+@pytest.mark.parametrize("name", ["cnn", "chain", "fori"])
+def test_workspace_is_the_most_bytes_live_at_once(name):
+    """Offsets are assigned once every live range is known (native._Arena): the workspace
+    stays within a small slack of the largest sum of bytes live at one point."""
+    program = _native(_workspace_program(name))
+    ws, live = program.native.ws_bytes, program.native.ws_live
+    assert live <= ws <= live + live // 16 + native.ALIGN, (ws, live)
+
+
+def test_cnn_training_step_matches_the_interpreter_over_runs():
+    module = parse_hlo_module(CNN_STEP)
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s).astype(np.float32) for s in
+            ((2, 16, 16, 3), (3, 3, 3, 8), (3, 3, 8, 16), (1024, 10), (2, 10))]
+    want = evaluate(module, *args)
+    exe = Client(backend="cpu").compile(CNN_STEP)
+    for _ in range(3):  # workspace and scratch reused between runs
+        got = exe(*args)
+        for g, w in zip(got, want):
+            g, w = np.asarray(g), np.asarray(w)  # f32 sums against the interpreter's f64
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
+
+
 # -- in place at the entry -------------------------------------------------------------------
 
 CHAIN = """HloModule chain

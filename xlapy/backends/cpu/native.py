@@ -20,8 +20,9 @@ holding every intermediate value at a static offset; the *context* is the execut
 holds each of its leaves only until the last step that reads that leaf (a
 get-tuple-element reads one element's leaves), so a leaf taken out of a tuple dies with its
 own last use. Each kernel output, library result or host call result gets a workspace slot
-(best fit over the freed ranges, ``ALIGN``-aligned) released when its last holder drops
-it. tuple, get-tuple-element, opt-barrier and reshape/bitcast of a row-major array are
+released when its last holder drops it; the offsets are assigned once every slot's live
+range is known (``_Arena``: the smaller of best fit in emission order and XLA's decreasing-
+size best fit, ``ALIGN``-aligned). tuple, get-tuple-element, opt-barrier and reshape/bitcast of a row-major array are
 aliases resolved at emission time: they cost no code.
 
 **In place.** A kernel with ``spec.in_place`` (dynamic-update-slice, scatter) writes its
@@ -182,16 +183,119 @@ def host_callable(step, entry: bool = False) -> bool:
 # -- buffer assignment ------------------------------------------------------------------------
 
 
-class _Arena:
-    """Static offsets in the workspace: best fit over freed ranges (the smallest that
-    holds the value), ALIGN-aligned; none: the workspace grows."""
+class _Offset(ir.Constant):
+    """An i64 constant whose value is set once buffer assignment is done (before the module
+    is printed): the workspace offset of a slot, known only when every live range is."""
 
     def __init__(self):
-        self.size = 0
-        self._free: list[list[int]] = []  # [start, end) ranges, sorted, coalesced
+        super().__init__(I64, 0)
 
-    def alloc(self, n_bytes: int) -> int:
-        n = max(ALIGN, -(-n_bytes // ALIGN) * ALIGN)
+    def set(self, value: int) -> None:
+        self.constant = int(value)
+        self._clear_string_cache()
+        self.__dict__.pop("_StringReferenceCaching__cached_refstr", None)
+
+
+def _aligned(n_bytes: int) -> int:
+    return max(ALIGN, -(-n_bytes // ALIGN) * ALIGN)
+
+
+class _Arena:
+    """Buffer assignment of one function's workspace. During emission it records each
+    slot's live range (``alloc`` ... ``free``, in emission order: the order the function
+    runs its steps; a slot never freed lives to the end); ``finish`` then gives every slot
+    its offset, ALIGN-aligned, two slots sharing bytes only when their ranges are disjoint.
+
+    Two assignments are made and the smaller kept: best fit in emission order (each slot
+    takes the smallest freed range that holds it when it is allocated: what an allocator
+    at run time would do; it fragments when a small value takes part of a large dead one
+    that a larger later value then cannot use), and XLA's global decreasing-size best fit
+    (largest slots first, each at the smallest gap left by the slots it is live with).
+    ``size`` is the workspace's byte size (finishing the assignment on first use)."""
+
+    def __init__(self):
+        self._sizes: list[int] = []  # per slot: aligned bytes
+        self._ranges: list[list[int]] = []  # per slot: [first event, last event]
+        self._offsets: list[_Offset] = []
+        self._online: list[int] = []  # per slot: its offset in emission-order best fit
+        self._online_size = 0
+        self._free: list[list[int]] = []  # online: [start, end) ranges, sorted, coalesced
+        self._clock = 0
+        self._size = None
+        self.live = 0  # bytes of the slots allocated and not freed
+        self.max_live = 0  # the most bytes live at once: no assignment can use fewer
+
+    def alloc(self, n_bytes: int) -> tuple[int, _Offset]:
+        """A new slot of ``n_bytes``: (its handle, the offset constant set by finish)."""
+        if self._size is not None:
+            raise RuntimeError("workspace slot allocated after buffer assignment")
+        n = _aligned(n_bytes)
+        k = len(self._sizes)
+        self._sizes.append(n)
+        self._ranges.append([self._clock, -1])
+        self._clock += 1
+        self._online.append(self._online_alloc(n))
+        off = _Offset()
+        self._offsets.append(off)
+        self.live += n
+        self.max_live = max(self.max_live, self.live)
+        return k, off
+
+    def free(self, handle: int) -> None:
+        self._ranges[handle][1] = self._clock
+        self._clock += 1
+        n = self._sizes[handle]
+        self.live -= n
+        self._online_free(self._online[handle], n)
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self.finish()
+        return self._size
+
+    def finish(self) -> int:
+        """Assign the offsets (once); returns the workspace's size."""
+        if self._size is not None:
+            return self._size
+        offsets, size = self._online, self._online_size
+        if len(self._sizes) > 1:
+            packed, packed_size = self._decreasing_size()
+            if packed_size < size:
+                offsets, size = packed, packed_size
+        for const, off in zip(self._offsets, offsets):
+            const.set(off)
+        self._size = size
+        return size
+
+    def _decreasing_size(self) -> tuple[list[int], int]:
+        n = len(self._sizes)
+        sizes = np.array(self._sizes, np.int64)
+        lo = np.array([r[0] for r in self._ranges], np.int64)
+        hi = np.array([self._clock if r[1] < 0 else r[1] for r in self._ranges], np.int64)
+        order = sorted(range(n), key=lambda k: (-self._sizes[k], self._ranges[k][0]))
+        placed = np.zeros(n, bool)
+        start = np.zeros(n, np.int64)
+        total = 0
+        for k in order:
+            want = self._sizes[k]
+            live = np.flatnonzero(placed & (lo < hi[k]) & (lo[k] < hi))
+            best, best_gap, top = None, None, 0
+            if live.size:
+                by_start = live[np.argsort(start[live], kind="stable")]
+                for j in by_start.tolist():  # gaps between the live slots, lowest first
+                    gap = int(start[j]) - top
+                    if gap >= want and (best_gap is None or gap < best_gap):
+                        best, best_gap = top, gap
+                    top = max(top, int(start[j] + sizes[j]))
+            off = top if best is None else best
+            start[k] = off
+            placed[k] = True
+            total = max(total, off + want)
+        return start.tolist(), total
+
+    # emission-order best fit
+    def _online_alloc(self, n: int) -> int:
         best = None
         for k, (start, end) in enumerate(self._free):
             if end - start >= n and (best is None or end - start < best[1]):
@@ -204,15 +308,14 @@ class _Arena:
             else:
                 self._free[k][0] = start + n
             return start
-        if self._free and self._free[-1][1] == self.size:  # grow the last free range
+        if self._free and self._free[-1][1] == self._online_size:  # grow the last free range
             start = self._free.pop()[0]
         else:
-            start = self.size
-        self.size = start + n
+            start = self._online_size
+        self._online_size = start + n
         return start
 
-    def free(self, offset: int, n_bytes: int) -> None:
-        n = max(ALIGN, -(-n_bytes // ALIGN) * ALIGN)
+    def _online_free(self, offset: int, n: int) -> None:
         self._free.append([offset, offset + n])
         self._free.sort()
         merged: list[list[int]] = []
@@ -225,8 +328,9 @@ class _Arena:
 
 
 class Slot:
-    """Memory holding one array value: a workspace range (``offset``), or, ``external``, a
-    buffer of the caller (a parameter or result leaf). ``pinned`` slots are never freed."""
+    """Memory holding one array value: a workspace range (``offset``: its handle in the
+    emitter's _Arena), or, ``external``, a buffer of the caller (a parameter or result
+    leaf). ``pinned`` slots are never freed."""
 
     __slots__ = ("external", "nbytes", "offset", "pinned", "ptr")
 
@@ -334,7 +438,6 @@ class Emitter:
         self.arena = _Arena()
         self.consts: list[np.ndarray] = []
         self._const_leaf: dict[int, Leaf] = {}
-        self._ptr_at: dict[int, ir.Value] = {}
         self._refs: dict[int, int] = {}  # id(slot) -> holders
         self._slots: dict[int, Slot] = {}
         self.memcpy = self._memcpy_fn()
@@ -385,8 +488,8 @@ class Emitter:
     def bytes_slot(self, n_bytes: int, pinned=False) -> Slot:
         if n_bytes > self.largest[0]:
             self.largest = (n_bytes, self._current)
-        offset = self.arena.alloc(n_bytes)
-        slot = Slot(offset, n_bytes, self._ptr(offset), pinned)
+        handle, offset = self.arena.alloc(n_bytes)
+        slot = Slot(handle, n_bytes, self._ptr(offset), pinned)
         self._slots[id(slot)] = slot
         self._refs[id(slot)] = 0
         return slot
@@ -398,18 +501,14 @@ class Emitter:
         self._refs[id(slot)] = 0
         return Leaf(shape, slot.ptr, slot)
 
-    def _ptr(self, offset: int):
-        """The workspace address ``offset`` (an i8* computed once, in the entry block)."""
-        ptr = self._ptr_at.get(offset)
-        if ptr is None:
-            ptr = self.pre.gep(self.ws, [ir.Constant(I64, offset)], inbounds=True,
-                               name=f"ws.{offset}")
-            self._ptr_at[offset] = ptr
-        return ptr
+    def _ptr(self, offset: _Offset):
+        """A slot's workspace address (an i8* computed once, in the entry block; ``offset``
+        is set when buffer assignment is done, see _Arena)."""
+        return self.pre.gep(self.ws, [offset], inbounds=True, name="ws")
 
     def release_slot(self, slot: Slot) -> None:
         if not slot.pinned:
-            self.arena.free(slot.offset, slot.nbytes)
+            self.arena.free(slot.offset)
             del self._refs[id(slot)]
             del self._slots[id(slot)]
 
@@ -912,6 +1011,7 @@ class NativeEntry:
         self.aliases = aliases  # result leaf -> (parameter number, parameter index, leaf)
         self.consts: list = []
         self.ws_bytes = 0
+        self.ws_live = 0  # the most workspace bytes live at once (ws_bytes' lower bound)
         self.host_table = None
         self.max_gemm = 0
         self.bound = ()
@@ -1103,6 +1203,7 @@ def compile_entry(planner, plan) -> NativeEntry | None:
     entry = NativeEntry(comp.root.shape, name, param_leaves, results, aliases)
     entry.consts = em.consts
     entry.ws_bytes = em.arena.size
+    entry.ws_live = em.arena.max_live
     entry.host_table = planner.host_table
     entry.max_gemm = em.max_gemm
     entry.result_instrs = [instr for instr, _ in sources]
