@@ -336,6 +336,33 @@ def test_convolution_threads_and_small_chunks(monkeypatch, chunk_bytes, flat_row
     assert set(paths) == {"_conv_flat", "_conv_chunk", "_conv_small_groups"}  # every path
 
 
+def test_padded_input_buffers_are_shared_between_geometries(monkeypatch):
+    """One pooled block serves every padded geometry in turn (no block per geometry): a
+    block that held another geometry is zeroed outside the interior first. Free blocks
+    are poisoned after each call, so a byte the zeroing or the copy missed shows."""
+    pool = library._BufferPool(256 << 20)
+    monkeypatch.setattr(library, "_PADDED", pool)
+    rng = np.random.default_rng(11)
+    cases = []
+    for case in CONV_CASES:
+        if "pad=" in case[2] or "lhs_dilate" in case[2]:
+            instr = _conv_instr("f32", case)
+            args = [_random(f"f32{case[0]}", rng), _random(f"f32{case[1]}", rng)]
+            cases.append((instr, args, _interpret(instr, args)))
+    assert len(cases) >= 10
+    held = []
+    for rep in range(3):
+        for instr, args, want in cases[::1 if rep % 2 == 0 else -1]:
+            _close(library.run(instr, args), want, RTOL["f32"])
+            if rep:  # poisoned: the next geometry may read only what it writes
+                for entry in pool.free:
+                    entry[0] = None
+                    entry[1][...] = 0xFF  # f32 NaN
+        held.append(sum(blk.nbytes for _, blk in pool.free))
+        assert len(pool.free) == 1  # one convolution at a time: one block
+    assert held[0] == held[1] == held[2]  # the largest padded input, not a sum
+
+
 def test_convolution_errors_name_the_op():
     instr = _conv_instr("f32", CONV_CASES[0])
     with pytest.raises(EvaluationError, match="convolution %r: "):

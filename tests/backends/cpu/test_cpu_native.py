@@ -177,7 +177,13 @@ def test_workspace_is_the_most_bytes_live_at_once(name):
     assert live <= ws <= live + live // 16 + native.ALIGN, (ws, live)
 
 
-def test_cnn_training_step_matches_the_interpreter_over_runs():
+def test_cnn_training_step_matches_the_interpreter_over_runs(monkeypatch):
+    """... and the convolutions' padded-input pool holds one block (the largest padded
+    input) after each run, not one per layer, nor more per run."""
+    from xlapy.backends.cpu import library
+
+    pool = library._BufferPool(256 << 20)
+    monkeypatch.setattr(library, "_PADDED", pool)
     module = parse_hlo_module(CNN_STEP)
     rng = np.random.default_rng(3)
     args = [rng.standard_normal(s).astype(np.float32) for s in
@@ -189,6 +195,8 @@ def test_cnn_training_step_matches_the_interpreter_over_runs():
         for g, w in zip(got, want):
             g, w = np.asarray(g), np.asarray(w)  # f32 sums against the interpreter's f64
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
+        # the largest padded input: conv2's output gradient padded, f32[2,10,10,16]
+        assert len(pool.free) == 1 and pool.bytes == 2 * 10 * 10 * 16 * 4
 
 
 # -- in place at the entry -------------------------------------------------------------------

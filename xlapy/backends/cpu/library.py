@@ -580,7 +580,8 @@ def _run_convolution(instr, operands, out):
                          compute, result, out)
     finally:
         if pooled is not None:
-            _PADDED.put(pooled, xp)
+            del xp
+            _PADDED.put(*pooled)
 
 
 def _convolve(instr, dn, window, xp, w, n, o, cg, ksizes, groups, fgc, bgc, compute, result,
@@ -616,34 +617,51 @@ def _convolve(instr, dn, window, xp, w, n, o, cg, ksizes, groups, fgc, bgc, comp
 
 
 class _BufferPool:
-    """Padded-input buffers kept between calls, by geometry: their padding and holes are
-    zero and are never written, so a buffer taken again only needs its interior copied (no
-    zero fill, no page faults). At most ``limit`` bytes are kept."""
+    """Padded-input buffers kept between calls. A block remembers the geometry (key) it last
+    held: taken again for that geometry, its padding and holes are still zero (they are
+    never written), so only the interior is copied (no zero fill, no page faults). Any free
+    block large enough serves another geometry, its bytes outside the interior zeroed first
+    (``_padded_input``); a new block is made only when none is large enough, and the free
+    blocks smaller than it are dropped then. So the pool holds about one block per
+    convolution running at once, of the largest padded input, however many geometries a
+    program has (keeping one buffer per geometry made a CNN's training step hold every
+    layer's padded inputs at once). At most ``limit`` bytes are kept."""
 
     def __init__(self, limit: int):
-        self.limit, self.lock, self.free, self.bytes = limit, threading.Lock(), {}, 0
+        self.limit, self.lock, self.bytes = limit, threading.Lock(), 0
+        self.free: list = []  # [key, block (uint8)], most recently returned last
 
-    def take(self, key):
+    def take(self, key, nbytes: int):
+        """(block, same): a free block of at least ``nbytes`` (the one that held ``key`` if
+        any, else the smallest) and whether it held ``key``; (None, False) when none
+        fits (the smaller free blocks are dropped)."""
         with self.lock:
-            buffers = self.free.get(key)
-            if buffers:
-                buf = buffers.pop()
-                self.bytes -= buf.nbytes
-                return buf
-        return None
+            best = None
+            for k, (held, blk) in enumerate(self.free):
+                if blk.nbytes < nbytes:
+                    continue
+                if held == key:
+                    best = k
+                    break
+                if best is None or blk.nbytes < self.free[best][1].nbytes:
+                    best = k
+            if best is None:
+                kept = [e for e in self.free if e[1].nbytes >= nbytes]
+                self.bytes = sum(e[1].nbytes for e in kept)
+                self.free = kept
+                return None, False
+            held, blk = self.free.pop(best)
+            self.bytes -= blk.nbytes
+            return blk, held == key
 
-    def put(self, key, buf) -> None:
+    def put(self, key, blk) -> None:
         with self.lock:
-            if buf.nbytes > self.limit:
+            if blk.nbytes > self.limit:
                 return
-            while self.bytes + buf.nbytes > self.limit and self.free:
-                old_key = next(iter(self.free))
-                dropped = self.free[old_key].pop()
-                self.bytes -= dropped.nbytes
-                if not self.free[old_key]:
-                    del self.free[old_key]
-            self.free.setdefault(key, []).append(buf)
-            self.bytes += buf.nbytes
+            while self.bytes + blk.nbytes > self.limit and self.free:
+                self.bytes -= self.free.pop(0)[1].nbytes
+            self.free.append([key, blk])
+            self.bytes += blk.nbytes
 
 
 _PADDED = _BufferPool(256 << 20)
@@ -651,7 +669,7 @@ _PADDED = _BufferPool(256 << 20)
 
 def _padded_input(x: np.ndarray, window):
     """x [N, S..., C] with base dilation holes and padding (negative padding crops) on the
-    spatial dimensions, zeros elsewhere: (array, pool key)."""
+    spatial dimensions, zeros elsewhere: (array, (pool key, its block) or None)."""
     shape, dst, src = [x.shape[0]], [slice(None)], [slice(None)]
     for axis, wd in enumerate(window, 1):
         n, bd, lo = x.shape[axis], wd.base_dilation, wd.padding_low
@@ -667,13 +685,32 @@ def _padded_input(x: np.ndarray, window):
             start = lo + k0 * bd
             dst.append(slice(start, start + (k1 - k0 - 1) * bd + 1, bd))
     shape.append(x.shape[-1])
+    nbytes = _prod(shape) * x.dtype.itemsize
+    if nbytes == 0:
+        return np.zeros(shape, x.dtype), None
     key = (x.shape, x.dtype.str, tuple((wd.padding_low, wd.padding_high, wd.base_dilation)
                                        for wd in window))
-    buf = _PADDED.take(key)
-    if buf is None:
-        buf = np.zeros(shape, x.dtype)
+    blk, same = _PADDED.take(key, nbytes)
+    if blk is None:
+        blk = np.zeros(nbytes, np.uint8)
+        same = True
+    buf = blk[:nbytes].view(x.dtype).reshape(shape)
+    if not same:
+        _zero_outside(buf, dst)
     buf[tuple(dst) + (slice(None),)] = x[tuple(src) + (slice(None),)]
-    return buf, key
+    return buf, (key, blk)
+
+
+def _zero_outside(buf: np.ndarray, dst: list) -> None:
+    """Zero what of ``buf`` the interior ``dst`` (slices of the spatial axes) does not
+    cover: the padding on each side, or everything when the interior has holes."""
+    if any(s.step not in (None, 1) and s.stop - s.start > 1 for s in dst[1:]):
+        buf[...] = 0
+        return
+    for axis, s in enumerate(dst[1:], 1):
+        lead = (slice(None),) * axis
+        buf[lead + (slice(0, s.start),)] = 0
+        buf[lead + (slice(s.stop, None),)] = 0
 
 
 SMALL_GROUP = 16  # cg * og up to which feature groups are multiply-adds, not GEMMs
