@@ -363,6 +363,45 @@ def test_padded_input_buffers_are_shared_between_geometries(monkeypatch):
     assert held[0] == held[1] == held[2]  # the largest padded input, not a sum
 
 
+@pytest.mark.parametrize("tap_bytes", [1, 3000])
+@pytest.mark.parametrize("t", ["f32", "f64", "c64"])
+def test_convolution_split_over_taps(monkeypatch, t, tap_bytes):
+    """Every convolution whose im2col output is small goes over chunks of taps (one tap a
+    chunk, or a few), the threads' accumulators summed: groups, batch groups, strides,
+    dilations, reversal, kernel gradients."""
+    monkeypatch.setattr(library, "TAP_CHUNK_BYTES", tap_bytes)
+    paths = []
+    original = library._conv_taps_split
+    monkeypatch.setattr(library, "_conv_taps_split",
+                        lambda *a: (paths.append(1), original(*a))[1])
+    rng = np.random.default_rng(9)
+    for case in CONV_CASES:
+        instr = _conv_instr(t, case)
+        args = [_random(f"{t}{case[0]}", rng), _random(f"{t}{case[1]}", rng)]
+        _close(library.run(instr, args), _interpret(instr, args), RTOL[t])
+    assert len(paths) >= 6  # the others: the per-tap GEMMs, 1x1 windows, depthwise
+
+
+def test_kernel_gradient_split_over_taps_on_both_threads(monkeypatch):
+    """A kernel gradient as jax writes it (the window is the whole image): enough work for
+    both cores, so two threads accumulate chunks of taps each."""
+    calls = []
+    original, split = library.parallel, library._conv_taps_split
+    monkeypatch.setattr(library, "parallel",
+                        lambda work, body, threads: (calls.append((len(work), threads)),
+                                                     original(work, body, threads))[1])
+    monkeypatch.setattr(library, "_conv_taps_split",
+                        lambda *a: (calls.append("split"), split(*a))[1])
+    rng = np.random.default_rng(4)
+    case = ("[16,32,32,16]", "[16,32,32,32]",
+            "window={size=32x32 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf")
+    instr = _conv_instr("f32", case)
+    args = [_random(f"f32{case[0]}", rng), _random(f"f32{case[1]}", rng)]
+    _close(library.run(instr, args), _interpret(instr, args), 2e-5)
+    # 144 rows x 16 features a tap: 9 KiB, 113 taps a chunk, 10 chunks
+    assert calls == ["split", (10, library.CORES)]
+
+
 def test_convolution_errors_name_the_op():
     instr = _conv_instr("f32", CONV_CASES[0])
     with pytest.raises(EvaluationError, match="convolution %r: "):

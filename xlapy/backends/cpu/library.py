@@ -29,7 +29,9 @@ tuple-shaped result) the result is written there and ``out`` is returned.
   (reversed dimensions flipped). Unit strides: per-tap GEMMs accumulate into a small
   scratch of consecutive padded positions (each tap's operand is the padded input read at an
   offset: no im2col copy). Other strides: im2col + GEMM over chunks of output rows (a bounded
-  [rows, taps * I] scratch per thread). A 1x1 window with unit strides is one GEMM on the
+  [rows, taps * I] scratch per thread); when such a chunk would be thin (few output rows, a
+  long contraction: kernel gradients), over chunks of taps instead, every thread summing
+  into an accumulator of its own (a bounded [all rows, some taps * I] scratch). A 1x1 window with unit strides is one GEMM on the
   input. Feature groups too small for GEMMs (depthwise) are broadcast multiply-adds. Chunks
   are handed out to one thread per core (single-threaded BLAS each).
 - sort: the comparator is pattern-matched into lexicographic keys: ``compare(T(p2i),
@@ -770,6 +772,10 @@ def _conv_gemm(xp, w2, y2, outs, window, ksizes, groups, fgc, bgc, cg, og, nout)
     budget = max(1, min(CHUNK_BYTES, SCRATCH_BYTES // threads) // max(1, kdim * isz))
     if direct:
         budget = max(budget, 1 << 16)
+    elif (len(taps) > 1 and y2.shape[0] * kdim * isz > TAP_CHUNK_BYTES
+          and y2.shape[0] * og * isz <= ACC_BYTES):
+        _conv_taps_split(tasks, threads)
+        return
     work = [(t, ch) for t in tasks for ch in _conv_chunks(t, budget)]
     threads = min(threads, len(work))
     scratch_rows = 0 if direct else max(
@@ -781,6 +787,70 @@ def _conv_gemm(xp, w2, y2, outs, window, ksizes, groups, fgc, bgc, cg, og, nout)
             _conv_chunk(item[0], item[1], cols)
 
     parallel(work, run_chunks, threads)
+
+
+#: Bytes of one contraction chunk of the im2col scratch (_conv_taps_split).
+TAP_CHUNK_BYTES = 1 << 20
+#: Bytes of a group's output up to which the im2col splits the contraction, not the rows
+#: (_conv_taps_split: an accumulator of that size per thread).
+ACC_BYTES = 1 << 18
+
+
+def _conv_taps_split(tasks, threads: int) -> None:
+    """im2col + GEMM over chunks of taps, every output row at once: for a small output
+    (ACC_BYTES) and a contraction too long for one scratch chunk (a kernel gradient: the
+    window is the whole image). Chunks of output rows would each copy every tap again (a
+    NumPy copy per tap and chunk) and read the whole kernel matrix again, with a scratch
+    of CHUNK_BYTES per thread; chunks of taps copy each tap once. Each thread accumulates
+    its chunks' products (beta = 1) into an accumulator of its own per group, [rows, og];
+    the accumulators are summed into the output at the end. The scratch is [rows, taps of
+    a chunk * cg] per thread, at most about TAP_CHUNK_BYTES (one tap at least)."""
+    t0 = tasks[0]
+    xp, y2, outs, window = t0.xp, t0.y2, t0.outs, t0.window
+    rows, cg, og = y2.shape[0], t0.cg, t0.og
+    dt = y2.dtype
+    isz = dt.itemsize
+    per_tap = max(1, rows * cg * isz)
+    step = max(1, min(len(t0.taps), TAP_CHUNK_BYTES // per_tap))
+    work = [(k, a, min(a + step, len(t0.taps))) for k in range(len(tasks))
+            for a in range(0, len(t0.taps), step)]
+    first = outs[0] if outs else 1
+    partials: list = []
+    lock = threading.Lock()
+
+    def run_chunks(next_item, local: bool) -> None:
+        cols = np.empty(rows * step * cg, dt)
+        accs: dict = {}
+        while (item := next_item()) is not None:
+            k, a, b = item
+            task = tasks[k]
+            acc = accs.get(k)
+            if acc is None:
+                acc = accs[k] = np.zeros((rows, og), dt)
+            kc = (b - a) * cg
+            dst = cols[:rows * kc].reshape((task.nb, first, *outs[1:], b - a, cg))
+            feat = slice(task.feat0, task.feat0 + cg)
+            for t in range(a, b):
+                index = [slice(task.batch0, task.batch0 + task.nb)]
+                for kj, wd, count in zip(task.taps[t], window, outs):
+                    lo = kj * wd.window_dilation
+                    index.append(slice(lo, lo + (count - 1) * wd.stride + 1, wd.stride))
+                index.append(feat)
+                dst[..., t - a, :] = xp[tuple(index)]
+            w2 = task.w2
+            b_ptr = w2.ctypes.data + (a * cg * w2.shape[1] + task.out0) * isz
+            blas.gemm_rowmajor(dt, rows, og, kc, cols.ctypes.data, ("r", kc), b_ptr,
+                               ("r", w2.shape[1]), acc.ctypes.data, og, beta=1.0)
+        with lock:
+            partials.append(accs)
+
+    parallel(work, run_chunks, min(threads, len(work)))
+    for k, task in enumerate(tasks):
+        out = y2[:, task.out0:task.out0 + og]
+        mine = [accs[k] for accs in partials if k in accs]
+        out[...] = mine[0] if mine else 0
+        for acc in mine[1:]:
+            out += acc
 
 
 FLAT_ROWS = 2048  # virtual output rows per GEMM of the per-tap path (a few hundred KiB)
