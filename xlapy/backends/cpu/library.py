@@ -611,7 +611,7 @@ def _convolve(instr, dn, window, xp, w, n, o, cg, ksizes, groups, fgc, bgc, comp
             _conv_small_groups(xp, np.ascontiguousarray(w), y, outs, window, groups, cg,
                                o // groups)
         else:
-            _conv_gemm(xp, np.ascontiguousarray(w).reshape(-1, o),
+            _conv_gemm(xp, w,
                        y.reshape(rows_total, o), outs, window, ksizes, groups, fgc, bgc, cg,
                        o // groups, nout)
     value = y if natural else np.transpose(y, out_perm)
@@ -753,29 +753,37 @@ def _conv_small_groups(xp, w, y, outs, window, groups, cg, og) -> None:
     parallel(work, run_chunks, min(threads, len(work)))
 
 
-def _conv_gemm(xp, w2, y2, outs, window, ksizes, groups, fgc, bgc, cg, og, nout) -> None:
+def _conv_gemm(xp, w, y2, outs, window, ksizes, groups, fgc, bgc, cg, og, nout) -> None:
+    """w: the kernel [K..., cg, O], a view (transposed, flipped) or not."""
     taps = list(np.ndindex(*ksizes))
     direct = len(taps) == 1 and all(wd.stride == 1 for wd in window)
+    kdim = len(taps) * cg
+    isz = y2.dtype.itemsize
+    flops = 2 * y2.shape[0] * og * kdim * groups
+    threads = CORES if flops >= 50_000_000 else 1
+    flat = not direct and _flat_applies(xp, outs, window)
+    split = (not direct and not flat and len(taps) > 1
+             and y2.shape[0] * kdim * isz > TAP_CHUNK_BYTES
+             and y2.shape[0] * og * isz <= ACC_BYTES)
+    o = w.shape[-1]
+    # the kernel as a [T * cg, O] matrix; split over taps, each chunk of it is copied when
+    # the kernel is a view (a kernel gradient's is the output gradient transposed)
+    w2 = None if split else np.ascontiguousarray(w).reshape(-1, o)
     tasks = []
     for g in range(groups):
         feat0 = g * cg if bgc == 1 else 0
         batch0 = g * nout if bgc > 1 else 0
         tasks.append(_ConvTask(xp, w2, y2, outs, window, taps, cg, og, feat0, g * og, batch0,
                                nout))
-    kdim = len(taps) * cg
-    isz = y2.dtype.itemsize
-    flops = 2 * y2.shape[0] * og * kdim * groups
-    threads = CORES if flops >= 50_000_000 else 1
-    if not direct and _flat_applies(xp, outs, window):
+    if flat:
         _conv_flat(tasks, threads)
+        return
+    if split:
+        _conv_taps_split(tasks, w.reshape(len(taps), cg, o), threads)
         return
     budget = max(1, min(CHUNK_BYTES, SCRATCH_BYTES // threads) // max(1, kdim * isz))
     if direct:
         budget = max(budget, 1 << 16)
-    elif (len(taps) > 1 and y2.shape[0] * kdim * isz > TAP_CHUNK_BYTES
-          and y2.shape[0] * og * isz <= ACC_BYTES):
-        _conv_taps_split(tasks, threads)
-        return
     work = [(t, ch) for t in tasks for ch in _conv_chunks(t, budget)]
     threads = min(threads, len(work))
     scratch_rows = 0 if direct else max(
@@ -796,22 +804,26 @@ TAP_CHUNK_BYTES = 1 << 20
 ACC_BYTES = 1 << 18
 
 
-def _conv_taps_split(tasks, threads: int) -> None:
+def _conv_taps_split(tasks, wt: np.ndarray, threads: int) -> None:
     """im2col + GEMM over chunks of taps, every output row at once: for a small output
     (ACC_BYTES) and a contraction too long for one scratch chunk (a kernel gradient: the
     window is the whole image). Chunks of output rows would each copy every tap again (a
     NumPy copy per tap and chunk) and read the whole kernel matrix again, with a scratch
     of CHUNK_BYTES per thread; chunks of taps copy each tap once. Each thread accumulates
     its chunks' products (beta = 1) into an accumulator of its own per group, [rows, og];
-    the accumulators are summed into the output at the end. The scratch is [rows, taps of
-    a chunk * cg] per thread, at most about TAP_CHUNK_BYTES (one tap at least)."""
+    the accumulators are summed into the output at the end. ``wt`` is the kernel [T, cg, O]
+    (a view when it can be): unless it is contiguous, each chunk's rows of it are copied
+    too. The scratch is [rows, taps of a chunk * cg] (and [taps of a chunk * cg, og]) per
+    thread, at most about TAP_CHUNK_BYTES each (one tap at least)."""
     t0 = tasks[0]
     xp, y2, outs, window = t0.xp, t0.y2, t0.outs, t0.window
     rows, cg, og = y2.shape[0], t0.cg, t0.og
     dt = y2.dtype
     isz = dt.itemsize
-    per_tap = max(1, rows * cg * isz)
+    per_tap = max(1, max(rows, og) * cg * isz)
     step = max(1, min(len(t0.taps), TAP_CHUNK_BYTES // per_tap))
+    whole = wt.flags.c_contiguous
+    o = wt.shape[-1]
     work = [(k, a, min(a + step, len(t0.taps))) for k in range(len(tasks))
             for a in range(0, len(t0.taps), step)]
     first = outs[0] if outs else 1
@@ -820,6 +832,7 @@ def _conv_taps_split(tasks, threads: int) -> None:
 
     def run_chunks(next_item, local: bool) -> None:
         cols = np.empty(rows * step * cg, dt)
+        wbuf = None if whole else np.empty(step * cg * og, dt)
         accs: dict = {}
         while (item := next_item()) is not None:
             k, a, b = item
@@ -837,10 +850,14 @@ def _conv_taps_split(tasks, threads: int) -> None:
                     index.append(slice(lo, lo + (count - 1) * wd.stride + 1, wd.stride))
                 index.append(feat)
                 dst[..., t - a, :] = xp[tuple(index)]
-            w2 = task.w2
-            b_ptr = w2.ctypes.data + (a * cg * w2.shape[1] + task.out0) * isz
+            if whole:
+                b_ptr, ldb = wt.ctypes.data + (a * cg * o + task.out0) * isz, o
+            else:
+                wb = wbuf[:kc * og].reshape(b - a, cg, og)
+                wb[...] = wt[a:b, :, task.out0:task.out0 + og]
+                b_ptr, ldb = wb.ctypes.data, og
             blas.gemm_rowmajor(dt, rows, og, kc, cols.ctypes.data, ("r", kc), b_ptr,
-                               ("r", w2.shape[1]), acc.ctypes.data, og, beta=1.0)
+                               ("r", ldb), acc.ctypes.data, og, beta=1.0)
         with lock:
             partials.append(accs)
 
