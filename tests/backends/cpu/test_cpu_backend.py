@@ -262,3 +262,38 @@ def test_transpose_of_a_dot_is_the_swapped_dot():
     _, got, want = _run_both(text, a, b)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_compiling_and_running_imports_no_scipy_python_layers():
+    """The backend's BLAS comes from SciPy's extension modules loaded alone: compiling and
+    running a program with a GEMM and a convolution imports neither scipy.linalg's Python
+    package nor scipy.special (some 45 MiB of resident memory a process would carry)."""
+    code = r"""
+import sys
+import numpy as np
+from xlapy.parser import parse_hlo_module
+from xlapy.runtime import Client
+text = '''HloModule m
+ENTRY e {
+  x = f32[2,9,9,5] parameter(0)
+  k = f32[3,3,5,6] parameter(1)
+  c = f32[2,9,9,6] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  r = f32[162,6] reshape(c)
+  w = f32[6,300] parameter(2)
+  ROOT d = f32[162,300] dot(r, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}'''
+rng = np.random.default_rng(0)
+args = [rng.standard_normal(s).astype(np.float32) for s in ((2, 9, 9, 5), (3, 3, 5, 6), (6, 300))]
+out = Client(backend="cpu").compile(parse_hlo_module(text))(*args)
+assert np.isfinite(np.asarray(out)).all()
+assert "scipy.linalg.cython_blas" in sys.modules  # SciPy's BLAS did the GEMMs
+print(sorted(m for m in ("scipy.linalg", "scipy.special") if m in sys.modules))
+import scipy.linalg  # imported afterwards, it finds the same extension module
+from scipy.linalg import cython_blas
+assert cython_blas is sys.modules["scipy.linalg.cython_blas"]
+assert abs(scipy.linalg.solve([[2.0]], [1.0])[0] - 0.5) < 1e-12
+"""
+    env = dict(os.environ, XLAPY_DISK_CACHE="0")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
