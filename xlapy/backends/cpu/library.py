@@ -29,11 +29,11 @@ tuple-shaped result) the result is written there and ``out`` is returned.
   (reversed dimensions flipped). Unit strides: per-tap GEMMs accumulate into a small
   scratch of consecutive padded positions (each tap's operand is the padded input read at an
   offset: no im2col copy). Other strides: im2col + GEMM over chunks of output rows (a bounded
-  [rows, taps * I] scratch per thread); when such a chunk would be thin (few output rows, a
-  long contraction: kernel gradients), over chunks of taps instead, every thread summing
-  into an accumulator of its own (a bounded [all rows, some taps * I] scratch). A 1x1 window with unit strides is one GEMM on the
-  input. Feature groups too small for GEMMs (depthwise) are broadcast multiply-adds. Chunks
-  are handed out to one thread per core (single-threaded BLAS each).
+  [rows, taps * I] scratch per thread); for a small output and a long contraction (kernel
+  gradients) over chunks of taps instead, every thread summing into an accumulator of its
+  own (a bounded [all rows, some taps * I] scratch). A 1x1 window with unit strides is one
+  GEMM on the input. Feature groups too small for GEMMs (depthwise) are broadcast
+  multiply-adds. Chunks are handed out to one thread per core (single-threaded BLAS each).
 - sort: the comparator is pattern-matched into lexicographic keys: ``compare(T(p2i),
   T(p2i+1))`` LT or GT (either parameter order), chained by ``or(lt_i, and(eq_i, rest))``,
   where T is the same elementwise expression of the operand on both sides (identity, jax's

@@ -21,9 +21,10 @@ holds each of its leaves only until the last step that reads that leaf (a
 get-tuple-element reads one element's leaves), so a leaf taken out of a tuple dies with its
 own last use. Each kernel output, library result or host call result gets a workspace slot
 released when its last holder drops it; the offsets are assigned once every slot's live
-range is known (``_Arena``: the smaller of best fit in emission order and XLA's decreasing-
-size best fit, ``ALIGN``-aligned). tuple, get-tuple-element, opt-barrier and reshape/bitcast of a row-major array are
-aliases resolved at emission time: they cost no code.
+range is known (``_Arena``: the smaller of best fit in emission order and XLA's
+decreasing-size best fit, ``ALIGN``-aligned). tuple, get-tuple-element, opt-barrier and
+reshape/bitcast of a row-major array are aliases resolved at emission time: they cost no
+code.
 
 **In place.** A kernel with ``spec.in_place`` (dynamic-update-slice, scatter) writes its
 output over its input when the input's slot dies at that step and no other input reads it;
