@@ -47,7 +47,12 @@ each value dropped after its last use, large kernels on both cores
 Compiled programs are cached in memory (``program_cache``): keyed by the module's
 fingerprint (SHA-256 of its complete print, every literal's bytes, its config, the pipeline
 and the JIT's identity), least recently used programs dropped beyond a count and a byte
-bound, so compiling the same module again costs a print and a hash.
+bound, so compiling the same module again costs a print and a hash. On disk
+(``plan_cache``), a program whose entry is one native function calling back only for cancel
+polls is stored whole - its native entry's plan, object code and constants - and a later
+compile of the module, in any process, loads it (``RestoredProgram``) without passes,
+planning or LLVM IR; other programs compile in full, their object code from the object
+cache (``jit``).
 
 The steps and how a plan runs live in ``steps`` (xlapy/backends/cpu/steps.py).
 """
@@ -586,14 +591,12 @@ def compile_module(module, *, allow_excess_precision: bool = True,
     ``allow_excess_precision``: XLA:CPU's default bf16 numerics (xlapy.passes.excess_precision);
     ``flush_denormals``: XLA:CPU's FTZ/DAZ (xlapy.backends.cpu.denormals); both False: the
     HLO's exact semantics, as the interpreter computes them."""
-    from xlapy.backends.cpu.jit import cache_dir
-
     key = fingerprint(module, allow_excess_precision, flush_denormals)
     hit = PROGRAMS.get(key)
     if hit is not None:
         return hit
     options = (bool(allow_excess_precision), bool(flush_denormals))
-    directory = cache_dir()
+    directory = _plan_cache.cache_dir()
     program = None
     if directory is not None:
         material = _plan_cache.key_material(key)

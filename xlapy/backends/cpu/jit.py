@@ -41,6 +41,10 @@ against this compile's (another module's object under this name, or one built by
 LLVM, CPU or xlapy, is refused), the object's checksum. A bad entry is discarded with one
 warning line (logger ``xlapy.backends.cpu.jit``), the module is compiled again and the entry
 rewritten.
+
+Whole programs (their plans with this object code: ``cpu-<key>.plan``) are stored in the
+same directory by ``plan_cache``, written the same way (``write_atomically``) and loaded
+with ``Jit.load``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ holds whatever planning decided. A program entry is keyed before any IR exists, 
 input of planning is in its key instead.
 
 **What is stored** (``cpu-<key>.plan`` in the disk cache's directory, next to the object
-entries, ``jit.cache_dir()``):
+entries, ``jit.cache_dir()``; ``XLAPY_PLAN_CACHE=0`` keeps object entries only):
 
     magic "XLAPYPRG" | format u32 | material length u32 | plan, object, constants lengths
     (u64 each) | SHA-256 of each of the three | key material (JSON) |
@@ -126,15 +126,20 @@ def _host() -> dict:
             "python": f"{platform.python_implementation()} {sys.version.split()[0]}"}
 
 
-_HOST: list = []
-
-
 def key_material(program_key: str) -> bytes:
     """The key material of the program whose in-memory key is ``program_key``."""
-    if not _HOST:
-        _HOST.append(_host())
-    material = dict(_HOST[0], format=FORMAT, program=program_key, source=source_fingerprint())
+    material = dict(_host(), format=FORMAT, program=program_key, source=source_fingerprint())
     return json.dumps(material, sort_keys=True).encode()
+
+
+def cache_dir() -> str | None:
+    """Where program entries are stored: the disk cache's directory (``jit.cache_dir()``),
+    None when the disk cache is off or ``XLAPY_PLAN_CACHE=0`` (object entries only)."""
+    from xlapy.backends.cpu.jit import cache_dir as objects_dir
+
+    if os.environ.get("XLAPY_PLAN_CACHE", "1") == "0":
+        return None
+    return objects_dir()
 
 
 def entry_path(directory: str, material: bytes) -> str:
@@ -330,5 +335,5 @@ def store(path: str, material: bytes, plan: bytes, obj: bytes, consts: bytes) ->
     write_atomically(path, pack_entry(material, plan, obj, consts))
 
 
-__all__ = ["FORMAT", "decode", "encode", "entry_path", "key_material", "load", "pack_entry",
+__all__ = ["FORMAT", "cache_dir", "decode", "encode", "entry_path", "key_material", "load", "pack_entry",
            "source_fingerprint", "store", "unpack_entry", "unpersistable"]
