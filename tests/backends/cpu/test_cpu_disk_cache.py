@@ -420,6 +420,9 @@ def test_a_restored_program_computes_what_the_compiled_one_does(cache_dir, name)
     assert restored.interpreted() == cold.interpreted() == []
     assert restored.native.ws_bytes == cold.native.ws_bytes
     assert len(restored.native.consts) == len(cold.native.consts)
+    # what an out-of-memory error names (steps._named): the optimised module's instructions
+    assert [(i.name, i.opcode, str(i.shape)) for i in restored.native.result_instrs] == \
+        [(i.name, i.opcode, str(i.shape)) for i in cold.native.result_instrs]
     if name == "while_dots":  # the loop's cancel poll is in the restored host table
         assert restored.native.needs_run and [type(c).__name__ for c in
                                               restored.native.host_table.calls] == ["Polling"]

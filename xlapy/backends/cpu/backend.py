@@ -584,14 +584,17 @@ class RestoredProgram(CpuProgram):
 
 
 def compile_module(module, *, allow_excess_precision: bool = True,
-                   flush_denormals: bool = True) -> CpuProgram:
+                   flush_denormals: bool = True, key: str | None = None) -> CpuProgram:
     """Compile ``module`` (not modified) for the CPU backend, or take it from the cache: in
     memory (``program_cache``), else on disk (``plan_cache``: a program compiled before,
     in any process, loaded without passes, planning or LLVM IR).
     ``allow_excess_precision``: XLA:CPU's default bf16 numerics (xlapy.passes.excess_precision);
     ``flush_denormals``: XLA:CPU's FTZ/DAZ (xlapy.backends.cpu.denormals); both False: the
-    HLO's exact semantics, as the interpreter computes them."""
-    key = fingerprint(module, allow_excess_precision, flush_denormals)
+    HLO's exact semantics, as the interpreter computes them. ``key``: the module's
+    ``fingerprint`` with these options, computed by the caller (``CpuBackend.lookup_keyed``)
+    for this module unchanged since."""
+    if key is None:
+        key = fingerprint(module, allow_excess_precision, flush_denormals)
     hit = PROGRAMS.get(key)
     if hit is not None:
         return hit
@@ -719,13 +722,19 @@ class CpuBackend(Backend):
 
     def lookup(self, module) -> CpuProgram | None:
         """The cached program of ``module`` (same fingerprint), or None."""
-        key = fingerprint(module, self.allow_excess_precision, self.flush_denormals)
-        return PROGRAMS.get(key, count_miss=False)  # compile counts it
+        return self.lookup_keyed(module)[0]
 
-    def compile(self, module) -> CpuProgram:
+    def lookup_keyed(self, module) -> tuple:
+        """(the cached program of ``module`` or None, the module's key): ``compile(module,
+        key=key)`` then does not fingerprint the module again - the module must be unchanged
+        in between (Client.compile)."""
+        key = fingerprint(module, self.allow_excess_precision, self.flush_denormals)
+        return PROGRAMS.get(key, count_miss=False), key  # compile counts it
+
+    def compile(self, module, key: str | None = None) -> CpuProgram:
         get_kernel("parameter")  # load the kernels before device threads start
         return compile_module(module, allow_excess_precision=self.allow_excess_precision,
-                              flush_denormals=self.flush_denormals)
+                              flush_denormals=self.flush_denormals, key=key)
 
 
 __all__ = ["PROGRAMS", "CpuBackend", "CpuProgram", "KernelStep", "Plan", "RestoredProgram",

@@ -205,14 +205,21 @@ def encode(program, symbol: str) -> tuple[bytes, bytes]:
 
 class _InstrRef:
     """Stands for an instruction of the optimised module in an out-of-memory error
-    (``steps._named``: its name, opcode and shape)."""
+    (``steps._named``: its name, opcode and shape, parsed when first read)."""
 
-    __slots__ = ("name", "opcode", "shape")
+    __slots__ = ("_shape", "_text", "name", "opcode")
 
     def __init__(self, ref):
-        from xlapy.shape import parse_shape
+        self.name, self.opcode, self._text = str(ref[0]), str(ref[1]), str(ref[2])
+        self._shape = None
 
-        self.name, self.opcode, self.shape = ref[0], ref[1], parse_shape(ref[2])
+    @property
+    def shape(self):
+        if self._shape is None:
+            from xlapy.shape import parse_shape
+
+            self._shape = parse_shape(self._text)
+        return self._shape
 
 
 def decode(plan_json: bytes, consts_blob: bytes) -> tuple[NativeEntry, str]:
