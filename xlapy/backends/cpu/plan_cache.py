@@ -342,5 +342,5 @@ def store(path: str, material: bytes, plan: bytes, obj: bytes, consts: bytes) ->
     write_atomically(path, pack_entry(material, plan, obj, consts))
 
 
-__all__ = ["FORMAT", "cache_dir", "decode", "encode", "entry_path", "key_material", "load", "pack_entry",
-           "source_fingerprint", "store", "unpack_entry", "unpersistable"]
+__all__ = ["FORMAT", "cache_dir", "decode", "encode", "entry_path", "key_material", "load",
+           "pack_entry", "source_fingerprint", "store", "unpack_entry", "unpersistable"]
