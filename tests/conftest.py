@@ -6,9 +6,19 @@ element, which checks that its kernels implement the HLO exactly; so every test 
 CPU backend with the exact HLO semantics (both options off), except where a test sets the
 options itself (tests/backends/cpu/test_cpu_numerics.py pins XLA:CPU's defaults against
 real XLA:CPU). A test running ``xlapy run`` in process gets the CLI's defaults for its run.
+
+The disk cache's program entries (xlapy/backends/cpu/plan_cache.py: a module compiled
+before is loaded with its plan, without planning) are off (``XLAPY_PLAN_CACHE=0``): tests
+patch the planner (emitters, thresholds, hooks forcing a path), and a program stored by an
+unpatched run would be loaded instead of the patched planning, or a patched plan stored for
+later runs. tests/backends/cpu/test_cpu_disk_cache.py turns them on in directories of its
+own. ``XLAPY_PLAN_CACHE=1 pytest ...`` runs the suite over stored programs instead (the
+patching tests then fail or test nothing).
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -22,3 +32,9 @@ def _exact_cpu_numerics(monkeypatch):
     from xlapy.backends import interpreter  # xlapy run --flush-denormals sets its default too
 
     monkeypatch.setitem(interpreter.DEFAULT_OPTIONS, "flush_denormals", False)
+
+
+@pytest.fixture(autouse=True)
+def _no_program_entries(monkeypatch):
+    if os.environ.get("XLAPY_PLAN_CACHE") is None:
+        monkeypatch.setenv("XLAPY_PLAN_CACHE", "0")

@@ -900,8 +900,14 @@ class Client:
             module.config["num_partitions"] = partitions
         # A backend that caches programs by content may already hold this module's program,
         # verified when it was first compiled: then the verifier need not run again.
-        lookup = getattr(self.backend, "lookup", None)
-        cached = lookup(module) if lookup is not None else None
+        # lookup_keyed also gives the module's key, handed back to compile (the module is not
+        # changed in between): the cpu backend then does not fingerprint it twice.
+        keyed = getattr(self.backend, "lookup_keyed", None)
+        if keyed is not None:
+            cached, key = keyed(module)
+        else:
+            lookup = getattr(self.backend, "lookup", None)
+            cached, key = (lookup(module) if lookup is not None else None), None
         if verify and not getattr(cached, "verified", False):
             from xlapy.verifier import verify_module
 
@@ -917,7 +923,12 @@ class Client:
                 raise InvalidArgumentError(
                     f"compile: device_assignment must be {replicas} rows of {partitions} "
                     f"distinct device numbers, got {device_assignment!r}")
-        program = cached if cached is not None else self.backend.compile(module)
+        if cached is not None:
+            program = cached
+        elif key is not None:
+            program = self.backend.compile(module, key=key)
+        else:
+            program = self.backend.compile(module)
         if verify and not allow_mixed_precision:  # passed the default (strict) verifier
             program.verified = True
         return Executable(self, module, program, replicas, partitions, assignment)

@@ -420,3 +420,25 @@ def test_lookups_and_compiles_count_hits_and_misses_once():
         client.compile(_eleven(3.0))
     after = cpu.cache_info()
     assert (after["misses"] - before["misses"], after["hits"] - before["hits"]) == (1, 2)
+
+
+def test_a_client_compile_fingerprints_the_module_once(monkeypatch):
+    """Client.compile looks the module up and compiles it with one fingerprint
+    (CpuBackend.lookup_keyed hands the key to compile)."""
+    be.clear_cache()
+    calls = []
+    real = be.fingerprint
+
+    def counted(module, *args):
+        calls.append(module.name)
+        return real(module, *args)
+
+    monkeypatch.setattr(be, "fingerprint", counted)
+    text = _eleven(4.0).replace("HloModule m", "HloModule fingerprinted_once")
+    x = np.zeros(11, np.float32)
+    assert Client(backend="cpu").compile(text)(x).tolist() == [4.0] * 11
+    assert calls == ["fingerprinted_once"]
+    key = real(parse_hlo_module(text), False, False)  # the suite's numerics (conftest)
+    assert be.PROGRAMS.get(key, count_miss=False) is not None
+    assert Client(backend="cpu").compile(text)(x).tolist() == [4.0] * 11  # a hit
+    assert calls == ["fingerprinted_once"] * 2

@@ -11,14 +11,15 @@ convention), jit (LLVM through llvmlite, the disk cache).
 
 The caches: compiled programs in memory, least recently used dropped beyond
 ``XLAPY_CPU_CACHE_PROGRAMS`` programs (default 256) or ``XLAPY_CPU_CACHE_BYTES`` estimated
-bytes (default 512M; K/M/G suffixes), or the limits ``set_cache_limits`` sets; object code on
-disk under ``$XLAPY_CACHE_DIR`` (default ``~/.cache/xlapy``; ``XLAPY_DISK_CACHE=0`` turns it
-off), each entry checked before use.
+bytes (default 512M; K/M/G suffixes), or the limits ``set_cache_limits`` sets; object code
+and whole programs (plan_cache: loaded without compiling) on disk under ``$XLAPY_CACHE_DIR``
+(default ``~/.cache/xlapy``; ``XLAPY_DISK_CACHE=0`` turns it off, ``XLAPY_PLAN_CACHE=0`` the
+program entries alone), each entry checked before use.
 """
 
 
 def clear_caches(disk: bool = True) -> None:
-    """Forget compiled programs: in memory and, with ``disk``, the disk cache's object files.
+    """Forget compiled programs: in memory and, with ``disk``, the disk cache's entries.
     Programs held by Executables stay valid."""
     from xlapy.backends.cpu.backend import clear_caches as clear
 

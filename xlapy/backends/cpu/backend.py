@@ -47,7 +47,12 @@ each value dropped after its last use, large kernels on both cores
 Compiled programs are cached in memory (``program_cache``): keyed by the module's
 fingerprint (SHA-256 of its complete print, every literal's bytes, its config, the pipeline
 and the JIT's identity), least recently used programs dropped beyond a count and a byte
-bound, so compiling the same module again costs a print and a hash.
+bound, so compiling the same module again costs a print and a hash. On disk
+(``plan_cache``), a program whose entry is one native function calling back only for cancel
+polls is stored whole - its native entry's plan, object code and constants - and a later
+compile of the module, in any process, loads it (``RestoredProgram``) without passes,
+planning or LLVM IR; other programs compile in full, their object code from the object
+cache (``jit``).
 
 The steps and how a plan runs live in ``steps`` (xlapy/backends/cpu/steps.py).
 """
@@ -69,6 +74,7 @@ from xlapy.backends.cpu import executor as _executor
 from xlapy.backends.cpu import indexing
 from xlapy.backends.cpu import library as _library
 from xlapy.backends.cpu import native as _native
+from xlapy.backends.cpu import plan_cache as _plan_cache
 from xlapy.backends.cpu import reduction as _reduction
 from xlapy.backends.cpu.denormals import entry_name, flush_in_module, flushing
 from xlapy.backends.cpu.jit import get_jit
@@ -89,6 +95,7 @@ from xlapy.backends.cpu.steps import (
     WhileStep,
     _contiguous,
 )
+from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.enums import FusionKind
 from xlapy.interpreter.evaluator import EvalContext
 from xlapy.interpreter.registry import get_kernel
@@ -352,11 +359,12 @@ class Planner:
         self.kernels.append(step)
         return step
 
-    def compile(self, flush_denormals: bool = False):
+    def compile(self, flush_denormals: bool = False, keep_object: bool = False):
         """Compile every kernel; bind the function pointers (the flushing entry points when
         ``flush_denormals``: ``denormals.flush_in_module``); drop the LLVM IR (nothing needs
         it once the machine code is loaded, and it is the bulk of a plan's Python
-        objects)."""
+        objects). ``keep_object``: keep the object code (``object_code``) for the disk cache
+        of programs."""
         irmod, self.irmod = self.irmod, None
         if not self.kernels:
             return None
@@ -365,7 +373,7 @@ class Planner:
             irmod.get_global(step.spec.name).linkage = "internal"
         if flush_denormals:
             flush_in_module(irmod)
-        compiled = get_jit().compile(irmod, keep_assembly=False)
+        compiled = get_jit().compile(irmod, keep_assembly=False, keep_object=keep_object)
 
         def bind(name):
             return _KERNEL_PROTO(compiled.function_address(entry_name(name, flush_denormals)))
@@ -539,18 +547,113 @@ def _estimated_bytes(program: CpuProgram) -> int:
     return size
 
 
+class RestoredProgram(CpuProgram):
+    """A program loaded from the disk cache of programs (``plan_cache``): its native entry
+    and machine code, no plans. It runs as the program compiled from ``source`` does; its
+    plans and optimised module (``entry``, ``kernels``, ``module``: for inspection, tests
+    and tools) are made on first access by compiling ``source`` again (the object code then
+    comes from the object cache)."""
+
+    def __init__(self, source, options: tuple, native, compiled):
+        self._source = source  # the input module
+        self._options = options  # (allow_excess_precision, flush_denormals)
+        self._planned = None
+        self.native = native
+        native.make_context = functools.partial(_LazyContext, source)
+        self.takes_donations = True
+        self.fresh_results = True
+        self.flush_denormals = bool(options[1])
+        self._compiled = compiled
+        size = ENGINE_BYTES + compiled.nbytes + sum(a.nbytes for a in native.consts)
+        for comp in source.computations:
+            for instr in comp.instructions:
+                size += INSTRUCTION_BYTES
+                if instr.opcode == "constant" and instr.shape.is_array():
+                    size += instr.attrs["literal"].array.nbytes
+        self.nbytes = size
+
+    def planned(self) -> CpuProgram:
+        """The program compiled again from the input module (made once, on first use)."""
+        if self._planned is None:
+            self._planned = _compile(self._source, *self._options)
+        return self._planned
+
+    module = property(lambda self: self.planned().module)
+    entry = property(lambda self: self.planned().entry)
+    kernels = property(lambda self: self.planned().kernels)
+
+
 def compile_module(module, *, allow_excess_precision: bool = True,
-                   flush_denormals: bool = True) -> CpuProgram:
-    """Compile ``module`` (not modified) for the CPU backend, or take it from the cache.
+                   flush_denormals: bool = True, key: str | None = None) -> CpuProgram:
+    """Compile ``module`` (not modified) for the CPU backend, or take it from the cache: in
+    memory (``program_cache``), else on disk (``plan_cache``: a program compiled before,
+    in any process, loaded without passes, planning or LLVM IR).
     ``allow_excess_precision``: XLA:CPU's default bf16 numerics (xlapy.passes.excess_precision);
     ``flush_denormals``: XLA:CPU's FTZ/DAZ (xlapy.backends.cpu.denormals); both False: the
-    HLO's exact semantics, as the interpreter computes them."""
-    from xlapy.passes import make_pipeline
-
-    key = fingerprint(module, allow_excess_precision, flush_denormals)
+    HLO's exact semantics, as the interpreter computes them. ``key``: the module's
+    ``fingerprint`` with these options, computed by the caller (``CpuBackend.lookup_keyed``)
+    for this module unchanged since."""
+    if key is None:
+        key = fingerprint(module, allow_excess_precision, flush_denormals)
     hit = PROGRAMS.get(key)
     if hit is not None:
         return hit
+    options = (bool(allow_excess_precision), bool(flush_denormals))
+    directory = _plan_cache.cache_dir()
+    program = None
+    if directory is not None:
+        material = _plan_cache.key_material(key)
+        path = _plan_cache.entry_path(directory, material)
+        program = _restore(module, options, path, material)
+    if program is None:
+        program = _compile(module, *options, keep_object=directory is not None)
+        if directory is not None:
+            _persist(program, path, material)
+    PROGRAMS.put(key, program, program.nbytes)
+    return program
+
+
+def _restore(module, options: tuple, path: str, material: bytes) -> RestoredProgram | None:
+    """The program stored at ``path`` (verified against ``material``), or None: no entry,
+    or a bad one (discarded with one warning line)."""
+    parts = _plan_cache.load(path, material)
+    if parts is None:
+        return None
+    plan, obj, consts = parts
+    try:
+        native, symbol = _plan_cache.decode(plan, consts)
+    except InvalidArgumentError as e:
+        _plan_cache.discard(path, f"has {e}")
+        return None
+    compiled = get_jit().load(obj)
+    try:
+        native.fn = _KERNEL_PROTO(compiled.function_address(symbol))
+    except KeyError:
+        compiled.close()
+        _plan_cache.discard(path, f"has no entry function {symbol!r} in its object code")
+        return None
+    return RestoredProgram(module, options, native, compiled)
+
+
+def _persist(program: CpuProgram, path: str, material: bytes) -> None:
+    """Store ``program`` (just compiled, its object code kept) at ``path``, when it can be
+    (``plan_cache.unpersistable``); drop the object code it kept."""
+    compiled = program._compiled
+    obj = compiled.object_code if compiled is not None else None
+    if compiled is not None:
+        compiled.object_code = None
+    if obj is None or _plan_cache.unpersistable(program) is not None:
+        return
+    symbol = entry_name(program.native.spec.name, program.flush_denormals)
+    plan, consts = _plan_cache.encode(program, symbol)
+    _plan_cache.store(path, material, plan, obj, consts)
+
+
+def _compile(module, allow_excess_precision: bool, flush_denormals: bool,
+             keep_object: bool = False) -> CpuProgram:
+    """``module`` compiled: passes, plans, LLVM (see the module docstring)."""
+    from xlapy.passes import make_pipeline
+
     work = module.clone(suffix="")
     names = _pipeline(allow_excess_precision)
     k = names.index("row-fusion")
@@ -560,13 +663,12 @@ def compile_module(module, *, allow_excess_precision: bool = True,
     planner = Planner(work)
     entry = planner.plan(work.entry)
     native = _native.compile_entry(planner, entry)
-    compiled = planner.compile(bool(flush_denormals))
+    compiled = planner.compile(bool(flush_denormals), keep_object=keep_object)
     program = CpuProgram(work, entry, planner.kernels, compiled, native)
     program.flush_denormals = bool(flush_denormals)
     if any(isinstance(s, _collectives.CollectiveStep) and s.form is not None
            for s in planner.kernels):
         program.run_table_size = _collectives.T_HANDLES + len(planner.collective_steps)
-    PROGRAMS.put(key, program, program.nbytes)
     return program
 
 
@@ -577,8 +679,8 @@ def clear_cache() -> None:
 
 
 def clear_caches(disk: bool = True) -> None:
-    """Forget every compiled program: the memory cache and (``disk``) the object files of
-    the disk cache (``jit.cache_dir()``)."""
+    """Forget every compiled program: the memory cache and (``disk``) the object and
+    program entries of the disk cache (``jit.cache_dir()``)."""
     import glob
     import os
 
@@ -588,6 +690,7 @@ def clear_caches(disk: bool = True) -> None:
     directory = cache_dir()
     if disk and directory is not None:
         for path in glob.glob(os.path.join(directory, "cpu-*.o")) + \
+                glob.glob(os.path.join(directory, f"cpu-*{_plan_cache.SUFFIX}")) + \
                 glob.glob(os.path.join(directory, ".cpu-*.tmp")):
             try:
                 os.remove(path)
@@ -619,14 +722,20 @@ class CpuBackend(Backend):
 
     def lookup(self, module) -> CpuProgram | None:
         """The cached program of ``module`` (same fingerprint), or None."""
-        key = fingerprint(module, self.allow_excess_precision, self.flush_denormals)
-        return PROGRAMS.get(key, count_miss=False)  # compile counts it
+        return self.lookup_keyed(module)[0]
 
-    def compile(self, module) -> CpuProgram:
+    def lookup_keyed(self, module) -> tuple:
+        """(the cached program of ``module`` or None, the module's key): ``compile(module,
+        key=key)`` then does not fingerprint the module again - the module must be unchanged
+        in between (Client.compile)."""
+        key = fingerprint(module, self.allow_excess_precision, self.flush_denormals)
+        return PROGRAMS.get(key, count_miss=False), key  # compile counts it
+
+    def compile(self, module, key: str | None = None) -> CpuProgram:
         get_kernel("parameter")  # load the kernels before device threads start
         return compile_module(module, allow_excess_precision=self.allow_excess_precision,
-                              flush_denormals=self.flush_denormals)
+                              flush_denormals=self.flush_denormals, key=key)
 
 
-__all__ = ["PROGRAMS", "CpuBackend", "CpuProgram", "KernelStep", "Plan", "clear_cache",
-           "clear_caches", "compile_module", "fingerprint"]
+__all__ = ["PROGRAMS", "CpuBackend", "CpuProgram", "KernelStep", "Plan", "RestoredProgram",
+           "clear_cache", "clear_caches", "compile_module", "fingerprint"]

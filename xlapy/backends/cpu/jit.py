@@ -41,6 +41,10 @@ against this compile's (another module's object under this name, or one built by
 LLVM, CPU or xlapy, is refused), the object's checksum. A bad entry is discarded with one
 warning line (logger ``xlapy.backends.cpu.jit``), the module is compiled again and the entry
 rewritten.
+
+Whole programs (their plans with this object code: ``cpu-<key>.plan``) are stored in the
+same directory by ``plan_cache``, written the same way (``write_atomically``) and loaded
+with ``Jit.load``.
 """
 
 from __future__ import annotations
@@ -84,6 +88,9 @@ class CompiledModule:
         self.nbytes = object_bytes
         self.from_cache = from_cache
         self._assembly = assembly
+        #: The object code itself, kept only when asked for (``compile(keep_object=True)``:
+        #: the backend's disk cache of programs stores it, then drops this reference).
+        self.object_code: bytes | None = None
 
     def function_address(self, name: str) -> int:
         address = self._engine.get_function_address(name)
@@ -175,11 +182,12 @@ class Jit:
         return hashlib.sha256(self.key_material(text)).hexdigest()
 
     def compile(self, ir_module, *, use_disk_cache: bool = True,
-                keep_assembly: bool | None = None) -> CompiledModule:
+                keep_assembly: bool | None = None, keep_object: bool = False) -> CompiledModule:
         """Verify, optimise (the -O2 pipeline, vectorisers on), emit and load ``ir_module``;
         the object code comes from the disk cache when the same IR was compiled before.
         ``keep_assembly`` (default: ``not use_disk_cache``) keeps the optimised IR for
-        ``assembly()`` and then always compiles."""
+        ``assembly()`` and then always compiles; ``keep_object`` keeps the object code as
+        ``object_code``."""
         ir_module.triple = self.triple
         ir_module.data_layout = str(self.target_machine.target_data)
         text = str(ir_module)
@@ -201,7 +209,18 @@ class Jit:
         self.last_from_cache = from_cache
         if path is not None and not from_cache:
             _store(path, material, obj)
-        return CompiledModule(engine, len(obj), from_cache, assembly)
+        compiled = CompiledModule(engine, len(obj), from_cache, assembly)
+        if keep_object:
+            compiled.object_code = obj
+        return compiled
+
+    def load(self, obj: bytes) -> CompiledModule:
+        """Object code ``obj``, verified by the caller (the backend's disk cache of whole
+        programs, plan_cache), loaded in an engine of its own."""
+        with _LOCK:
+            engine = self._engine_for(obj)
+        self.last_from_cache = True
+        return CompiledModule(engine, len(obj), True, None)
 
     def _emit(self, text: str, keep: bool) -> tuple[bytes, str | None]:
         """Object code of IR ``text`` (and the optimised IR when ``keep``). The IR lives in
@@ -313,13 +332,20 @@ def _store(path: str, material: bytes, obj: bytes) -> None:
     """Write the entry for ``obj`` atomically and durably (temporary file, fsync, rename,
     directory fsync); a cache that cannot be written is skipped silently - it only costs
     time."""
+    write_atomically(path, pack_entry(material, obj))
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically and durably (a temporary ``.cpu-*.tmp`` in the
+    same directory, fsync, rename, directory fsync): readers see the whole file or none.
+    A directory that cannot be written is skipped silently (a cache only costs time)."""
     directory = os.path.dirname(path)
     try:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".cpu-", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(pack_entry(material, obj))
+                f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -348,4 +374,4 @@ def get_jit() -> Jit:
 
 
 __all__ = ["FORMAT", "CompiledModule", "Jit", "cache_dir", "get_jit", "pack_entry",
-           "unpack_entry"]
+           "unpack_entry", "write_atomically"]
