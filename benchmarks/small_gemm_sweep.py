@@ -33,6 +33,11 @@ SHAPES = [
     (64, 4, 4, 4), (64, 8, 8, 8), (64, 16, 16, 16), (64, 32, 32, 32), (64, 16, 64, 16),
     (512, 4, 4, 4), (512, 8, 8, 8), (512, 16, 16, 16), (4096, 4, 4, 4),
     (16, 32, 32, 33), (64, 7, 13, 9),
+    # around and above the small limit: lstm_scan's step (32x128 @ 128x512), attention
+    # (128x64 @ 64x128 per head), square and skinny
+    (1, 64, 64, 64), (1, 32, 128, 128), (1, 32, 128, 512), (1, 128, 64, 128),
+    (8, 128, 64, 128), (32, 128, 64, 128), (1, 128, 128, 128), (1, 96, 96, 96),
+    (1, 256, 64, 256), (1, 256, 256, 256), (1, 8, 256, 256), (1, 256, 256, 16),
 ]
 
 
@@ -58,6 +63,10 @@ def main(argv=None):
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--shapes", default=None)
     parser.add_argument("--no-jax", action="store_true")
+    parser.add_argument("--bits", type=int, default=None, choices=[256, 512],
+                        help="the kernel's vector width (default: the host's)")
+    parser.add_argument("--cols", type=int, default=None,
+                        help="vectors of columns per tile (default: gemm_kernel.COLS)")
     parser.add_argument("--cases", default=None,
                         help="comma-separated bench cases to compare whole (see xlapy bench)")
     parser.add_argument("--tier", default="full", choices=["full", "quick", "tiny"])
@@ -71,6 +80,9 @@ def main(argv=None):
     from xlapy.backends.cpu import gemm_kernel
     from xlapy.runtime import Client
 
+    gemm_kernel.BITS = args.bits
+    if args.cols:
+        gemm_kernel.COLS = dict.fromkeys(gemm_kernel.COLS, args.cols)
     limit = gemm_kernel.SMALL if args.limit is None else args.limit
     dtype = np.float32 if args.dtype == "f32" else np.float64
     shapes = SHAPES if not args.shapes else [tuple(int(v) for v in s.split(","))

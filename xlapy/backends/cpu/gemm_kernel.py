@@ -47,8 +47,35 @@ SMALL = 64 * 64 * 64
 #: per-matrix m*n*k up to which any dot is a generated kernel (the call costs more than the
 #: arithmetic, whatever the shape)
 TINY = 16 * 16 * 16
-_TYPES = {PT.F32: (ir.FloatType(), 8), PT.F64: (ir.DoubleType(), 4)}
+_TYPES = {PT.F32: (ir.FloatType(), 4), PT.F64: (ir.DoubleType(), 8)}  # (type, bytes)
 _FLAGS = ("contract",)
+
+
+#: the vector width the kernels use, None: the host's (benchmarks set 256 to compare)
+BITS = None
+
+
+def vector_bits() -> int:
+    """The host's vector register width in bits: 512 where LLVM's host features include
+    avx512f (32 zmm registers), else 256 (AVX2's ymm; on a host without them LLVM splits the
+    vectors into what it has)."""
+    from xlapy.backends.cpu.jit import get_jit
+
+    if BITS is not None:
+        return BITS
+    return 512 if "+avx512f" in get_jit().features.split(",") else 256
+
+
+def lanes(et) -> int:
+    """Elements of type ``et`` in one host vector: W (16 f32 / 8 f64 on AVX-512, 8 / 4 on
+    AVX2)."""
+    return vector_bits() // (8 * _TYPES[et][1])
+
+
+#: vectors of output columns a tile sums together, by vector width in bits: ROWS * COLS
+#: independent accumulators, COLS b vectors and a broadcast a value live in the loop (AVX2
+#: has 16 vector registers, AVX-512 32)
+COLS = {256: 2, 512: 4}
 
 
 def _c(v: int) -> ir.Constant:
@@ -108,20 +135,61 @@ def form(instr):
     m, n, k = prod(lhs, lf), prod(rhs, rf), prod(lhs, lc)
     if m * n * k == 0:
         return "an empty dot"
-    if m * n * k > SMALL:
-        return f"not small: m*n*k = {m * n * k} > {SMALL}"
+    small = m * n * k <= SMALL
+    if not small:
+        why = packed_reason(et, m, n)
+        if why is not None:
+            return f"not small (m*n*k = {m * n * k} > {SMALL}) and {why}"
     ls, rs = _strides(lhs), _strides(rhs)
     a_k, b_k, b_n = _collapse(lhs, ls, lc), _collapse(rhs, rs, rc), _collapse(rhs, rs, rf)
     if a_k is None or b_k is None or b_n is None:
         return "contracting or rhs free dimensions that do not read as one strided dimension"
-    width = _TYPES[et][1]
-    if m * n * k > TINY and (m < ROWS or n < width or b_n != 1):
+    width = lanes(et)
+    if small and m * n * k > TINY and (m < ROWS or n < width or b_n != 1):
         return f"m*n*k = {m * n * k} > {TINY} with fewer than {ROWS} rows or {width} " \
                f"contiguous columns (BLAS keeps more sums in flight)"
-    return Form(et=et, m=m, n=n, k=k, batch=[lhs[d] for d in lb],
+    return Form(kind="small" if small else "packed", et=et, width=width,
+                itemsize=_TYPES[et][1], cols=COLS[vector_bits()], shape=instr.shape,
+                m=m, n=n, k=k, batch=[lhs[d] for d in lb],
                 a_batch=[ls[d] for d in lb], b_batch=[rs[d] for d in rb],
                 m_dims=[lhs[d] for d in lf], a_m=[ls[d] for d in lf],
                 a_k=a_k, b_k=b_k, b_n=b_n)
+
+
+#: the BLAS kernel families (OpenBLAS's core names) whose GEMM uses 512-bit vectors
+BLAS_512 = ("skylakex", "cooperlake", "sapphirerapids")
+
+
+def blas_vector_bits() -> int | None:
+    """The vector width of the loaded BLAS library's GEMM kernels: 512 for OpenBLAS's
+    AVX-512 families, 256 for the others, None when the library does not say."""
+    from xlapy.backends.cpu import blas
+
+    core = blas.library_info().get("core")
+    if not core:
+        return None
+    return 512 if core.lower() in BLAS_512 else 256
+
+
+#: whether mid and large dots may use the packed GEMM (gemm_packed.py) where the rule of
+#: ``packed_reason`` allows it (benchmarks turn it off to compare with BLAS)
+PACKED = True
+
+
+def packed_reason(et, m: int, n: int) -> str | None:
+    """None when a dot above SMALL is the packed generated GEMM (gemm_packed.py), else why
+    not: the host's vectors must be wider than the BLAS library's GEMM kernels (an AVX-512
+    host with OpenBLAS held to AVX2 kernels: benchmarks/small_gemm_sweep.py), and the
+    matrices must keep its accumulators busy (at least ROWS rows and a vector of columns;
+    BLAS's GEMV does single rows)."""
+    if not PACKED:
+        return "the packed GEMM is off"
+    host, lib = vector_bits(), blas_vector_bits()
+    if lib is None or lib >= host:
+        return f"BLAS's GEMM kernels are as wide as the host's {host}-bit vectors"
+    if m < ROWS or n < lanes(et):
+        return f"fewer than {ROWS} rows or {lanes(et)} columns (BLAS's GEMV)"
+    return None
 
 
 def _decode(b, item, sizes, strides_list, name):
@@ -142,7 +210,6 @@ def _decode(b, item, sizes, strides_list, name):
 
 
 ROWS = 4  # output rows a work item computes together (each loaded b vector serves them all)
-COLS = 2  # vectors of output columns summed together: ROWS * COLS independent accumulators
 
 
 def _splat(b, value, vec):
@@ -203,7 +270,7 @@ def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align):
 
 def _row_block(b, f, ptrs, bi, r0, count, vec, align):
     """Output rows r0 .. r0 + count of matrix ``bi``: every column, in tiles."""
-    n = f.n
+    n, cols = f.n, f.cols
     width = vec.count
     a_off, b_off = _decode(b, bi, f.batch, [f.a_batch, f.b_batch], "batch")
     a_rows, c_rows = [], []
@@ -214,12 +281,12 @@ def _row_block(b, f, ptrs, bi, r0, count, vec, align):
         c_rows.append(b.mul(b.add(b.mul(bi, _c(f.m)), i), _c(n), name=f"crow{r}"))
     j = 0
     if f.b_n == 1:
-        wide = n // (COLS * width)
+        wide = n // (cols * width)
         if wide:
             with for_range(b, 0, wide, "jw") as jw:
-                j0 = b.mul(jw, _c(COLS * width), name="jw0")
-                _tile(b, f, ptrs, a_rows, b_off, c_rows, j0, vec, COLS, align)
-            j = wide * COLS * width
+                j0 = b.mul(jw, _c(cols * width), name="jw0")
+                _tile(b, f, ptrs, a_rows, b_off, c_rows, j0, vec, cols, align)
+            j = wide * cols * width
         if n - j >= width:
             _tile(b, f, ptrs, a_rows, b_off, c_rows, _c(j), vec, (n - j) // width, align)
             j += (n - j) // width * width
@@ -230,7 +297,11 @@ def _row_block(b, f, ptrs, bi, r0, count, vec, align):
 
 def emit(module: ir.Module, name: str, instr) -> KernelSpec:
     f = form(instr)
-    ty, width = _TYPES[f.et]
+    if f.kind == "packed":
+        from xlapy.backends.cpu import gemm_packed
+
+        return gemm_packed.emit(module, name, f, _TYPES[f.et][0])
+    ty, width = _TYPES[f.et][0], f.width
     vec = ir.VectorType(ty, width)
     align = 4 if f.et == PT.F32 else 8  # element alignment (the vectors need not be aligned)
     fn, b = declare_kernel(module, name)

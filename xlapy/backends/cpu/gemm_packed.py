@@ -1,0 +1,236 @@
+"""Mid and large dots as a generated, cache-blocked GEMM with packed rhs panels.
+
+Used where ``gemm_kernel.form`` says so: f32/f64 dots above gemm_kernel's small limit, on
+a host whose vectors are wider than the kernels of the BLAS library loaded (AVX-512 host,
+OpenBLAS held to its AVX2 kernels), with the forms gemm_kernel accepts (contracting and rhs
+free dimensions each one strided dimension; batch and lhs free dimensions any).
+
+Work item = one block of one matrix of the batch: ``MC`` output rows by ``nc`` output
+columns (the last blocks take what is left); the items of a batch are independent, so the
+runtime splits them over its worker pool (rows and column blocks and matrices alike).
+An item walks the contraction in blocks of ``KC``; for each it
+
+1. packs b[p0 : p0 + kc, j0 : j0 + nc] into a stack buffer as panels of ``NR = NV * W``
+   columns (W lanes of a host vector): panel-major, then p, then NR contiguous values,
+   columns past n zero (transposed or strided b is gathered here, once per block);
+2. for each panel, for each group of ``MR`` rows: ``MR x NV`` vector accumulators sum
+   ``a[i, p] * panel[p, 0:NR]`` over the block's p in order (a broadcast of a, NV vector
+   loads of the panel serving every row; multiply and add contract to FMAs), then add the
+   tile into C (the first block stores it). Rows past the last whole group (m % MR, the
+   last row block only) and columns past the last whole panel (n % NR, stored lane by lane)
+   are the same loop with fewer rows or a partial store.
+
+The panel being read (KC x NR) stays in L1 while the rows' groups go by, and the item's
+rows of a (MC x KC) in L2 while the panels go by. Each output is its sum over p in KC
+blocks, each block summed in order: the dot's value within rounding (BLAS sums in another
+order; the interpreter in f64).
+
+Imports llvmlite and the backend's kernel ABI only.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from xlapy.backends.cpu.kernel_abi import (
+    I64,
+    KernelSpec,
+    buffer_pointer,
+    declare_kernel,
+    for_range,
+)
+
+MR = 12  # rows of a tile: MR x NV accumulators, NV panel vectors and a broadcast (32 regs)
+NV = 2  # vectors of columns in a panel
+KC = 256  # contraction block: a KC x NR panel is 32 KB (L1)
+MC = 96  # rows of a work item (a multiple of MR): MC x KC of a is 96 KB (f32, L2)
+PACK_BYTES = 128 * 1024  # the stack buffer of a work item's packed columns (KC x nc)
+_FLAGS = ("contract",)
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I64, int(v))
+
+
+def blocks(f) -> tuple[int, int]:
+    """(MR-multiple row block, column block nc) for form ``f``."""
+    nr = NV * f.width
+    nc = max(nr, PACK_BYTES // (KC * f.itemsize) // nr * nr)
+    return MC, nc
+
+
+def _splat(b, value, vec):
+    one = b.insert_element(ir.Constant(vec, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), vec.count), [0] * vec.count)
+    return b.shuffle_vector(one, ir.Constant(vec, ir.Undefined), mask)
+
+
+def _min(b, x, y, name):
+    return b.select(b.icmp_signed("<", x, y), x, y, name=name)
+
+
+def _pack(b, f, pb, buf, b_off, p0, kc, j0, cols, vec):
+    """buf[panel][p][0:NR] = b[p0 + p, j0 + panel * NR + 0:NR] (zero past column n)."""
+    w = vec.count
+    nr = NV * w
+    ty = vec.element
+    panels = b.udiv(b.add(cols, _c(nr - 1)), _c(nr), name="pk.panels")
+    zero_v = ir.Constant(vec, [0.0] * w)
+    with for_range(b, 0, panels, "pk.j") as jp:
+        with for_range(b, 0, kc, "pk.p") as p:
+            row = b.add(b_off, b.mul(b.add(p0, p), _c(f.b_k)), name="pk.row")
+            dst0 = b.add(b.mul(jp, _c(KC * nr)), b.mul(p, _c(nr)), name="pk.dst")
+            for v in range(NV):
+                j = b.add(j0, b.add(b.mul(jp, _c(nr)), _c(v * w)), name=f"pk.col{v}")
+                dst = b.bitcast(b.gep(buf, [b.add(dst0, _c(v * w))], inbounds=True),
+                                vec.as_pointer())
+                whole = b.icmp_signed("<=", b.add(j, _c(w)), _c(f.n), name=f"pk.whole{v}")
+                with b.if_else(whole) as (then, otherwise):
+                    with then:
+                        if f.b_n == 1:
+                            src = b.gep(pb, [b.add(row, j)], inbounds=True)
+                            val = b.load(b.bitcast(src, vec.as_pointer()), align=f.itemsize)
+                        else:
+                            val = zero_v
+                            for lane in range(w):
+                                at = b.add(row, b.mul(b.add(j, _c(lane)), _c(f.b_n)))
+                                x = b.load(b.gep(pb, [at], inbounds=True))
+                                val = b.insert_element(val, x, _c(lane))
+                        b.store(val, dst, align=64)
+                    with otherwise:  # the last panel's columns past n read as zero
+                        val = zero_v
+                        for lane in range(w):
+                            jl = b.add(j, _c(lane))
+                            inside = b.icmp_signed("<", jl, _c(f.n))
+                            jc = b.select(inside, jl, _c(f.n - 1))
+                            x = b.load(b.gep(pb, [b.add(row, b.mul(jc, _c(f.b_n)))],
+                                             inbounds=True))
+                            val = b.insert_element(val, b.select(inside, x, ir.Constant(ty, 0.0)),
+                                                   _c(lane))
+                        b.store(val, dst, align=64)
+
+
+def _tile(b, f, ptrs, buf, a_off, bi, i0, rows, jp, j0, p0, kc, first, store_cols, vec):
+    """C[i0 : i0 + rows, j0 + jp * NR : ... + store_cols] += the block's sums."""
+    from xlapy.backends.cpu.gemm_kernel import _decode
+
+    pa, _, pc = ptrs
+    w = vec.count
+    nr = NV * w
+    fn = b.function
+    a_rows, c_rows = [], []
+    for r in range(rows):
+        i = b.add(i0, _c(r), name=f"t.i{r}")
+        (a_i,) = _decode(b, i, f.m_dims, [f.a_m], f"t.m{r}")
+        a_rows.append(b.add(a_off, b.add(a_i, b.mul(p0, _c(f.a_k))), name=f"t.a{r}"))
+        c_rows.append(b.mul(b.add(b.mul(bi, _c(f.m)), i), _c(f.n), name=f"t.c{r}"))
+    panel = b.mul(jp, _c(KC * nr), name="t.panel")
+    head = b.block
+    loop = fn.append_basic_block("t.p")
+    done = fn.append_basic_block("t.done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    zero = ir.Constant(vec, [0.0] * w)
+    p = b.phi(I64, name="p")
+    p.add_incoming(_c(0), head)
+    accs = [[b.phi(vec, name=f"acc{r}.{v}") for v in range(NV)] for r in range(rows)]
+    for row in accs:
+        for acc in row:
+            acc.add_incoming(zero, head)
+    at = b.add(panel, b.mul(p, _c(nr)), name="t.bat")
+    bvs = [b.load(b.bitcast(b.gep(buf, [b.add(at, _c(v * w))], inbounds=True),
+                            vec.as_pointer()), name=f"bv{v}", align=64) for v in range(NV)]
+    pk = b.mul(p, _c(f.a_k), name="t.pk")
+    nexts = []
+    for r in range(rows):
+        av = _splat(b, b.load(b.gep(pa, [b.add(a_rows[r], pk)], inbounds=True), name=f"av{r}"),
+                    vec)
+        nexts.append([b.fadd(accs[r][v], b.fmul(av, bvs[v], flags=_FLAGS), flags=_FLAGS)
+                      for v in range(NV)])
+    p_next = b.add(p, _c(1), name="p.next")
+    p.add_incoming(p_next, b.block)
+    for r in range(rows):
+        for v in range(NV):
+            accs[r][v].add_incoming(nexts[r][v], b.block)
+    b.cbranch(b.icmp_signed("<", p_next, kc), loop, done)
+    b.position_at_end(done)
+    jt = b.add(j0, b.mul(jp, _c(nr)), name="t.j")
+    for r in range(rows):
+        for v in range(NV):
+            lo = v * w
+            if lo >= store_cols:
+                break
+            base = b.add(c_rows[r], b.add(jt, _c(lo)))
+            if lo + w <= store_cols:
+                ptr = b.bitcast(b.gep(pc, [base], inbounds=True), vec.as_pointer())
+                old = b.load(ptr, align=f.itemsize)
+                b.store(b.fadd(nexts[r][v], b.select(first, zero, old)), ptr, align=f.itemsize)
+                continue
+            for lane in range(store_cols - lo):
+                ptr = b.gep(pc, [b.add(base, _c(lane))], inbounds=True)
+                old = b.load(ptr)
+                x = b.extract_element(nexts[r][v], _c(lane))
+                b.store(b.fadd(x, b.select(first, ir.Constant(vec.element, 0.0), old)), ptr)
+
+
+def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
+    """The kernel of form ``f`` (a gemm_kernel.Form of kind "packed"), elements ``ty``."""
+    w = f.width
+    nr = NV * w
+    vec = ir.VectorType(ty, w)
+    mc, nc = blocks(f)
+    m, n, k = f.m, f.n, f.k
+    row_blocks, col_blocks = -(-m // mc), -(-n // nc)
+    fn, b = declare_kernel(module, name)
+    bufs, lo, hi = fn.args
+    ptrs = (buffer_pointer(b, bufs, 0, ty, "a"), buffer_pointer(b, bufs, 1, ty, "b"),
+            buffer_pointer(b, bufs, 2, ty, "c"))
+    buf = b.alloca(ir.ArrayType(ty, KC * nc), name="pack")
+    buf.align = 64
+    buf = b.bitcast(buf, ty.as_pointer(), name="packp")
+    row_tail, col_tail = m % MR, n % nr
+    with for_range(b, lo, hi, "item") as item:
+        icb = b.urem(item, _c(row_blocks), name="icb")
+        rest = b.udiv(item, _c(row_blocks), name="rest")
+        jcb = b.urem(rest, _c(col_blocks), name="jcb")
+        bi = b.udiv(rest, _c(col_blocks), name="bi")
+        from xlapy.backends.cpu.gemm_kernel import _decode
+
+        a_off, b_off = _decode(b, bi, f.batch, [f.a_batch, f.b_batch], "batch")
+        i0 = b.mul(icb, _c(mc), name="i0")
+        j0 = b.mul(jcb, _c(nc), name="j0")
+        rows = _min(b, _c(mc), b.sub(_c(m), i0), "rows")
+        cols = _min(b, _c(nc), b.sub(_c(n), j0), "cols")
+        groups = b.udiv(rows, _c(MR), name="groups")
+        panels = b.udiv(cols, _c(nr), name="panels")
+        with for_range(b, 0, -(-k // KC), "kb") as kb:
+            p0 = b.mul(kb, _c(KC), name="p0")
+            kc = _min(b, _c(KC), b.sub(_c(k), p0), "kc")
+            first = b.icmp_signed("==", kb, _c(0), name="first")
+            _pack(b, f, ptrs[1], buf, b_off, p0, kc, j0, cols, vec)
+
+            def panel(jp, store_cols):
+                with for_range(b, 0, groups, "g") as g:
+                    i = b.add(i0, b.mul(g, _c(MR)), name="gi")
+                    _tile(b, f, ptrs, buf, a_off, bi, i, MR, jp, j0, p0, kc, first,
+                          store_cols, vec)
+                if row_tail:
+                    i = b.add(i0, b.mul(groups, _c(MR)), name="ti")
+                    with b.if_then(b.icmp_signed("<", i, b.add(i0, rows))):
+                        _tile(b, f, ptrs, buf, a_off, bi, i, row_tail, jp, j0, p0, kc, first,
+                              store_cols, vec)
+
+            with for_range(b, 0, panels, "jp") as jp:
+                panel(jp, nr)
+            if col_tail:
+                with b.if_then(b.icmp_signed("<", b.mul(panels, _c(nr)), cols)):
+                    panel(panels, col_tail)
+    b.ret_void()
+    count = 1
+    for d in f.batch:
+        count *= d
+    return KernelSpec(name, 2, [f.shape], count * row_blocks * col_blocks,
+                      cost=max(1, min(mc, m) * min(nc, n) * k // (8 * w)))
+
+
+__all__ = ["KC", "MC", "MR", "NV", "blocks", "emit"]
