@@ -183,18 +183,32 @@ def _dot_dn(nb):
         f"lhs_contracting_dims={{{nb + 1}}}, rhs_contracting_dims={{{nb}}}"
 
 
+def _packed_shape(case, t):
+    """(m, k, n) of a named case, from gemm_packed's blocks at 512-bit vectors."""
+    from xlapy.backends.cpu import gemm_packed as gp
+
+    w = 16 if t == "f32" else 8
+    nr = gp.NV * w
+    nc = gp.PACK_BYTES // (gp.KC * (4 if t == "f32" else 8)) // nr * nr
+    return {
+        "one p, fewer rows than a tile": (4, 1, w),
+        "one whole tile": (gp.MR, 16, nr),
+        "a row and a column past the tiles": (gp.MR + 1, 7, nr + 1),
+        "two of every block, each with a tail": (gp.MC + 5, gp.KC + 44, nc + 14),
+        "exactly one block of each": (gp.MC, gp.KC, nc),
+        "three k blocks, the last of one p": (37, 2 * gp.KC + 1, 2 * nr + 3),
+        "one vector of columns": (2 * gp.MR + 3, 40, w),
+    }[case]
+
+
 @pytest.mark.parametrize("t", ["f32", "f64"])
-@pytest.mark.parametrize("m,k,n", [
-    (4, 1, 16),  # one p, one row group's tail
-    (12, 16, 32),  # one whole tile (f32), two panels (f64)
-    (13, 7, 33),  # a row past the group, a column past the panel
-    (101, 300, 150),  # two row blocks (tail 5 rows), two k blocks, two column blocks
-    (96, 256, 128),  # exactly one block of each (f32)
-    (37, 513, 129),  # three k blocks, the last of one p
-    (200, 40, 16),  # one panel of one vector (f64: one whole panel)
-])
+@pytest.mark.parametrize("case", [
+    "one p, fewer rows than a tile", "one whole tile", "a row and a column past the tiles",
+    "two of every block, each with a tail", "exactly one block of each",
+    "three k blocks, the last of one p", "one vector of columns"])
 @pytest.mark.parametrize("batch", [(), (3,)])
-def test_packed_shapes_and_remainders(packed, t, m, k, n, batch):
+def test_packed_shapes_and_remainders(packed, t, case, batch):
+    m, k, n = _packed_shape(case, t)
     rng = np.random.default_rng(m * 1000 + k * 10 + n)
     a = rng.standard_normal(batch + (m, k)).astype(NP[t])
     b = rng.standard_normal(batch + (k, n)).astype(NP[t])

@@ -40,11 +40,14 @@ from xlapy.backends.cpu.kernel_abi import (
     for_range,
 )
 
-MR = 12  # rows of a tile: MR x NV accumulators, NV panel vectors and a broadcast (32 regs)
-NV = 2  # vectors of columns in a panel
-KC = 256  # contraction block: a KC x NR panel is 32 KB (L1)
-MC = 96  # rows of a work item (a multiple of MR): MC x KC of a is 96 KB (f32, L2)
-PACK_BYTES = 128 * 1024  # the stack buffer of a work item's packed columns (KC x nc)
+# Blocks: measured on an AVX-512 host (znver5) with benchmarks/small_gemm_sweep.py-style
+# runs of 1024^3, 64 x 256^3 and 32x128x512 f32 against XLA:CPU (6 x 4 vectors, MC 192 and
+# a 256 KB pack were best or within the noise of the best; 12 x 2 and MC 96 up to 15% slower)
+MR = 6  # rows of a tile: MR x NV accumulators, NV panel vectors and a broadcast (32 regs)
+NV = 4  # vectors of columns in a panel (NR = NV * W columns: 64 f32, 32 f64 on AVX-512)
+KC = 256  # contraction block: a panel (KC x NR) is read from L1/L2 by each row group
+MC = 192  # rows of a work item (a multiple of MR): its MC x KC of a stays in L2
+PACK_BYTES = 256 * 1024  # the stack buffer of a work item's packed columns (KC x nc)
 _FLAGS = ("contract",)
 
 
@@ -179,6 +182,7 @@ def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
     nr = NV * w
     vec = ir.VectorType(ty, w)
     mc, nc = blocks(f)
+    assert mc % MR == 0 and nc % nr == 0, "gemm_packed: blocks must be whole tiles"
     m, n, k = f.m, f.n, f.k
     row_blocks, col_blocks = -(-m // mc), -(-n // nc)
     fn, b = declare_kernel(module, name)
