@@ -16,9 +16,10 @@ An item walks the contraction in blocks of ``KC``; for each it
 2. for each panel, for each group of ``MR`` rows: ``MR x NV`` vector accumulators sum
    ``a[i, p] * panel[p, 0:NR]`` over the block's p in order (a broadcast of a, NV vector
    loads of the panel serving every row; multiply and add contract to FMAs), then add the
-   tile into C (the first block stores it). Rows past the last whole group (m % MR, the
-   last row block only) and columns past the last whole panel (n % NR, stored lane by lane)
-   are the same loop with fewer rows or a partial store.
+   tile into C (the first block stores it). The last group of rows (m % MR) and the last
+   panel (n % NR) run the same loop (rows past m read a's last row, columns past n are
+   packed as zeros) and go into C through a small stack buffer, row by row and column by
+   column: one copy of the loop per kernel keeps the compile short.
 
 The panel being read (KC x NR) stays in L1 while the rows' groups go by, and the item's
 rows of a (MC x KC) in L2 while the panels go by. Each output is its sum over p in KC
@@ -78,43 +79,36 @@ def _pack(b, f, pb, buf, b_off, p0, kc, j0, cols, vec):
     nr = NV * w
     ty = vec.element
     panels = b.udiv(b.add(cols, _c(nr - 1)), _c(nr), name="pk.panels")
-    zero_v = ir.Constant(vec, [0.0] * w)
-    with for_range(b, 0, panels, "pk.j") as jp:
-        with for_range(b, 0, kc, "pk.p") as p:
-            row = b.add(b_off, b.mul(b.add(p0, p), _c(f.b_k)), name="pk.row")
-            dst0 = b.add(b.mul(jp, _c(KC * nr)), b.mul(p, _c(nr)), name="pk.dst")
-            for v in range(NV):
-                j = b.add(j0, b.add(b.mul(jp, _c(nr)), _c(v * w)), name=f"pk.col{v}")
-                dst = b.bitcast(b.gep(buf, [b.add(dst0, _c(v * w))], inbounds=True),
-                                vec.as_pointer())
-                whole = b.icmp_signed("<=", b.add(j, _c(w)), _c(f.n), name=f"pk.whole{v}")
-                with b.if_else(whole) as (then, otherwise):
-                    with then:
-                        if f.b_n == 1:
-                            src = b.gep(pb, [b.add(row, j)], inbounds=True)
-                            val = b.load(b.bitcast(src, vec.as_pointer()), align=f.itemsize)
-                        else:
-                            val = zero_v
-                            for lane in range(w):
-                                at = b.add(row, b.mul(b.add(j, _c(lane)), _c(f.b_n)))
-                                x = b.load(b.gep(pb, [at], inbounds=True))
-                                val = b.insert_element(val, x, _c(lane))
-                        b.store(val, dst, align=64)
-                    with otherwise:  # the last panel's columns past n read as zero
-                        val = zero_v
-                        for lane in range(w):
-                            jl = b.add(j, _c(lane))
-                            inside = b.icmp_signed("<", jl, _c(f.n))
-                            jc = b.select(inside, jl, _c(f.n - 1))
-                            x = b.load(b.gep(pb, [b.add(row, b.mul(jc, _c(f.b_n)))],
-                                             inbounds=True))
-                            val = b.insert_element(val, b.select(inside, x, ir.Constant(ty, 0.0)),
-                                                   _c(lane))
-                        b.store(val, dst, align=64)
+    if f.b_n == 1:  # whole vectors of contiguous columns: vector copies
+        whole = b.udiv(cols, _c(w), name="pk.whole")
+        with for_range(b, 0, whole, "pk.v") as v:
+            jp, q = b.udiv(v, _c(NV)), b.urem(v, _c(NV))
+            dst0 = b.add(b.mul(jp, _c(KC * nr)), b.mul(q, _c(w)), name="pk.dst0")
+            src0 = b.add(b.add(b_off, b.mul(p0, _c(f.b_k))), b.add(j0, b.mul(v, _c(w))))
+            with for_range(b, 0, kc, "pk.p") as p:
+                src = b.gep(pb, [b.add(src0, b.mul(p, _c(f.b_k)))], inbounds=True)
+                dst = b.gep(buf, [b.add(dst0, b.mul(p, _c(nr)))], inbounds=True)
+                val = b.load(b.bitcast(src, vec.as_pointer()), align=f.itemsize)
+                b.store(val, b.bitcast(dst, vec.as_pointer()), align=64)
+        first = b.mul(whole, _c(w), name="pk.first")  # the columns left go one by one
+    else:
+        first = _c(0)
+    # column by column, p inner (a transposed b reads along its rows), zero past column n
+    with for_range(b, first, b.mul(panels, _c(nr)), "pk.c") as c:
+        j = b.add(j0, c, name="pk.j")
+        inside = b.icmp_signed("<", j, _c(f.n), name="pk.in")
+        src0 = b.add(b.add(b_off, b.mul(p0, _c(f.b_k))),
+                     b.mul(b.select(inside, j, _c(f.n - 1)), _c(f.b_n)), name="pk.src0")
+        dst0 = b.add(b.mul(b.udiv(c, _c(nr)), _c(KC * nr)), b.urem(c, _c(nr)), name="pk.cd0")
+        with for_range(b, 0, kc, "pk.q") as p:
+            x = b.load(b.gep(pb, [b.add(src0, b.mul(p, _c(f.b_k)))], inbounds=True))
+            b.store(b.select(inside, x, ir.Constant(ty, 0.0)),
+                    b.gep(buf, [b.add(dst0, b.mul(p, _c(nr)))], inbounds=True))
 
 
-def _tile(b, f, ptrs, buf, a_off, bi, i0, rows, jp, j0, p0, kc, first, store_cols, vec):
-    """C[i0 : i0 + rows, j0 + jp * NR : ... + store_cols] += the block's sums."""
+def _tile(b, f, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
+    """C[i0 : i0 + MR, j0 + jp * NR : ... + NR] += the block's sums, the rows and columns
+    past m and n left out (rows past m read a's last row, columns past n are zero)."""
     from xlapy.backends.cpu.gemm_kernel import _decode
 
     pa, _, pc = ptrs
@@ -122,11 +116,10 @@ def _tile(b, f, ptrs, buf, a_off, bi, i0, rows, jp, j0, p0, kc, first, store_col
     nr = NV * w
     fn = b.function
     a_rows, c_rows = [], []
-    for r in range(rows):
-        i = b.add(i0, _c(r), name=f"t.i{r}")
+    for r in range(MR):
+        i = _min(b, b.add(i0, _c(r)), _c(f.m - 1), f"t.i{r}")
         (a_i,) = _decode(b, i, f.m_dims, [f.a_m], f"t.m{r}")
         a_rows.append(b.add(a_off, b.add(a_i, b.mul(p0, _c(f.a_k))), name=f"t.a{r}"))
-        c_rows.append(b.mul(b.add(b.mul(bi, _c(f.m)), i), _c(f.n), name=f"t.c{r}"))
     panel = b.mul(jp, _c(KC * nr), name="t.panel")
     head = b.block
     loop = fn.append_basic_block("t.p")
@@ -136,7 +129,7 @@ def _tile(b, f, ptrs, buf, a_off, bi, i0, rows, jp, j0, p0, kc, first, store_col
     zero = ir.Constant(vec, [0.0] * w)
     p = b.phi(I64, name="p")
     p.add_incoming(_c(0), head)
-    accs = [[b.phi(vec, name=f"acc{r}.{v}") for v in range(NV)] for r in range(rows)]
+    accs = [[b.phi(vec, name=f"acc{r}.{v}") for v in range(NV)] for r in range(MR)]
     for row in accs:
         for acc in row:
             acc.add_incoming(zero, head)
@@ -145,35 +138,45 @@ def _tile(b, f, ptrs, buf, a_off, bi, i0, rows, jp, j0, p0, kc, first, store_col
                             vec.as_pointer()), name=f"bv{v}", align=64) for v in range(NV)]
     pk = b.mul(p, _c(f.a_k), name="t.pk")
     nexts = []
-    for r in range(rows):
+    for r in range(MR):
         av = _splat(b, b.load(b.gep(pa, [b.add(a_rows[r], pk)], inbounds=True), name=f"av{r}"),
                     vec)
         nexts.append([b.fadd(accs[r][v], b.fmul(av, bvs[v], flags=_FLAGS), flags=_FLAGS)
                       for v in range(NV)])
     p_next = b.add(p, _c(1), name="p.next")
     p.add_incoming(p_next, b.block)
-    for r in range(rows):
+    for r in range(MR):
         for v in range(NV):
             accs[r][v].add_incoming(nexts[r][v], b.block)
     b.cbranch(b.icmp_signed("<", p_next, kc), loop, done)
     b.position_at_end(done)
     jt = b.add(j0, b.mul(jp, _c(nr)), name="t.j")
-    for r in range(rows):
-        for v in range(NV):
-            lo = v * w
-            if lo >= store_cols:
-                break
-            base = b.add(c_rows[r], b.add(jt, _c(lo)))
-            if lo + w <= store_cols:
-                ptr = b.bitcast(b.gep(pc, [base], inbounds=True), vec.as_pointer())
-                old = b.load(ptr, align=f.itemsize)
-                b.store(b.fadd(nexts[r][v], b.select(first, zero, old)), ptr, align=f.itemsize)
-                continue
-            for lane in range(store_cols - lo):
-                ptr = b.gep(pc, [b.add(base, _c(lane))], inbounds=True)
-                old = b.load(ptr)
-                x = b.extract_element(nexts[r][v], _c(lane))
-                b.store(b.fadd(x, b.select(first, ir.Constant(vec.element, 0.0), old)), ptr)
+    rows = _min(b, _c(MR), b.sub(_c(f.m), i0), "t.rows")
+    cols = _min(b, _c(nr), b.sub(_c(f.n), jt), "t.cols")
+    whole = b.and_(b.icmp_signed("==", rows, _c(MR)), b.icmp_signed("==", cols, _c(nr)))
+    with b.if_else(whole) as (then, otherwise):
+        with then:  # vector stores (the first block's sums, or added to C)
+            for r in range(MR):
+                c_row = b.mul(b.add(b.mul(bi, _c(f.m)), b.add(i0, _c(r))), _c(f.n))
+                for v in range(NV):
+                    ptr = b.gep(pc, [b.add(c_row, b.add(jt, _c(v * w)))], inbounds=True)
+                    ptr = b.bitcast(ptr, vec.as_pointer())
+                    old = b.load(ptr, align=f.itemsize)
+                    b.store(b.fadd(nexts[r][v], b.select(first, zero, old)), ptr,
+                            align=f.itemsize)
+        with otherwise:  # the tile through a buffer, its rows and columns inside C copied
+            for r in range(MR):
+                for v in range(NV):
+                    ptr = b.gep(tbuf, [_c(r * nr + v * w)], inbounds=True)
+                    b.store(nexts[r][v], b.bitcast(ptr, vec.as_pointer()), align=64)
+            with for_range(b, 0, rows, "t.r") as r:
+                c_row = b.mul(b.add(b.mul(bi, _c(f.m)), b.add(i0, r)), _c(f.n))
+                with for_range(b, 0, cols, "t.cj") as cj:
+                    x = b.load(b.gep(tbuf, [b.add(b.mul(r, _c(nr)), cj)], inbounds=True))
+                    ptr = b.gep(pc, [b.add(c_row, b.add(jt, cj))], inbounds=True)
+                    old = b.load(ptr)
+                    b.store(b.fadd(x, b.select(first, ir.Constant(vec.element, 0.0), old)),
+                            ptr)
 
 
 def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
@@ -192,7 +195,9 @@ def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
     buf = b.alloca(ir.ArrayType(ty, KC * nc), name="pack")
     buf.align = 64
     buf = b.bitcast(buf, ty.as_pointer(), name="packp")
-    row_tail, col_tail = m % MR, n % nr
+    tbuf = b.alloca(ir.ArrayType(ty, MR * nr), name="tile")
+    tbuf.align = 64
+    tbuf = b.bitcast(tbuf, ty.as_pointer(), name="tilep")
     with for_range(b, lo, hi, "item") as item:
         icb = b.urem(item, _c(row_blocks), name="icb")
         rest = b.udiv(item, _c(row_blocks), name="rest")
@@ -205,30 +210,17 @@ def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
         j0 = b.mul(jcb, _c(nc), name="j0")
         rows = _min(b, _c(mc), b.sub(_c(m), i0), "rows")
         cols = _min(b, _c(nc), b.sub(_c(n), j0), "cols")
-        groups = b.udiv(rows, _c(MR), name="groups")
-        panels = b.udiv(cols, _c(nr), name="panels")
+        groups = b.udiv(b.add(rows, _c(MR - 1)), _c(MR), name="groups")
+        panels = b.udiv(b.add(cols, _c(nr - 1)), _c(nr), name="panels")
         with for_range(b, 0, -(-k // KC), "kb") as kb:
             p0 = b.mul(kb, _c(KC), name="p0")
             kc = _min(b, _c(KC), b.sub(_c(k), p0), "kc")
             first = b.icmp_signed("==", kb, _c(0), name="first")
             _pack(b, f, ptrs[1], buf, b_off, p0, kc, j0, cols, vec)
-
-            def panel(jp, store_cols):
+            with for_range(b, 0, panels, "jp") as jp:
                 with for_range(b, 0, groups, "g") as g:
                     i = b.add(i0, b.mul(g, _c(MR)), name="gi")
-                    _tile(b, f, ptrs, buf, a_off, bi, i, MR, jp, j0, p0, kc, first,
-                          store_cols, vec)
-                if row_tail:
-                    i = b.add(i0, b.mul(groups, _c(MR)), name="ti")
-                    with b.if_then(b.icmp_signed("<", i, b.add(i0, rows))):
-                        _tile(b, f, ptrs, buf, a_off, bi, i, row_tail, jp, j0, p0, kc, first,
-                              store_cols, vec)
-
-            with for_range(b, 0, panels, "jp") as jp:
-                panel(jp, nr)
-            if col_tail:
-                with b.if_then(b.icmp_signed("<", b.mul(panels, _c(nr)), cols)):
-                    panel(panels, col_tail)
+                    _tile(b, f, ptrs, buf, tbuf, a_off, bi, i, jp, j0, p0, kc, first, vec)
     b.ret_void()
     count = 1
     for d in f.batch:
