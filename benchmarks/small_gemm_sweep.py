@@ -21,7 +21,7 @@ BLAS otherwise; ``--layout`` stores a ([k, m]) and/or b ([n, k]) transposed.
     PYTHONPATH=. python benchmarks/small_gemm_sweep.py --cases lstm_scan,transformer_fwd
 
 A/B on whole programs instead: the ``xlapy bench`` cases' modules (benchmarks/hlo, full
-sizes) compiled with the kernel and without, run in turns on the suite's inputs. With
+sizes) compiled with the generated kernels (small and packed, by their rules) and without, run in turns on the suite's inputs. With
 ``--ab prepared`` the A/B is the BLAS path's prepared GEMM arguments (blas.PreparedGemm)
 against marshalling every argument per call (blas.gemm_rowmajor), on one program.
 """
@@ -198,6 +198,7 @@ def main(argv=None):
 
 def _set(gemm_kernel, on, small, tiny):
     gemm_kernel.SMALL, gemm_kernel.TINY = (small, tiny) if on else (0, 0)
+    gemm_kernel.PACKED = on
 
 
 class _PerCall:

@@ -91,19 +91,67 @@ def _pack(b, f, pb, buf, b_off, p0, kc, j0, cols, vec):
                 val = b.load(b.bitcast(src, vec.as_pointer()), align=f.itemsize)
                 b.store(val, b.bitcast(dst, vec.as_pointer()), align=64)
         first = b.mul(whole, _c(w), name="pk.first")  # the columns left go one by one
+    elif f.b_k == 1:  # b stored transposed: W columns by W p, vector loads along p
+        whole = b.udiv(cols, _c(w), name="pk.whole")
+        chunks = b.udiv(kc, _c(w), name="pk.chunks")
+        with for_range(b, 0, whole, "pk.g") as g:
+            jp, q = b.udiv(g, _c(NV)), b.urem(g, _c(NV))
+            dst0 = b.add(b.mul(jp, _c(KC * nr)), b.mul(q, _c(w)), name="pk.tdst0")
+            src0 = b.add(b.add(b_off, p0), b.mul(b.add(j0, b.mul(g, _c(w))), _c(f.b_n)))
+            with for_range(b, 0, chunks, "pk.t") as t:
+                pt = b.mul(t, _c(w), name="pk.pt")
+                rows = []
+                for ci in range(w):
+                    src = b.gep(pb, [b.add(src0, b.add(pt, _c(ci * f.b_n)))], inbounds=True)
+                    rows.append(b.load(b.bitcast(src, vec.as_pointer()), align=f.itemsize))
+                for r, val in enumerate(_transpose(b, rows)):
+                    dst = b.gep(buf, [b.add(dst0, b.mul(b.add(pt, _c(r)), _c(nr)))],
+                                inbounds=True)
+                    b.store(val, b.bitcast(dst, vec.as_pointer()), align=64)
+        _pack_columns(b, f, pb, buf, b_off, p0, kc, j0, _c(0), b.mul(whole, _c(w)),
+                      b.mul(chunks, _c(w)), nr, ty)  # the p past the last whole chunk
+        first = b.mul(whole, _c(w), name="pk.first")
     else:
         first = _c(0)
-    # column by column, p inner (a transposed b reads along its rows), zero past column n
-    with for_range(b, first, b.mul(panels, _c(nr)), "pk.c") as c:
+    _pack_columns(b, f, pb, buf, b_off, p0, kc, j0, first, b.mul(panels, _c(nr)), _c(0), nr,
+                  ty)
+
+
+def _pack_columns(b, f, pb, buf, b_off, p0, kc, j0, c_lo, c_hi, p_lo, nr, ty):
+    """Pack columns [c_lo, c_hi) of the block one by one, p from p_lo (a transposed b reads
+    along its rows), zero past column n."""
+    with for_range(b, c_lo, c_hi, "pk.c") as c:
         j = b.add(j0, c, name="pk.j")
         inside = b.icmp_signed("<", j, _c(f.n), name="pk.in")
         src0 = b.add(b.add(b_off, b.mul(p0, _c(f.b_k))),
                      b.mul(b.select(inside, j, _c(f.n - 1)), _c(f.b_n)), name="pk.src0")
         dst0 = b.add(b.mul(b.udiv(c, _c(nr)), _c(KC * nr)), b.urem(c, _c(nr)), name="pk.cd0")
-        with for_range(b, 0, kc, "pk.q") as p:
+        with for_range(b, p_lo, kc, "pk.q") as p:
             x = b.load(b.gep(pb, [b.add(src0, b.mul(p, _c(f.b_k)))], inbounds=True))
             b.store(b.select(inside, x, ir.Constant(ty, 0.0)),
                     b.gep(buf, [b.add(dst0, b.mul(p, _c(nr)))], inbounds=True))
+
+
+def _transpose(b, rows):
+    """The W x W matrix of vectors ``rows`` transposed: at each level h = W/2 .. 1, the
+    off-diagonal h x h blocks of every 2h x 2h block swap (two-input shuffles)."""
+    w = len(rows)
+    rows = list(rows)
+    h = w // 2
+    i32 = ir.IntType(32)
+    while h:
+        lo_mask = ir.Constant(ir.VectorType(i32, w),
+                              [x if not x & h else w + x - h for x in range(w)])
+        hi_mask = ir.Constant(ir.VectorType(i32, w),
+                              [x + h if not x & h else w + x for x in range(w)])
+        for i in range(w):
+            if i & h:
+                continue
+            top, bottom = rows[i], rows[i + h]
+            rows[i] = b.shuffle_vector(top, bottom, lo_mask)
+            rows[i + h] = b.shuffle_vector(top, bottom, hi_mask)
+        h //= 2
+    return rows
 
 
 def _tile(b, f, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
