@@ -21,7 +21,8 @@ BLAS otherwise; ``--layout`` stores a ([k, m]) and/or b ([n, k]) transposed.
     PYTHONPATH=. python benchmarks/small_gemm_sweep.py --cases lstm_scan,transformer_fwd
 
 A/B on whole programs instead: the ``xlapy bench`` cases' modules (benchmarks/hlo, full
-sizes) compiled with the generated kernels (small and packed, by their rules) and without, run in turns on the suite's inputs. With
+sizes) compiled with the generated kernels (small and packed, by their rules) and without,
+run in turns on the suite's inputs. With
 ``--ab prepared`` the A/B is the BLAS path's prepared GEMM arguments (blas.PreparedGemm)
 against marshalling every argument per call (blas.gemm_rowmajor), on one program.
 """
@@ -122,8 +123,8 @@ def main(argv=None):
     limit = gemm_kernel.SMALL if args.limit is None else args.limit
     blas_bits, packed = gemm_kernel.blas_vector_bits, gemm_kernel.PACKED
     dtype = np.float32 if args.dtype == "f32" else np.float64
-    shapes = (SHAPES if args.set == "small" else LARGE) if not args.shapes else [tuple(int(v) for v in s.split(","))
-                                             for s in args.shapes.split(";")]
+    shapes = (SHAPES if args.set == "small" else LARGE) if not args.shapes else [
+        tuple(int(v) for v in s.split(",")) for s in args.shapes.split(";")]
     jax = None
     if not args.no_jax:
         try:

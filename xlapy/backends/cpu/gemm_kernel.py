@@ -12,11 +12,21 @@ benchmarks/small_gemm_sweep.py (the kernel against BLAS calls over a sweep of sh
 shared AVX-512 host): up to 64^3 the kernel was faster on every shape whose accumulators
 stay busy (0.3x-0.8x of the BLAS path's time; 0.1x for long batches of 32^3 matrices),
 from there to 256^3 even within the noise; slower on single rows or a few columns with long
-sums (one chain of dependent adds), which stay with BLAS unless tiny.
+sums (one chain of dependent adds), which stay with BLAS unless tiny. At the host's 512-bit
+width (2026-11-29, OpenBLAS held to Haswell) the kernel took 0.5x-0.9x of the BLAS path's
+time on every swept shape up to 64^3 and 0.5x-0.7x on to 256^3, where the packed GEMM is
+as fast; the limits stay.
+
+Above SMALL, on a host whose vectors are wider than the loaded BLAS's GEMM kernels
+(``packed_reason``: an AVX-512 host with OpenBLAS held to its AVX2 kernels), a dot with at
+least ``ROWS`` rows and a vector of columns is gemm_packed.py's cache-blocked GEMM
+(``Form.kind`` "packed"; 0.5x-0.7x of the BLAS path's time from 128^3 to 2048^3, skinny,
+batched and transposed, in benchmarks/small_gemm_sweep.py --set large); elsewhere BLAS.
 
 The kernel: work item = ``ROWS`` output rows of one matrix (a batch index and rows of the
 lhs free dimensions; the last item of a matrix takes what is left). Its columns go in
-tiles of ``COLS`` vectors of ``W`` (W = 8 f32, 4 f64): ROWS x COLS vector accumulators sum
+tiles of ``COLS`` vectors of ``W`` lanes, the host's vector width (W = 16 f32 / 8 f64 with
+avx512f, else 8 / 4; COLS 4 / 2): ROWS x COLS vector accumulators sum
 ``a[i, p] * b[p, j:j+W]`` over p in order (multiply and add may contract to an FMA; the
 independent accumulators hide the add's latency, each loaded b vector serves every row),
 then the tile is stored; the columns past the last whole vector, or every column when b's
@@ -337,4 +347,5 @@ def emit(module: ir.Module, name: str, instr) -> KernelSpec:
                       cost=max(1, f.n * f.k * min(ROWS, m) // (8 * width)))
 
 
-__all__ = ["SMALL", "emit", "form"]
+__all__ = ["SMALL", "TINY", "blas_vector_bits", "emit", "form", "lanes", "packed_reason",
+           "vector_bits"]

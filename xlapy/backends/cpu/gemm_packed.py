@@ -237,6 +237,9 @@ def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
     m, n, k = f.m, f.n, f.k
     row_blocks, col_blocks = -(-m // mc), -(-n // nc)
     fn, b = declare_kernel(module, name)
+    # never inlined into a loop's function: its stack buffers (KC x nc, a tile) stay its own
+    # frame's rather than adding up in a caller that calls several such kernels
+    fn.attributes.add("noinline")
     bufs, lo, hi = fn.args
     ptrs = (buffer_pointer(b, bufs, 0, ty, "a"), buffer_pointer(b, bufs, 1, ty, "b"),
             buffer_pointer(b, bufs, 2, ty, "c"))
