@@ -191,21 +191,21 @@ def _packed_shape(case, t):
     nr = gp.NV * w
     nc = gp.PACK_BYTES // (gp.KC * (4 if t == "f32" else 8)) // nr * nr
     return {
-        "one p, fewer rows than a tile": (4, 1, w),
+        "one p, one tile": (gp.MR, 1, nr),
         "one whole tile": (gp.MR, 16, nr),
         "a row and a column past the tiles": (gp.MR + 1, 7, nr + 1),
         "two of every block, each with a tail": (gp.MC + 5, gp.KC + 44, nc + 14),
         "exactly one block of each": (gp.MC, gp.KC, nc),
         "three k blocks, the last of one p": (37, 2 * gp.KC + 1, 2 * nr + 3),
-        "one vector of columns": (2 * gp.MR + 3, 40, w),
+        "one panel of columns": (2 * gp.MR + 3, 40, nr),
     }[case]
 
 
 @pytest.mark.parametrize("t", ["f32", "f64"])
 @pytest.mark.parametrize("case", [
-    "one p, fewer rows than a tile", "one whole tile", "a row and a column past the tiles",
+    "one p, one tile", "one whole tile", "a row and a column past the tiles",
     "two of every block, each with a tail", "exactly one block of each",
-    "three k blocks, the last of one p", "one vector of columns"])
+    "three k blocks, the last of one p", "one panel of columns"])
 @pytest.mark.parametrize("batch", [(), (3,)])
 def test_packed_shapes_and_remainders(packed, t, case, batch):
     m, k, n = _packed_shape(case, t)
@@ -222,29 +222,29 @@ def test_packed_transposed_operands_and_batch_dimensions_anywhere(packed, t):
     rng = np.random.default_rng(5)
     # lhs [k, B, m], rhs [n, B, k]: strided a (a column of a is contiguous), b gathered
     a = rng.standard_normal((270, 2, 30)).astype(NP[t])
-    b = rng.standard_normal((45, 2, 270)).astype(NP[t])
+    b = rng.standard_normal((70, 2, 270)).astype(NP[t])
     dn = ("lhs_batch_dims={1}, rhs_batch_dims={1}, lhs_contracting_dims={0}, "
           "rhs_contracting_dims={2}")
-    text = _text(t, a.shape, b.shape, (2, 30, 45), dn)
+    text = _text(t, a.shape, b.shape, (2, 30, 70), dn)
     assert gemm_kernel.form(parse_hlo_module(text).entry.root).kind == "packed"
     _check(text, a, b, t, 270)
     # two batch dimensions in another order, two lhs free dimensions, size-1 dimensions
     a = rng.standard_normal((2, 4, 3, 70, 5, 1)).astype(NP[t])  # B0, m0, B1, k, m1, m2
-    b = rng.standard_normal((3, 2, 70, 1, 40)).astype(NP[t])  # B1, B0, k, 1, n
+    b = rng.standard_normal((3, 2, 70, 1, 67)).astype(NP[t])  # B1, B0, k, 1, n
     dn = ("lhs_batch_dims={0,2}, rhs_batch_dims={1,0}, lhs_contracting_dims={3}, "
           "rhs_contracting_dims={2}")
-    text = _text(t, a.shape, b.shape, (2, 3, 4, 5, 1, 1, 40), dn)
+    text = _text(t, a.shape, b.shape, (2, 3, 4, 5, 1, 1, 67), dn)
     assert gemm_kernel.form(parse_hlo_module(text).entry.root).kind == "packed"
     _check(text, a, b, t, 70)
 
 
 def test_packed_nan_and_infinity_propagate(packed):
     a = np.ones((30, 300), np.float32)
-    b = np.ones((300, 40), np.float32)
+    b = np.ones((300, 70), np.float32)
     a[1, 2] = np.nan
-    b[290, 35] = np.inf
+    b[290, 65] = np.inf
     a[25, 0] = -np.inf
-    _check(_text("f32", a.shape, b.shape, (30, 40),
+    _check(_text("f32", a.shape, b.shape, (30, 70),
                  "lhs_contracting_dims={1}, rhs_contracting_dims={0}"), a, b, "f32", 300)
 
 
@@ -265,7 +265,8 @@ def test_packed_rule():
     else:
         assert "BLAS" in reason(*big), core
     assert isinstance(reason((1, 4096), (4096, 64), (1, 64)), str)  # one row: BLAS's GEMV
-    assert isinstance(reason((300, 2048), (2048, 4), (300, 4)), str)  # fewer columns than W
+    assert isinstance(reason((300, 2048), (2048, 16), (300, 16)), str)  # fewer columns than NR
+    assert isinstance(reason((5, 2048), (2048, 256), (5, 256)), str)  # fewer rows than MR
 
 
 @pytest.mark.parametrize("bits", [256, 512])

@@ -19,7 +19,7 @@ as fast; the limits stay.
 
 Above SMALL, on a host whose vectors are wider than the loaded BLAS's GEMM kernels
 (``packed_reason``: an AVX-512 host with OpenBLAS held to its AVX2 kernels), a dot with at
-least ``ROWS`` rows and a vector of columns is gemm_packed.py's cache-blocked GEMM
+least a tile of rows and columns (6 x 64 f32, 6 x 32 f64) is gemm_packed.py's cache-blocked GEMM
 (``Form.kind`` "packed"; 0.5x-0.7x of the BLAS path's time from 128^3 to 2048^3, skinny,
 batched and transposed, in benchmarks/small_gemm_sweep.py --set large); elsewhere BLAS.
 
@@ -190,15 +190,18 @@ def packed_reason(et, m: int, n: int) -> str | None:
     """None when a dot above SMALL is the packed generated GEMM (gemm_packed.py), else why
     not: the host's vectors must be wider than the BLAS library's GEMM kernels (an AVX-512
     host with OpenBLAS held to AVX2 kernels: benchmarks/small_gemm_sweep.py), and the
-    matrices must keep its accumulators busy (at least ROWS rows and a vector of columns;
-    BLAS's GEMV does single rows)."""
+    matrices must fill its tiles (at least gemm_packed.MR rows and NR columns; BLAS's GEMV
+    does single rows)."""
     if not PACKED:
         return "the packed GEMM is off"
     host, lib = vector_bits(), blas_vector_bits()
     if lib is None or lib >= host:
         return f"BLAS's GEMM kernels are as wide as the host's {host}-bit vectors"
-    if m < ROWS or n < lanes(et):
-        return f"fewer than {ROWS} rows or {lanes(et)} columns (BLAS's GEMV)"
+    from xlapy.backends.cpu import gemm_packed
+
+    rows, cols = gemm_packed.MR, gemm_packed.NV * lanes(et)
+    if m < rows or n < cols:  # a tile's accumulators mostly idle (1024x1024x16: 1.8x BLAS)
+        return f"fewer than {rows} rows or {cols} columns (a tile of the packed GEMM)"
     return None
 
 
