@@ -38,6 +38,7 @@ Imports llvmlite and the backend's kernel ABI only.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 from llvmlite import ir
@@ -170,9 +171,11 @@ def form(instr):
 BLAS_512 = ("skylakex", "cooperlake", "sapphirerapids")
 
 
+@functools.cache
 def blas_vector_bits() -> int | None:
     """The vector width of the loaded BLAS library's GEMM kernels: 512 for OpenBLAS's
-    AVX-512 families, 256 for the others, None when the library does not say."""
+    AVX-512 families, 256 for the others, None when the library does not say (asked once
+    per process: OpenBLAS picks its kernels when it loads)."""
     from xlapy.backends.cpu import blas
 
     core = blas.library_info().get("core")
