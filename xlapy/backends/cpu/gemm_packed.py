@@ -42,12 +42,13 @@ from xlapy.backends.cpu.kernel_abi import (
 )
 
 # Blocks: measured on an AVX-512 host (znver5) with benchmarks/small_gemm_sweep.py-style
-# runs of 1024^3, 64 x 256^3 and 32x128x512 f32 against XLA:CPU (6 x 4 vectors, MC 192 and
-# a 256 KB pack were best or within the noise of the best; 12 x 2 and MC 96 up to 15% slower)
+# runs of 1024^3, 512x1024x1024, 64 x 256^3 and 32x128x512 f32 against XLA:CPU (6 x 4
+# vectors and a 256 KB pack were best or within the noise of the best, 12 x 2 up to 15%
+# slower; row blocks of up to 384 rows took 5-10% less CPU time than 192, 96 more)
 MR = 6  # rows of a tile: MR x NV accumulators, NV panel vectors and a broadcast (32 regs)
 NV = 4  # vectors of columns in a panel (NR = NV * W columns: 64 f32, 32 f64 on AVX-512)
 KC = 256  # contraction block: a panel (KC x NR) is read from L1/L2 by each row group
-MC = 192  # rows of a work item (a multiple of MR): its MC x KC of a stays in L2
+MC = 384  # rows of a work item at most (a multiple of MR): its MC x KC of a stays in L2
 PACK_BYTES = 256 * 1024  # the stack buffer of a work item's packed columns (KC x nc)
 _FLAGS = ("contract",)
 
@@ -57,10 +58,13 @@ def _c(v: int) -> ir.Constant:
 
 
 def blocks(f) -> tuple[int, int]:
-    """(MR-multiple row block, column block nc) for form ``f``."""
+    """(row block mc, column block nc) for form ``f``: the rows cut into as few blocks of at
+    most MC as can be, of about equal size (a multiple of MR), since each block packs its
+    columns again."""
     nr = NV * f.width
     nc = max(nr, PACK_BYTES // (KC * f.itemsize) // nr * nr)
-    return MC, nc
+    count = -(-f.m // MC)
+    return -(-(-(-f.m // count)) // MR) * MR, nc
 
 
 def _splat(b, value, vec):
