@@ -228,14 +228,23 @@ def test_packed_transposed_operands_and_batch_dimensions_anywhere(packed, t):
     text = _text(t, a.shape, b.shape, (2, 30, 70), dn)
     assert gemm_kernel.form(parse_hlo_module(text).entry.root).kind == "packed"
     _check(text, a, b, t, 270)
-    # two batch dimensions in another order, two lhs free dimensions, size-1 dimensions
-    a = rng.standard_normal((2, 4, 3, 70, 5, 1)).astype(NP[t])  # B0, m0, B1, k, m1, m2
+    # two batch dimensions in another order, two lhs free dimensions that read as one,
+    # size-1 dimensions
+    a = rng.standard_normal((2, 4, 1, 5, 3, 70)).astype(NP[t])  # B0, m0, m1, m2, B1, k
     b = rng.standard_normal((3, 2, 70, 1, 67)).astype(NP[t])  # B1, B0, k, 1, n
-    dn = ("lhs_batch_dims={0,2}, rhs_batch_dims={1,0}, lhs_contracting_dims={3}, "
+    dn = ("lhs_batch_dims={0,4}, rhs_batch_dims={1,0}, lhs_contracting_dims={5}, "
           "rhs_contracting_dims={2}")
-    text = _text(t, a.shape, b.shape, (2, 3, 4, 5, 1, 1, 67), dn)
+    text = _text(t, a.shape, b.shape, (2, 3, 4, 1, 5, 1, 67), dn)
     assert gemm_kernel.form(parse_hlo_module(text).entry.root).kind == "packed"
     _check(text, a, b, t, 70)
+    # lhs free dimensions that do not read as one (m0 and m1 apart): not the packed GEMM
+    a = rng.standard_normal((2, 4, 3, 70, 5)).astype(NP[t])  # B0, m0, B1, k, m1
+    b = rng.standard_normal((3, 2, 70, 67)).astype(NP[t])  # B1, B0, k, n
+    dn = ("lhs_batch_dims={0,2}, rhs_batch_dims={1,0}, lhs_contracting_dims={3}, "
+          "rhs_contracting_dims={2}")
+    text = _text(t, a.shape, b.shape, (2, 3, 4, 5, 67), dn)
+    assert isinstance(gemm_kernel.form(parse_hlo_module(text).entry.root), str)
+    _check(text, a, b, t, 70, kernel=False)
 
 
 def test_packed_nan_and_infinity_propagate(packed):

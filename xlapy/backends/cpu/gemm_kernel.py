@@ -155,6 +155,10 @@ def form(instr):
     a_k, b_k, b_n = _collapse(lhs, ls, lc), _collapse(rhs, rs, rc), _collapse(rhs, rs, rf)
     if a_k is None or b_k is None or b_n is None:
         return "contracting or rhs free dimensions that do not read as one strided dimension"
+    a_row = _collapse(lhs, ls, lf)
+    if not small and a_row is None:
+        return f"not small (m*n*k = {m * n * k} > {SMALL}) and lhs free dimensions that " \
+               f"do not read as one strided dimension (the packed GEMM's rows)"
     width = lanes(et)
     if small and m * n * k > TINY and (m < ROWS or n < width or b_n != 1):
         return f"m*n*k = {m * n * k} > {TINY} with fewer than {ROWS} rows or {width} " \
@@ -164,7 +168,7 @@ def form(instr):
                 m=m, n=n, k=k, batch=[lhs[d] for d in lb],
                 a_batch=[ls[d] for d in lb], b_batch=[rs[d] for d in rb],
                 m_dims=[lhs[d] for d in lf], a_m=[ls[d] for d in lf],
-                a_k=a_k, b_k=b_k, b_n=b_n)
+                a_k=a_k, b_k=b_k, b_n=b_n, a_row=a_row)
 
 
 #: the BLAS kernel families (OpenBLAS's core names) whose GEMM uses 512-bit vectors

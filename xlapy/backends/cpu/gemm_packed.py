@@ -34,6 +34,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from xlapy.backends.cpu.kernel_abi import (
+    BUFS,
     I64,
     KernelSpec,
     buffer_pointer,
@@ -51,6 +52,8 @@ KC = 256  # contraction block: a panel (KC x NR) is read from L1/L2 by each row 
 MC = 384  # rows of a work item at most (a multiple of MR): its MC x KC of a stays in L2
 PACK_BYTES = 256 * 1024  # the stack buffer of a work item's packed columns (KC x nc)
 _FLAGS = ("contract",)
+#: b's layout classes (how a block is packed): contiguous columns, contiguous along k, other
+KIND_COLUMNS, KIND_ALONG_K, KIND_OTHER = 0, 1, 2
 
 
 def _c(v: int) -> ir.Constant:
@@ -77,61 +80,67 @@ def _min(b, x, y, name):
     return b.select(b.icmp_signed("<", x, y), x, y, name=name)
 
 
-def _pack(b, f, pb, buf, b_off, p0, kc, j0, cols, vec):
-    """buf[panel][p][0:NR] = b[p0 + p, j0 + panel * NR + 0:NR] (zero past column n)."""
+def _pack(b, f, d, pb, buf, b_off, p0, kc, j0, cols, vec):
+    """buf[panel][p][0:NR] = b[p0 + p, j0 + panel * NR + 0:NR] (zero past column n), by
+    b's layout class (``d.kind``): contiguous columns by vector copies, b contiguous along
+    k by W x W blocks transposed in registers, the columns left (and any other b) one by
+    one."""
     w = vec.count
     nr = NV * w
     ty = vec.element
     panels = b.udiv(b.add(cols, _c(nr - 1)), _c(nr), name="pk.panels")
-    if f.b_n == 1:  # whole vectors of contiguous columns: vector copies
-        whole = b.udiv(cols, _c(w), name="pk.whole")
-        with for_range(b, 0, whole, "pk.v") as v:
-            jp, q = b.udiv(v, _c(NV)), b.urem(v, _c(NV))
-            dst0 = b.add(b.mul(jp, _c(KC * nr)), b.mul(q, _c(w)), name="pk.dst0")
-            src0 = b.add(b.add(b_off, b.mul(p0, _c(f.b_k))), b.add(j0, b.mul(v, _c(w))))
-            with for_range(b, 0, kc, "pk.p") as p:
-                src = b.gep(pb, [b.add(src0, b.mul(p, _c(f.b_k)))], inbounds=True)
-                dst = b.gep(buf, [b.add(dst0, b.mul(p, _c(nr)))], inbounds=True)
-                val = b.load(b.bitcast(src, vec.as_pointer()), align=f.itemsize)
-                b.store(val, b.bitcast(dst, vec.as_pointer()), align=64)
-        first = b.mul(whole, _c(w), name="pk.first")  # the columns left go one by one
-    elif f.b_k == 1:  # b stored transposed: W columns by W p, vector loads along p
-        whole = b.udiv(cols, _c(w), name="pk.whole")
-        chunks = b.udiv(kc, _c(w), name="pk.chunks")
-        with for_range(b, 0, whole, "pk.g") as g:
-            jp, q = b.udiv(g, _c(NV)), b.urem(g, _c(NV))
-            dst0 = b.add(b.mul(jp, _c(KC * nr)), b.mul(q, _c(w)), name="pk.tdst0")
-            src0 = b.add(b.add(b_off, p0), b.mul(b.add(j0, b.mul(g, _c(w))), _c(f.b_n)))
-            with for_range(b, 0, chunks, "pk.t") as t:
-                pt = b.mul(t, _c(w), name="pk.pt")
-                rows = []
-                for ci in range(w):
-                    src = b.gep(pb, [b.add(src0, b.add(pt, _c(ci * f.b_n)))], inbounds=True)
-                    rows.append(b.load(b.bitcast(src, vec.as_pointer()), align=f.itemsize))
-                for r, val in enumerate(_transpose(b, rows)):
-                    dst = b.gep(buf, [b.add(dst0, b.mul(b.add(pt, _c(r)), _c(nr)))],
-                                inbounds=True)
+    whole = b.udiv(cols, _c(w), name="pk.whole")
+    chunks = b.udiv(kc, _c(w), name="pk.chunks")
+    is_n = b.icmp_signed("==", d.kind, _c(KIND_COLUMNS), name="pk.is_n")
+    is_t = b.icmp_signed("==", d.kind, _c(KIND_ALONG_K), name="pk.is_t")
+    with b.if_else(is_n) as (columns, other):
+        with columns:  # whole vectors of contiguous columns: vector copies
+            with for_range(b, 0, whole, "pk.v") as v:
+                jp, q = b.udiv(v, _c(NV)), b.urem(v, _c(NV))
+                dst0 = b.add(b.mul(jp, _c(KC * nr)), b.mul(q, _c(w)), name="pk.dst0")
+                src0 = b.add(b.add(b_off, b.mul(p0, d.b_k)), b.add(j0, b.mul(v, _c(w))))
+                with for_range(b, 0, kc, "pk.p") as p:
+                    src = b.gep(pb, [b.add(src0, b.mul(p, d.b_k))], inbounds=True)
+                    dst = b.gep(buf, [b.add(dst0, b.mul(p, _c(nr)))], inbounds=True)
+                    val = b.load(b.bitcast(src, vec.as_pointer()), align=f.itemsize)
                     b.store(val, b.bitcast(dst, vec.as_pointer()), align=64)
-        _pack_columns(b, f, pb, buf, b_off, p0, kc, j0, _c(0), b.mul(whole, _c(w)),
-                      b.mul(chunks, _c(w)), nr, ty)  # the p past the last whole chunk
-        first = b.mul(whole, _c(w), name="pk.first")
-    else:
-        first = _c(0)
-    _pack_columns(b, f, pb, buf, b_off, p0, kc, j0, first, b.mul(panels, _c(nr)), _c(0), nr,
+        with other:
+            with b.if_then(is_t):  # b stored transposed: W columns by W p
+                with for_range(b, 0, whole, "pk.g") as g:
+                    jp, q = b.udiv(g, _c(NV)), b.urem(g, _c(NV))
+                    dst0 = b.add(b.mul(jp, _c(KC * nr)), b.mul(q, _c(w)), name="pk.tdst0")
+                    src0 = b.add(b.add(b_off, p0), b.mul(b.add(j0, b.mul(g, _c(w))), d.b_n))
+                    with for_range(b, 0, chunks, "pk.t") as t:
+                        pt = b.mul(t, _c(w), name="pk.pt")
+                        rows = []
+                        for ci in range(w):
+                            src = b.gep(pb, [b.add(src0, b.add(pt, b.mul(_c(ci), d.b_n)))],
+                                        inbounds=True)
+                            rows.append(b.load(b.bitcast(src, vec.as_pointer()),
+                                               align=f.itemsize))
+                        for r, val in enumerate(_transpose(b, rows)):
+                            dst = b.gep(buf, [b.add(dst0, b.mul(b.add(pt, _c(r)), _c(nr)))],
+                                        inbounds=True)
+                            b.store(val, b.bitcast(dst, vec.as_pointer()), align=64)
+                # the p past the last whole chunk
+                _pack_columns(b, d, pb, buf, b_off, p0, kc, j0, _c(0), b.mul(whole, _c(w)),
+                              b.mul(chunks, _c(w)), nr, ty)
+    done = b.select(b.or_(is_n, is_t), b.mul(whole, _c(w)), _c(0), name="pk.done")
+    _pack_columns(b, d, pb, buf, b_off, p0, kc, j0, done, b.mul(panels, _c(nr)), _c(0), nr,
                   ty)
 
 
-def _pack_columns(b, f, pb, buf, b_off, p0, kc, j0, c_lo, c_hi, p_lo, nr, ty):
+def _pack_columns(b, d, pb, buf, b_off, p0, kc, j0, c_lo, c_hi, p_lo, nr, ty):
     """Pack columns [c_lo, c_hi) of the block one by one, p from p_lo (a transposed b reads
     along its rows), zero past column n."""
     with for_range(b, c_lo, c_hi, "pk.c") as c:
         j = b.add(j0, c, name="pk.j")
-        inside = b.icmp_signed("<", j, _c(f.n), name="pk.in")
-        src0 = b.add(b.add(b_off, b.mul(p0, _c(f.b_k))),
-                     b.mul(b.select(inside, j, _c(f.n - 1)), _c(f.b_n)), name="pk.src0")
+        inside = b.icmp_signed("<", j, d.n, name="pk.in")
+        src0 = b.add(b.add(b_off, b.mul(p0, d.b_k)),
+                     b.mul(b.select(inside, j, b.sub(d.n, _c(1))), d.b_n), name="pk.src0")
         dst0 = b.add(b.mul(b.udiv(c, _c(nr)), _c(KC * nr)), b.urem(c, _c(nr)), name="pk.cd0")
         with for_range(b, p_lo, kc, "pk.q") as p:
-            x = b.load(b.gep(pb, [b.add(src0, b.mul(p, _c(f.b_k)))], inbounds=True))
+            x = b.load(b.gep(pb, [b.add(src0, b.mul(p, d.b_k))], inbounds=True))
             b.store(b.select(inside, x, ir.Constant(ty, 0.0)),
                     b.gep(buf, [b.add(dst0, b.mul(p, _c(nr)))], inbounds=True))
 
@@ -158,20 +167,18 @@ def _transpose(b, rows):
     return rows
 
 
-def _tile(b, f, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
+def _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
     """C[i0 : i0 + MR, j0 + jp * NR : ... + NR] += the block's sums, the rows and columns
     past m and n left out (rows past m read a's last row, columns past n are zero)."""
-    from xlapy.backends.cpu.gemm_kernel import _decode
-
     pa, _, pc = ptrs
     w = vec.count
     nr = NV * w
     fn = b.function
     a_rows, c_rows = [], []
     for r in range(MR):
-        i = _min(b, b.add(i0, _c(r)), _c(f.m - 1), f"t.i{r}")
-        (a_i,) = _decode(b, i, f.m_dims, [f.a_m], f"t.m{r}")
-        a_rows.append(b.add(a_off, b.add(a_i, b.mul(p0, _c(f.a_k))), name=f"t.a{r}"))
+        i = _min(b, b.add(i0, _c(r)), b.sub(d.m, _c(1)), f"t.i{r}")
+        a_i = b.mul(i, d.a_row, name=f"t.ai{r}")
+        a_rows.append(b.add(a_off, b.add(a_i, b.mul(p0, d.a_k)), name=f"t.a{r}"))
     panel = b.mul(jp, _c(KC * nr), name="t.panel")
     head = b.block
     loop = fn.append_basic_block("t.p")
@@ -188,7 +195,7 @@ def _tile(b, f, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
     at = b.add(panel, b.mul(p, _c(nr)), name="t.bat")
     bvs = [b.load(b.bitcast(b.gep(buf, [b.add(at, _c(v * w))], inbounds=True),
                             vec.as_pointer()), name=f"bv{v}", align=64) for v in range(NV)]
-    pk = b.mul(p, _c(f.a_k), name="t.pk")
+    pk = b.mul(p, d.a_k, name="t.pk")
     nexts = []
     for r in range(MR):
         av = _splat(b, b.load(b.gep(pa, [b.add(a_rows[r], pk)], inbounds=True), name=f"av{r}"),
@@ -203,13 +210,13 @@ def _tile(b, f, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
     b.cbranch(b.icmp_signed("<", p_next, kc), loop, done)
     b.position_at_end(done)
     jt = b.add(j0, b.mul(jp, _c(nr)), name="t.j")
-    rows = _min(b, _c(MR), b.sub(_c(f.m), i0), "t.rows")
-    cols = _min(b, _c(nr), b.sub(_c(f.n), jt), "t.cols")
+    rows = _min(b, _c(MR), b.sub(d.m, i0), "t.rows")
+    cols = _min(b, _c(nr), b.sub(d.n, jt), "t.cols")
     whole = b.and_(b.icmp_signed("==", rows, _c(MR)), b.icmp_signed("==", cols, _c(nr)))
     with b.if_else(whole) as (then, otherwise):
         with then:  # vector stores (the first block's sums, or added to C)
             for r in range(MR):
-                c_row = b.mul(b.add(b.mul(bi, _c(f.m)), b.add(i0, _c(r))), _c(f.n))
+                c_row = b.mul(b.add(b.mul(bi, d.m), b.add(i0, _c(r))), d.n)
                 for v in range(NV):
                     ptr = b.gep(pc, [b.add(c_row, b.add(jt, _c(v * w)))], inbounds=True)
                     ptr = b.bitcast(ptr, vec.as_pointer())
@@ -222,7 +229,7 @@ def _tile(b, f, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
                     ptr = b.gep(tbuf, [_c(r * nr + v * w)], inbounds=True)
                     b.store(nexts[r][v], b.bitcast(ptr, vec.as_pointer()), align=64)
             with for_range(b, 0, rows, "t.r") as r:
-                c_row = b.mul(b.add(b.mul(bi, _c(f.m)), b.add(i0, r)), _c(f.n))
+                c_row = b.mul(b.add(b.mul(bi, d.m), b.add(i0, r)), d.n)
                 with for_range(b, 0, cols, "t.cj") as cj:
                     x = b.load(b.gep(tbuf, [b.add(b.mul(r, _c(nr)), cj)], inbounds=True))
                     ptr = b.gep(pc, [b.add(c_row, b.add(jt, cj))], inbounds=True)
@@ -231,57 +238,164 @@ def _tile(b, f, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
                             ptr)
 
 
-def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
-    """The kernel of form ``f`` (a gemm_kernel.Form of kind "packed"), elements ``ty``."""
+class _Dims:
+    """The numbers of one dot, read by the shared core from its parameter array (i64):
+    m, n, k, a_k, b_k, b_n, mc, nc, row_blocks, col_blocks, k_blocks, b's layout class
+    (KIND_*), the counts of batch
+    and lhs free dimensions (nb, nm), then nb batch sizes, nb a strides, nb b strides, nm
+    lhs free sizes, nm a strides."""
+
+    HEADER = ("m", "n", "k", "a_k", "b_k", "b_n", "mc", "nc", "row_blocks", "col_blocks",
+              "k_blocks", "kind", "nb", "nm")
+
+    def __init__(self, b, params):
+        for j, field in enumerate(self.HEADER):
+            setattr(self, field, b.load(b.gep(params, [_c(j)], inbounds=True), name=field))
+        base = _c(len(self.HEADER))
+
+        def at(offset, name):
+            return b.gep(params, [offset], inbounds=True, name=name)
+
+        self.batch_sizes = at(base, "batch.sizes")
+        self.a_batch = at(b.add(base, self.nb), "batch.a")
+        self.b_batch = at(b.add(base, b.mul(self.nb, _c(2))), "batch.b")
+        self.m_sizes = at(b.add(base, b.mul(self.nb, _c(3))), "m.sizes")
+        self.a_m = at(b.add(b.add(base, b.mul(self.nb, _c(3))), self.nm), "m.a")
+        # the lhs free dimensions read as one strided dimension (gemm_kernel.form): a row's
+        # offset is i times that stride (no per-row decode in the tiles)
+        self.a_row = b.load(self.a_m, name="a.row")
+
+
+def _params(f, mc: int, nc: int) -> list[int]:
+    """The parameter array of form ``f`` (see _Dims); size-1 dimensions dropped, at least
+    one (size 1, stride 0) in each group."""
+    def group(sizes, *strides):
+        keep = [j for j, size in enumerate(sizes) if size != 1] or None
+        if keep is None:
+            return [1], *([0] for _ in strides)
+        return [sizes[j] for j in keep], *([s[j] for j in keep] for s in strides)
+
+    batch, a_batch, b_batch = group(f.batch, f.a_batch, f.b_batch)
+    m_sizes, a_m = [f.m], [f.a_row]
+    kind = KIND_COLUMNS if f.b_n == 1 else KIND_ALONG_K if f.b_k == 1 else KIND_OTHER
+    head = [f.m, f.n, f.k, f.a_k, f.b_k, f.b_n, mc, nc, -(-f.m // mc), -(-f.n // nc),
+            -(-f.k // KC), kind, len(batch), len(m_sizes)]
+    return head + batch + a_batch + b_batch + m_sizes + a_m
+
+
+def _decode(b, item, count, sizes, strides_list, name):
+    """Offsets (one per stride array) of the row-major multi-index ``item`` over ``count``
+    dimensions of ``sizes`` (count >= 1; the outermost takes what is left)."""
+    fn = b.function
+    last = b.sub(count, _c(1), name=f"{name}.last")
+    pre = b.block
+    head = fn.append_basic_block(f"{name}.head")
+    body = fn.append_basic_block(f"{name}.body")
+    done = fn.append_basic_block(f"{name}.done")
+    b.branch(head)
+    b.position_at_end(head)
+    dim = b.phi(I64, name=f"{name}.d")
+    rest = b.phi(I64, name=f"{name}.rest")
+    offs = [b.phi(I64, name=f"{name}.off{j}") for j in range(len(strides_list))]
+    dim.add_incoming(last, pre)
+    rest.add_incoming(item, pre)
+    for off in offs:
+        off.add_incoming(_c(0), pre)
+    b.cbranch(b.icmp_signed(">", dim, _c(0)), body, done)
+    b.position_at_end(body)
+    size = b.load(b.gep(sizes, [dim], inbounds=True))
+    idx = b.urem(rest, size)
+    dim.add_incoming(b.sub(dim, _c(1)), body)
+    rest.add_incoming(b.udiv(rest, size), body)
+    for off, strides in zip(offs, strides_list):
+        stride = b.load(b.gep(strides, [dim], inbounds=True))
+        off.add_incoming(b.add(off, b.mul(idx, stride)), body)
+    b.branch(head)
+    b.position_at_end(done)
+    return [b.add(off, b.mul(rest, b.load(strides, name=f"{name}.s0")), name=f"{name}.o{j}")
+            for j, (off, strides) in enumerate(zip(offs, strides_list))]
+
+
+_CORE_TYPE = ir.FunctionType(ir.VoidType(), [BUFS, I64, I64, I64.as_pointer()])
+
+
+def _core(module: ir.Module, f, ty) -> ir.Function:
+    """The module's packed GEMM for elements ``ty``, emitted once per module: every packed
+    dot of the module calls it with its own parameter array, so a program pays one compile
+    of the loops however many dots it has (each core costs ~60-100 ms of LLVM time)."""
+    name = f"xlapy_gemm_packed_{'f32' if f.itemsize == 4 else 'f64'}x{f.width}"
+    try:
+        return module.get_global(name)
+    except KeyError:
+        pass
     w = f.width
     nr = NV * w
     vec = ir.VectorType(ty, w)
-    mc, nc = blocks(f)
-    assert mc % MR == 0 and nc % nr == 0, "gemm_packed: blocks must be whole tiles"
-    m, n, k = f.m, f.n, f.k
-    row_blocks, col_blocks = -(-m // mc), -(-n // nc)
-    fn, b = declare_kernel(module, name)
-    # never inlined into a loop's function: its stack buffers (KC x nc, a tile) stay its own
-    # frame's rather than adding up in a caller that calls several such kernels
+    nc_max = max(nr, PACK_BYTES // (KC * f.itemsize) // nr * nr)
+    fn = ir.Function(module, _CORE_TYPE, name=name)
+    fn.linkage = "internal"
+    # never inlined into its callers: its stack buffers (KC x nc, a tile) stay in its own
+    # frame rather than adding up in a loop's function that calls several packed dots
     fn.attributes.add("noinline")
-    bufs, lo, hi = fn.args
+    bufs, lo, hi, params = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d = _Dims(b, params)
     ptrs = (buffer_pointer(b, bufs, 0, ty, "a"), buffer_pointer(b, bufs, 1, ty, "b"),
             buffer_pointer(b, bufs, 2, ty, "c"))
-    buf = b.alloca(ir.ArrayType(ty, KC * nc), name="pack")
+    buf = b.alloca(ir.ArrayType(ty, KC * nc_max), name="pack")
     buf.align = 64
     buf = b.bitcast(buf, ty.as_pointer(), name="packp")
     tbuf = b.alloca(ir.ArrayType(ty, MR * nr), name="tile")
     tbuf.align = 64
     tbuf = b.bitcast(tbuf, ty.as_pointer(), name="tilep")
     with for_range(b, lo, hi, "item") as item:
-        icb = b.urem(item, _c(row_blocks), name="icb")
-        rest = b.udiv(item, _c(row_blocks), name="rest")
-        jcb = b.urem(rest, _c(col_blocks), name="jcb")
-        bi = b.udiv(rest, _c(col_blocks), name="bi")
-        from xlapy.backends.cpu.gemm_kernel import _decode
-
-        a_off, b_off = _decode(b, bi, f.batch, [f.a_batch, f.b_batch], "batch")
-        i0 = b.mul(icb, _c(mc), name="i0")
-        j0 = b.mul(jcb, _c(nc), name="j0")
-        rows = _min(b, _c(mc), b.sub(_c(m), i0), "rows")
-        cols = _min(b, _c(nc), b.sub(_c(n), j0), "cols")
+        icb = b.urem(item, d.row_blocks, name="icb")
+        rest = b.udiv(item, d.row_blocks, name="rest")
+        jcb = b.urem(rest, d.col_blocks, name="jcb")
+        bi = b.udiv(rest, d.col_blocks, name="bi")
+        a_off, b_off = _decode(b, bi, d.nb, d.batch_sizes, [d.a_batch, d.b_batch], "batch")
+        i0 = b.mul(icb, d.mc, name="i0")
+        j0 = b.mul(jcb, d.nc, name="j0")
+        rows = _min(b, d.mc, b.sub(d.m, i0), "rows")
+        cols = _min(b, d.nc, b.sub(d.n, j0), "cols")
         groups = b.udiv(b.add(rows, _c(MR - 1)), _c(MR), name="groups")
         panels = b.udiv(b.add(cols, _c(nr - 1)), _c(nr), name="panels")
-        with for_range(b, 0, -(-k // KC), "kb") as kb:
+        with for_range(b, 0, d.k_blocks, "kb") as kb:
             p0 = b.mul(kb, _c(KC), name="p0")
-            kc = _min(b, _c(KC), b.sub(_c(k), p0), "kc")
+            kc = _min(b, _c(KC), b.sub(d.k, p0), "kc")
             first = b.icmp_signed("==", kb, _c(0), name="first")
-            _pack(b, f, ptrs[1], buf, b_off, p0, kc, j0, cols, vec)
+            _pack(b, f, d, ptrs[1], buf, b_off, p0, kc, j0, cols, vec)
             with for_range(b, 0, panels, "jp") as jp:
                 with for_range(b, 0, groups, "g") as g:
                     i = b.add(i0, b.mul(g, _c(MR)), name="gi")
-                    _tile(b, f, ptrs, buf, tbuf, a_off, bi, i, jp, j0, p0, kc, first, vec)
+                    _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i, jp, j0, p0, kc, first, vec)
+    b.ret_void()
+    return fn
+
+
+def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
+    """The kernel of form ``f`` (a gemm_kernel.Form of kind "packed"), elements ``ty``: a
+    call of the module's shared core (``_core``) with this dot's parameter array."""
+    w = f.width
+    mc, nc = blocks(f)
+    if mc % MR or nc % (NV * w):
+        raise ValueError(f"gemm_packed: blocks {mc} x {nc} are not whole {MR} x {NV * w} "
+                         f"tiles")
+    core = _core(module, f, ty)
+    values = _params(f, mc, nc)
+    table = ir.GlobalVariable(module, ir.ArrayType(I64, len(values)), name=f"{name}.params")
+    table.global_constant = True
+    table.linkage = "internal"
+    table.initializer = ir.Constant(ir.ArrayType(I64, len(values)), values)
+    fn, b = declare_kernel(module, name)
+    bufs, lo, hi = fn.args
+    b.call(core, [bufs, lo, hi, b.gep(table, [_c(0), _c(0)], inbounds=True)])
     b.ret_void()
     count = 1
-    for d in f.batch:
-        count *= d
-    return KernelSpec(name, 2, [f.shape], count * row_blocks * col_blocks,
-                      cost=max(1, min(mc, m) * min(nc, n) * k // (8 * w)))
+    for dim in f.batch:
+        count *= dim
+    return KernelSpec(name, 2, [f.shape], count * -(-f.m // mc) * -(-f.n // nc),
+                      cost=max(1, min(mc, f.m) * min(nc, f.n) * f.k // (8 * w)))
 
 
 __all__ = ["KC", "MC", "MR", "NV", "blocks", "emit"]
