@@ -2,8 +2,14 @@
 
 Used where ``gemm_kernel.form`` says so: f32/f64 dots above gemm_kernel's small limit, on
 a host whose vectors are wider than the kernels of the BLAS library loaded (AVX-512 host,
-OpenBLAS held to its AVX2 kernels), with the forms gemm_kernel accepts (contracting and rhs
-free dimensions each one strided dimension; batch and lhs free dimensions any).
+OpenBLAS held to its AVX2 kernels), with the forms gemm_kernel accepts whose lhs free
+dimensions also read as one strided dimension (contracting and rhs free dimensions each one
+strided dimension; batch dimensions any).
+
+A module holds one *core* per element type (``_core``: the loops below, every number of
+the dot read at run time) and per packed dot a kernel that calls it with the dot's
+constant parameter array (``_params``): a program with several packed dots pays the core's
+compile (~60-100 ms of LLVM time) once.
 
 Work item = one block of one matrix of the batch: ``MC`` output rows by ``nc`` output
 columns (the last blocks take what is left); the items of a batch are independent, so the
