@@ -6,10 +6,10 @@ OpenBLAS held to its AVX2 kernels), with the forms gemm_kernel accepts whose lhs
 dimensions also read as one strided dimension (contracting and rhs free dimensions each one
 strided dimension; batch dimensions any).
 
-A module holds one *core* per element type (``_core``: the loops below, every number of
-the dot read at run time) and per packed dot a kernel that calls it with the dot's
-constant parameter array (``_params``): a program with several packed dots pays the core's
-compile (~60-100 ms of LLVM time) once.
+One *core* per element type and vector width (``_core``: the loops below, every number of
+the dot read at run time) is compiled once per process in its own module, as the worker
+pool's is; a packed dot is a kernel that calls it (an external symbol) with the dot's
+constant parameter array (``_params``): programs pay no compile of the loops.
 
 Work item = one block of one matrix of the batch: ``MC`` output rows by ``nc`` output
 columns (the last blocks take what is left); the items of a batch are independent, so the
@@ -36,6 +36,8 @@ Imports llvmlite and the backend's kernel ABI only.
 """
 
 from __future__ import annotations
+
+import threading
 
 from llvmlite import ir
 
@@ -325,24 +327,56 @@ def _decode(b, item, count, sizes, strides_list, name):
 _CORE_TYPE = ir.FunctionType(ir.VoidType(), [BUFS, I64, I64, I64.as_pointer()])
 
 
+#: core name -> (its symbol, the CompiledModule holding it: kept alive for the process)
+_CORES: dict[str, tuple] = {}
+_CORES_LOCK = threading.Lock()
+
+
+def _core_name(f) -> str:
+    return f"xlapy_gemm_packed_{'f32' if f.itemsize == 4 else 'f64'}x{f.width}"
+
+
 def _core(module: ir.Module, f, ty) -> ir.Function:
-    """The module's packed GEMM for elements ``ty``, emitted once per module: every packed
-    dot of the module calls it with its own parameter array, so a program pays one compile
-    of the loops however many dots it has (each core costs ~60-100 ms of LLVM time)."""
-    name = f"xlapy_gemm_packed_{'f32' if f.itemsize == 4 else 'f64'}x{f.width}"
+    """The packed GEMM core for elements ``ty`` declared in ``module``. The core is
+    compiled once per process in its own module (through the JIT's disk cache) and its
+    address made known to LLVM's symbol resolution (``llvm.add_symbol``), like the worker
+    pool's module: programs only call it, so a program with packed dots pays no compile of
+    its loops (~60-100 ms of LLVM time each) and its IR holds no address."""
+    base = _core_name(f)
+    with _CORES_LOCK:
+        if base not in _CORES:
+            import hashlib
+
+            import llvmlite.binding as llvm
+
+            from xlapy.backends.cpu.jit import get_jit
+
+            jit = get_jit()
+            # the symbol names the core's code (a hash of its IR), so a program's object
+            # (disk cache) calls the core it was compiled against or fails to resolve
+            draft = ir.Module(name=base)
+            _emit_core(draft, base, f, ty)
+            name = f"{base}_{hashlib.sha256(str(draft).encode()).hexdigest()[:16]}"
+            own = ir.Module(name=name)
+            own.triple = jit.triple
+            _emit_core(own, name, f, ty)
+            compiled = jit.compile(own)
+            llvm.add_symbol(name, compiled.function_address(name))
+            _CORES[base] = (name, compiled)
+        name = _CORES[base][0]
     try:
         return module.get_global(name)
     except KeyError:
-        pass
+        return ir.Function(module, _CORE_TYPE, name=name)
+
+
+def _emit_core(module: ir.Module, name: str, f, ty) -> ir.Function:
+    """The core's definition (see _core) in ``module``."""
     w = f.width
     nr = NV * w
     vec = ir.VectorType(ty, w)
     nc_max = max(nr, PACK_BYTES // (KC * f.itemsize) // nr * nr)
     fn = ir.Function(module, _CORE_TYPE, name=name)
-    fn.linkage = "internal"
-    # never inlined into its callers: its stack buffers (KC x nc, a tile) stay in its own
-    # frame rather than adding up in a loop's function that calls several packed dots
-    fn.attributes.add("noinline")
     bufs, lo, hi, params = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     d = _Dims(b, params)
