@@ -6,14 +6,23 @@ programs (and XLA:CPU through jax, when installed) taking turns run by run.
         [--limit 32768] [--shapes "64,32,32,32;1,16,16,16"]
 
 A shape is batch,m,k,n: ``dot(a[batch,m,k], b[batch,k,n])`` with one batch dimension
-(batch 1: a plain 2-D dot). ``--limit`` is the m*n*k up to which the kernel is used
+(batch 1: a plain 2-D dot). ``--limit`` is the m*n*k up to which the small kernel is used
 (gemm_kernel.SMALL); both programs are compiled with it set (kernel) and with the kernel
-off (BLAS). Prints per shape the median time of each program, kernel/BLAS and kernel/XLA.
+off (BLAS). Prints per shape the path taken (small kernel, packed GEMM or BLAS), the median
+time of each program, kernel/BLAS and kernel/XLA.
+
+    PYTHONPATH=. python benchmarks/small_gemm_sweep.py --set large [--layout tn]
+        [--packed rule|on|off] [--bits 256|512] [--cols 2]
+
+Mid and large shapes (square 128..2048, skinny, batched): above the limit the kernel side
+is the packed GEMM (gemm_packed.py) where its rule allows (``--packed on``: on any host),
+BLAS otherwise; ``--layout`` stores a ([k, m]) and/or b ([n, k]) transposed.
 
     PYTHONPATH=. python benchmarks/small_gemm_sweep.py --cases lstm_scan,transformer_fwd
 
 A/B on whole programs instead: the ``xlapy bench`` cases' modules (benchmarks/hlo, full
-sizes) compiled with the kernel and without, run in turns on the suite's inputs. With
+sizes) compiled with the generated kernels (small and packed, by their rules) and without,
+run in turns on the suite's inputs. With
 ``--ab prepared`` the A/B is the BLAS path's prepared GEMM arguments (blas.PreparedGemm)
 against marshalling every argument per call (blas.gemm_rowmajor), on one program.
 """
@@ -33,12 +42,38 @@ SHAPES = [
     (64, 4, 4, 4), (64, 8, 8, 8), (64, 16, 16, 16), (64, 32, 32, 32), (64, 16, 64, 16),
     (512, 4, 4, 4), (512, 8, 8, 8), (512, 16, 16, 16), (4096, 4, 4, 4),
     (16, 32, 32, 33), (64, 7, 13, 9),
+    # around and above the small limit: lstm_scan's step (32x128 @ 128x512), attention
+    # (128x64 @ 64x128 per head), square and skinny
+    (1, 64, 64, 64), (1, 32, 128, 128), (1, 32, 128, 512), (1, 128, 64, 128),
+    (8, 128, 64, 128), (32, 128, 64, 128), (1, 128, 128, 128), (1, 96, 96, 96),
+    (1, 256, 64, 256), (1, 256, 256, 256), (1, 8, 256, 256), (1, 256, 256, 16),
 ]
 
 
-def _module(bsz, m, k, n, t):
+#: mid and large shapes (the packed GEMM against BLAS): square, skinny, batched
+LARGE = [
+    (1, 128, 128, 128), (1, 256, 256, 256), (1, 384, 384, 384), (1, 512, 512, 512),
+    (1, 768, 768, 768), (1, 1024, 1024, 1024), (1, 1536, 1536, 1536), (1, 2048, 2048, 2048),
+    (1, 32, 128, 512), (1, 512, 1024, 1024), (1, 1024, 1024, 128), (1, 128, 4096, 128),
+    (1, 4096, 64, 4096), (1, 16, 1024, 1024), (1, 1024, 1024, 16), (1, 1000, 999, 1001),
+    (64, 256, 256, 256), (32, 128, 64, 128), (8, 512, 64, 512), (16, 128, 128, 128),
+]
+
+
+def _module(bsz, m, k, n, t, layout="nn"):
     from xlapy.parser import parse_hlo_module
 
+    if layout != "nn":  # a as [k, m] (t.), b as [n, k] (.t)
+        a_dims, a_c = ((k, m), 0) if layout[0] == "t" else ((m, k), 1)
+        b_dims, b_c = ((n, k), 1) if layout[1] == "t" else ((k, n), 0)
+        bd = "" if bsz == 1 else f"{bsz},"
+        dn = "" if bsz == 1 else "lhs_batch_dims={0}, rhs_batch_dims={0}, "
+        off = 0 if bsz == 1 else 1
+        text = (f"HloModule m\nENTRY e {{\n  a = {t}[{bd}{a_dims[0]},{a_dims[1]}] parameter(0)\n"
+                f"  b = {t}[{bd}{b_dims[0]},{b_dims[1]}] parameter(1)\n  ROOT d = {t}[{bd}{m},{n}] "
+                f"dot(a, b), {dn}lhs_contracting_dims={{{a_c + off}}}, "
+                f"rhs_contracting_dims={{{b_c + off}}}\n}}\n")
+        return parse_hlo_module(text)
     if bsz == 1:
         text = (f"HloModule m\nENTRY e {{\n  a = {t}[{m},{k}] parameter(0)\n"
                 f"  b = {t}[{k},{n}] parameter(1)\n  ROOT d = {t}[{m},{n}] dot(a, b), "
@@ -57,7 +92,18 @@ def main(argv=None):
     parser.add_argument("--dtype", default="f32", choices=["f32", "f64"])
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--shapes", default=None)
+    parser.add_argument("--set", default="small", choices=["small", "large"],
+                        help="the shapes swept when --shapes is not given")
+    parser.add_argument("--layout", default="nn", choices=["nn", "tn", "nt", "tt"],
+                        help="t: that operand is stored transposed (a as [k, m], b as [n, k])")
     parser.add_argument("--no-jax", action="store_true")
+    parser.add_argument("--packed", default="rule", choices=["rule", "on", "off"],
+                        help="dots above the limit: the packed GEMM where its rule says "
+                             "(rule), on any host (on), never (off: such shapes are skipped)")
+    parser.add_argument("--bits", type=int, default=None, choices=[256, 512],
+                        help="the kernel's vector width (default: the host's)")
+    parser.add_argument("--cols", type=int, default=None,
+                        help="vectors of columns per tile (default: gemm_kernel.COLS)")
     parser.add_argument("--cases", default=None,
                         help="comma-separated bench cases to compare whole (see xlapy bench)")
     parser.add_argument("--tier", default="full", choices=["full", "quick", "tiny"])
@@ -71,10 +117,14 @@ def main(argv=None):
     from xlapy.backends.cpu import gemm_kernel
     from xlapy.runtime import Client
 
+    gemm_kernel.BITS = args.bits
+    if args.cols:
+        gemm_kernel.COLS = dict.fromkeys(gemm_kernel.COLS, args.cols)
     limit = gemm_kernel.SMALL if args.limit is None else args.limit
+    blas_bits, packed = gemm_kernel.blas_vector_bits, gemm_kernel.PACKED
     dtype = np.float32 if args.dtype == "f32" else np.float64
-    shapes = SHAPES if not args.shapes else [tuple(int(v) for v in s.split(","))
-                                             for s in args.shapes.split(";")]
+    shapes = (SHAPES if args.set == "small" else LARGE) if not args.shapes else [
+        tuple(int(v) for v in s.split(",")) for s in args.shapes.split(";")]
     jax = None
     if not args.no_jax:
         try:
@@ -85,30 +135,43 @@ def main(argv=None):
         except ImportError:
             jax = None
 
-    print(f"{'batch x m,k,n':>22} {'kernel':>10} {'BLAS':>10} {'XLA':>10} "
+    print(f"{'batch x m,k,n':>22} {'path':>6} {'kernel':>10} {'BLAS':>10} {'XLA':>10} "
           f"{'kern/BLAS':>9} {'kern/XLA':>9}")
     ratios = []
     for bsz, m, k, n in shapes:
-        if m * n * k > limit:
+        if m * n * k > limit and args.packed == "off":
             continue
-        module = _module(bsz, m, k, n, args.dtype)
+        module = _module(bsz, m, k, n, args.dtype, args.layout)
         rng = np.random.default_rng(0)
-        shape_a = (m, k) if bsz == 1 else (bsz, m, k)
-        shape_b = (k, n) if bsz == 1 else (bsz, k, n)
+        shape_a = (k, m) if args.layout[0] == "t" else (m, k)
+        shape_b = (n, k) if args.layout[1] == "t" else (k, n)
+        if bsz != 1:
+            shape_a, shape_b = (bsz, *shape_a), (bsz, *shape_b)
         a = rng.standard_normal(shape_a).astype(dtype)
         b = rng.standard_normal(shape_b).astype(dtype)
         programs = {}
         tiny = gemm_kernel.TINY
+        kind = None
         for name, small in (("kernel", limit), ("BLAS", 0)):
             gemm_kernel.SMALL, gemm_kernel.TINY = small, (tiny if small else 0)
+            gemm_kernel.PACKED = bool(small) and args.packed != "off"
+            if small and args.packed == "on":
+                gemm_kernel.blas_vector_bits = lambda: 0
             be.clear_cache()
             programs[name] = Client(backend="cpu").compile(module)
             kinds = [type(s).__name__ for s in be.compile_module(module).entry.steps]
-            assert kinds == (["KernelStep"] if small else ["LibraryStep"]), kinds
-        gemm_kernel.SMALL, gemm_kernel.TINY = limit, tiny
+            if small:
+                got = gemm_kernel.form(module.entry.root)
+                kind = getattr(got, "kind", "BLAS")
+            assert kinds == (["LibraryStep"] if kind == "BLAS" or not small
+                             else ["KernelStep"]), kinds
+            gemm_kernel.blas_vector_bits = blas_bits
+        gemm_kernel.SMALL, gemm_kernel.TINY, gemm_kernel.PACKED = limit, tiny, packed
         sides = {name: (lambda p=p, a=a, b=b: p(a, b)) for name, p in programs.items()}
         if jax is not None:
-            fn = jax.jit(jnp.matmul)
+            ta, tb = args.layout[0] == "t", args.layout[1] == "t"
+            fn = jax.jit(lambda x, y: jnp.matmul(jnp.swapaxes(x, -1, -2) if ta else x,
+                                                 jnp.swapaxes(y, -1, -2) if tb else y))
             ja, jb = jnp.asarray(a), jnp.asarray(b)
             sides["XLA"] = lambda fn=fn, ja=ja, jb=jb: fn(ja, jb).block_until_ready()
         got = np.asarray(sides["kernel"]())
@@ -126,7 +189,7 @@ def main(argv=None):
         ratio = med["kernel"] / med["BLAS"]
         ratios.append(ratio)
         xla = med.get("XLA")
-        print(f"{bsz:>6} x {m:>4},{k:>4},{n:>4} {med['kernel'] * 1e6:>8.1f}us "
+        print(f"{bsz:>6} x {m:>4},{k:>4},{n:>4} {kind:>6} {med['kernel'] * 1e6:>8.1f}us "
               f"{med['BLAS'] * 1e6:>8.1f}us "
               f"{(xla or float('nan')) * 1e6:>8.1f}us {ratio:>8.2f}x "
               f"{med['kernel'] / xla if xla else float('nan'):>8.2f}x")
@@ -136,6 +199,7 @@ def main(argv=None):
 
 def _set(gemm_kernel, on, small, tiny):
     gemm_kernel.SMALL, gemm_kernel.TINY = (small, tiny) if on else (0, 0)
+    gemm_kernel.PACKED = on
 
 
 class _PerCall:

@@ -105,7 +105,9 @@ def test_nan_and_infinity_propagate():
                  "lhs_contracting_dims={1}, rhs_contracting_dims={0}"), a, b, "f32", 4)
 
 
-def test_large_or_narrow_dots_stay_with_blas():
+def test_large_or_narrow_dots_stay_with_blas(monkeypatch):
+    monkeypatch.setattr(gemm_kernel, "PACKED", False)  # the packed GEMM's rule: below
+
     def form(a, b, out):
         text = _text("f32", a, b, out, "lhs_contracting_dims={1}, rhs_contracting_dims={0}")
         return gemm_kernel.form(parse_hlo_module(text).entry.root)
@@ -156,3 +158,196 @@ ENTRY e {
     got = np.asarray(Client(backend="cpu").compile(module)(h0, w0))
     want = np.asarray(evaluate(module, h0, w0))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# -- vector widths and the packed GEMM (gemm_packed.py) ----------------------------------------
+# The packed path is taken on an AVX-512 host whose BLAS kernels are narrower; the tests force
+# it (512-bit vectors, a 256-bit BLAS, the small limits at 0) so it runs on any x86 host (LLVM
+# splits vectors wider than the host's).
+
+
+@pytest.fixture
+def packed(monkeypatch):
+    monkeypatch.setattr(gemm_kernel, "BITS", 512)
+    monkeypatch.setattr(gemm_kernel, "SMALL", 0)
+    monkeypatch.setattr(gemm_kernel, "TINY", 0)
+    monkeypatch.setattr(gemm_kernel, "blas_vector_bits", lambda: 256)
+    be.clear_cache()
+    yield
+    be.clear_cache()
+
+
+def _dot_dn(nb):
+    bd = ",".join(map(str, range(nb)))
+    return (f"lhs_batch_dims={{{bd}}}, rhs_batch_dims={{{bd}}}, " if nb else "") + \
+        f"lhs_contracting_dims={{{nb + 1}}}, rhs_contracting_dims={{{nb}}}"
+
+
+def _packed_shape(case, t):
+    """(m, k, n) of a named case, from gemm_packed's blocks at 512-bit vectors."""
+    from xlapy.backends.cpu import gemm_packed as gp
+
+    w = 16 if t == "f32" else 8
+    nr = gp.NV * w
+    nc = gp.PACK_BYTES // (gp.KC * (4 if t == "f32" else 8)) // nr * nr
+    return {
+        "one p, one tile": (gp.MR, 1, nr),
+        "one whole tile": (gp.MR, 16, nr),
+        "a row and a column past the tiles": (gp.MR + 1, 7, nr + 1),
+        "two of every block, each with a tail": (gp.MC + 5, gp.KC + 44, nc + 14),
+        "exactly one block of each": (gp.MC, gp.KC, nc),
+        "three k blocks, the last of one p": (37, 2 * gp.KC + 1, 2 * nr + 3),
+        "one panel of columns": (2 * gp.MR + 3, 40, nr),
+    }[case]
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("case", [
+    "one p, one tile", "one whole tile", "a row and a column past the tiles",
+    "two of every block, each with a tail", "exactly one block of each",
+    "three k blocks, the last of one p", "one panel of columns"])
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_packed_shapes_and_remainders(packed, t, case, batch):
+    m, k, n = _packed_shape(case, t)
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    a = rng.standard_normal(batch + (m, k)).astype(NP[t])
+    b = rng.standard_normal(batch + (k, n)).astype(NP[t])
+    text = _text(t, a.shape, b.shape, batch + (m, n), _dot_dn(len(batch)))
+    assert gemm_kernel.form(parse_hlo_module(text).entry.root).kind == "packed"
+    _check(text, a, b, t, k)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_packed_transposed_operands_and_batch_dimensions_anywhere(packed, t):
+    rng = np.random.default_rng(5)
+    # lhs [k, B, m], rhs [n, B, k]: strided a (a column of a is contiguous), b gathered
+    a = rng.standard_normal((270, 2, 30)).astype(NP[t])
+    b = rng.standard_normal((70, 2, 270)).astype(NP[t])
+    dn = ("lhs_batch_dims={1}, rhs_batch_dims={1}, lhs_contracting_dims={0}, "
+          "rhs_contracting_dims={2}")
+    text = _text(t, a.shape, b.shape, (2, 30, 70), dn)
+    assert gemm_kernel.form(parse_hlo_module(text).entry.root).kind == "packed"
+    _check(text, a, b, t, 270)
+    # two batch dimensions in another order, two lhs free dimensions that read as one,
+    # size-1 dimensions
+    a = rng.standard_normal((2, 4, 1, 5, 3, 70)).astype(NP[t])  # B0, m0, m1, m2, B1, k
+    b = rng.standard_normal((3, 2, 70, 1, 67)).astype(NP[t])  # B1, B0, k, 1, n
+    dn = ("lhs_batch_dims={0,4}, rhs_batch_dims={1,0}, lhs_contracting_dims={5}, "
+          "rhs_contracting_dims={2}")
+    text = _text(t, a.shape, b.shape, (2, 3, 4, 1, 5, 1, 67), dn)
+    assert gemm_kernel.form(parse_hlo_module(text).entry.root).kind == "packed"
+    _check(text, a, b, t, 70)
+    # lhs free dimensions that do not read as one (m0 and m1 apart): not the packed GEMM
+    a = rng.standard_normal((2, 4, 3, 70, 5)).astype(NP[t])  # B0, m0, B1, k, m1
+    b = rng.standard_normal((3, 2, 70, 67)).astype(NP[t])  # B1, B0, k, n
+    dn = ("lhs_batch_dims={0,2}, rhs_batch_dims={1,0}, lhs_contracting_dims={3}, "
+          "rhs_contracting_dims={2}")
+    text = _text(t, a.shape, b.shape, (2, 3, 4, 5, 67), dn)
+    assert isinstance(gemm_kernel.form(parse_hlo_module(text).entry.root), str)
+    _check(text, a, b, t, 70, kernel=False)
+
+
+def test_packed_nan_and_infinity_propagate(packed):
+    a = np.ones((30, 300), np.float32)
+    b = np.ones((300, 70), np.float32)
+    a[1, 2] = np.nan
+    b[290, 65] = np.inf
+    a[25, 0] = -np.inf
+    _check(_text("f32", a.shape, b.shape, (30, 70),
+                 "lhs_contracting_dims={1}, rhs_contracting_dims={0}"), a, b, "f32", 300)
+
+
+def test_packed_rule():
+    from xlapy.backends.cpu import blas
+
+    def reason(shape_a, shape_b, out):
+        text = _text("f32", shape_a, shape_b, out,
+                     "lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+        got = gemm_kernel.form(parse_hlo_module(text).entry.root)
+        return got if isinstance(got, str) else got.kind
+
+    big = ((256, 256), (256, 256), (256, 256))
+    host, lib = gemm_kernel.vector_bits(), gemm_kernel.blas_vector_bits()
+    core = blas.library_info()["core"]
+    if lib is not None and lib < host:  # e.g. AVX-512 host, OpenBLAS held to Haswell
+        assert reason(*big) == "packed", core
+    else:
+        assert "BLAS" in reason(*big), core
+    assert isinstance(reason((1, 4096), (4096, 64), (1, 64)), str)  # one row: BLAS's GEMV
+    assert isinstance(reason((300, 2048), (2048, 16), (300, 16)), str)  # fewer columns than NR
+    assert isinstance(reason((5, 2048), (2048, 256), (5, 256)), str)  # fewer rows than MR
+
+
+@pytest.mark.parametrize("bits", [256, 512])
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_small_kernel_at_both_vector_widths(monkeypatch, bits, t):
+    monkeypatch.setattr(gemm_kernel, "BITS", bits)
+    be.clear_cache()
+    try:
+        rng = np.random.default_rng(bits)
+        for m, k, n in [(5, 9, 17), (8, 33, 70), (4, 64, 128), (13, 3, 200), (6, 2, 1)]:
+            for batch in [(), (3,)]:
+                a = rng.standard_normal(batch + (m, k)).astype(NP[t])
+                b = rng.standard_normal(batch + (k, n)).astype(NP[t])
+                text = _text(t, a.shape, b.shape, batch + (m, n), _dot_dn(len(batch)))
+                f = gemm_kernel.form(parse_hlo_module(text).entry.root)
+                assert f.kind == "small" and f.width == bits // (32 if t == "f32" else 64)
+                _check(text, a, b, t, k)
+    finally:
+        be.clear_cache()
+
+
+@pytest.mark.parametrize("path", ["small", "packed"])
+def test_dot_in_a_fori_loop_body(monkeypatch, path):
+    """h <- tanh(h @ w) six times, the dot a kernel of the compiled while loop's body."""
+    monkeypatch.setattr(gemm_kernel, "BITS", 512)
+    if path == "packed":
+        monkeypatch.setattr(gemm_kernel, "SMALL", 0)
+        monkeypatch.setattr(gemm_kernel, "TINY", 0)
+        monkeypatch.setattr(gemm_kernel, "blas_vector_bits", lambda: 256)
+    m, k = (20, 300) if path == "packed" else (20, 60)
+    text = f"""HloModule w
+c {{
+  s = (s32[], f32[{m},{k}], f32[{k},{k}]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(6)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+b {{
+  s = (s32[], f32[{m},{k}], f32[{k},{k}]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[{m},{k}] get-tuple-element(s), index=1
+  w = f32[{k},{k}] get-tuple-element(s), index=2
+  z = f32[{m},{k}] dot(h, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  h1 = f32[{m},{k}] tanh(z)
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], f32[{m},{k}], f32[{k},{k}]) tuple(i1, h1, w)
+}}
+ENTRY e {{
+  h0 = f32[{m},{k}] parameter(0)
+  w0 = f32[{k},{k}] parameter(1)
+  zero = s32[] constant(0)
+  s0 = (s32[], f32[{m},{k}], f32[{k},{k}]) tuple(zero, h0, w0)
+  r = (s32[], f32[{m},{k}], f32[{k},{k}]) while(s0), condition=c, body=b
+  ROOT h = f32[{m},{k}] get-tuple-element(r), index=1
+}}
+"""
+    from xlapy.backends.cpu import control_flow as cf
+
+    be.clear_cache()
+    try:
+        module = parse_hlo_module(text)
+        body = [c for c in module.computations if c.name == "b"][0]
+        dot = [i for i in body.instructions if i.opcode == "dot"][0]
+        assert gemm_kernel.form(dot).kind == path
+        program = be.compile_module(module)
+        assert any(isinstance(s, cf.CompiledWhileStep) for s in program.entry.steps)
+        rng = np.random.default_rng(6)
+        h0 = rng.standard_normal((m, k)).astype(np.float32)
+        w0 = (rng.standard_normal((k, k)) / np.sqrt(k)).astype(np.float32)
+        got = np.asarray(Client(backend="cpu").compile(module)(h0, w0))
+        want = np.asarray(evaluate(module, h0, w0))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    finally:
+        be.clear_cache()

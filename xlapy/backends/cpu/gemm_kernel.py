@@ -12,11 +12,21 @@ benchmarks/small_gemm_sweep.py (the kernel against BLAS calls over a sweep of sh
 shared AVX-512 host): up to 64^3 the kernel was faster on every shape whose accumulators
 stay busy (0.3x-0.8x of the BLAS path's time; 0.1x for long batches of 32^3 matrices),
 from there to 256^3 even within the noise; slower on single rows or a few columns with long
-sums (one chain of dependent adds), which stay with BLAS unless tiny.
+sums (one chain of dependent adds), which stay with BLAS unless tiny. At the host's 512-bit
+width (2026-11-29, OpenBLAS held to Haswell) the kernel took 0.5x-0.9x of the BLAS path's
+time on every swept shape up to 64^3 and 0.5x-0.7x on to 256^3, where the packed GEMM is
+as fast; the limits stay.
+
+Above SMALL, on a host whose vectors are wider than the loaded BLAS's GEMM kernels
+(``packed_reason``: an AVX-512 host with OpenBLAS held to its AVX2 kernels), a dot with at
+least a tile of rows and columns (6 x 64 f32, 6 x 32 f64) is gemm_packed.py's cache-blocked GEMM
+(``Form.kind`` "packed"; 0.5x-0.7x of the BLAS path's time from 128^3 to 2048^3, skinny,
+batched and transposed, in benchmarks/small_gemm_sweep.py --set large); elsewhere BLAS.
 
 The kernel: work item = ``ROWS`` output rows of one matrix (a batch index and rows of the
 lhs free dimensions; the last item of a matrix takes what is left). Its columns go in
-tiles of ``COLS`` vectors of ``W`` (W = 8 f32, 4 f64): ROWS x COLS vector accumulators sum
+tiles of ``COLS`` vectors of ``W`` lanes, the host's vector width (W = 16 f32 / 8 f64 with
+avx512f, else 8 / 4; COLS 4 / 2): ROWS x COLS vector accumulators sum
 ``a[i, p] * b[p, j:j+W]`` over p in order (multiply and add may contract to an FMA; the
 independent accumulators hide the add's latency, each loaded b vector serves every row),
 then the tile is stored; the columns past the last whole vector, or every column when b's
@@ -28,6 +38,7 @@ Imports llvmlite and the backend's kernel ABI only.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 from llvmlite import ir
@@ -47,8 +58,35 @@ SMALL = 64 * 64 * 64
 #: per-matrix m*n*k up to which any dot is a generated kernel (the call costs more than the
 #: arithmetic, whatever the shape)
 TINY = 16 * 16 * 16
-_TYPES = {PT.F32: (ir.FloatType(), 8), PT.F64: (ir.DoubleType(), 4)}
+_TYPES = {PT.F32: (ir.FloatType(), 4), PT.F64: (ir.DoubleType(), 8)}  # (type, bytes)
 _FLAGS = ("contract",)
+
+
+#: the vector width the kernels use, None: the host's (benchmarks set 256 to compare)
+BITS = None
+
+
+def vector_bits() -> int:
+    """The host's vector register width in bits: 512 where LLVM's host features include
+    avx512f (32 zmm registers), else 256 (AVX2's ymm; on a host without them LLVM splits the
+    vectors into what it has)."""
+    from xlapy.backends.cpu.jit import get_jit
+
+    if BITS is not None:
+        return BITS
+    return 512 if "+avx512f" in get_jit().features.split(",") else 256
+
+
+def lanes(et) -> int:
+    """Elements of type ``et`` in one host vector: W (16 f32 / 8 f64 on AVX-512, 8 / 4 on
+    AVX2)."""
+    return vector_bits() // (8 * _TYPES[et][1])
+
+
+#: vectors of output columns a tile sums together, by vector width in bits: ROWS * COLS
+#: independent accumulators, COLS b vectors and a broadcast a value live in the loop (AVX2
+#: has 16 vector registers, AVX-512 32)
+COLS = {256: 2, 512: 4}
 
 
 def _c(v: int) -> ir.Constant:
@@ -108,20 +146,70 @@ def form(instr):
     m, n, k = prod(lhs, lf), prod(rhs, rf), prod(lhs, lc)
     if m * n * k == 0:
         return "an empty dot"
-    if m * n * k > SMALL:
-        return f"not small: m*n*k = {m * n * k} > {SMALL}"
+    small = m * n * k <= SMALL
+    if not small:
+        why = packed_reason(et, m, n)
+        if why is not None:
+            return f"not small (m*n*k = {m * n * k} > {SMALL}) and {why}"
     ls, rs = _strides(lhs), _strides(rhs)
     a_k, b_k, b_n = _collapse(lhs, ls, lc), _collapse(rhs, rs, rc), _collapse(rhs, rs, rf)
     if a_k is None or b_k is None or b_n is None:
         return "contracting or rhs free dimensions that do not read as one strided dimension"
-    width = _TYPES[et][1]
-    if m * n * k > TINY and (m < ROWS or n < width or b_n != 1):
+    a_row = _collapse(lhs, ls, lf)
+    if not small and a_row is None:
+        return f"not small (m*n*k = {m * n * k} > {SMALL}) and lhs free dimensions that " \
+               f"do not read as one strided dimension (the packed GEMM's rows)"
+    width = lanes(et)
+    if small and m * n * k > TINY and (m < ROWS or n < width or b_n != 1):
         return f"m*n*k = {m * n * k} > {TINY} with fewer than {ROWS} rows or {width} " \
                f"contiguous columns (BLAS keeps more sums in flight)"
-    return Form(et=et, m=m, n=n, k=k, batch=[lhs[d] for d in lb],
+    return Form(kind="small" if small else "packed", et=et, width=width,
+                itemsize=_TYPES[et][1], cols=COLS[vector_bits()], shape=instr.shape,
+                m=m, n=n, k=k, batch=[lhs[d] for d in lb],
                 a_batch=[ls[d] for d in lb], b_batch=[rs[d] for d in rb],
                 m_dims=[lhs[d] for d in lf], a_m=[ls[d] for d in lf],
-                a_k=a_k, b_k=b_k, b_n=b_n)
+                a_k=a_k, b_k=b_k, b_n=b_n, a_row=a_row)
+
+
+#: the BLAS kernel families (OpenBLAS's core names) whose GEMM uses 512-bit vectors
+BLAS_512 = ("skylakex", "cooperlake", "sapphirerapids")
+
+
+@functools.cache
+def blas_vector_bits() -> int | None:
+    """The vector width of the loaded BLAS library's GEMM kernels: 512 for OpenBLAS's
+    AVX-512 families, 256 for the others, None when the library does not say (asked once
+    per process: OpenBLAS picks its kernels when it loads)."""
+    from xlapy.backends.cpu import blas
+
+    core = blas.library_info().get("core")
+    if not core:
+        return None
+    return 512 if core.lower() in BLAS_512 else 256
+
+
+#: whether mid and large dots may use the packed GEMM (gemm_packed.py) where the rule of
+#: ``packed_reason`` allows it (benchmarks turn it off to compare with BLAS)
+PACKED = True
+
+
+def packed_reason(et, m: int, n: int) -> str | None:
+    """None when a dot above SMALL is the packed generated GEMM (gemm_packed.py), else why
+    not: the host's vectors must be wider than the BLAS library's GEMM kernels (an AVX-512
+    host with OpenBLAS held to AVX2 kernels: benchmarks/small_gemm_sweep.py), and the
+    matrices must fill its tiles (at least gemm_packed.MR rows and NR columns; BLAS's GEMV
+    does single rows)."""
+    if not PACKED:
+        return "the packed GEMM is off"
+    host, lib = vector_bits(), blas_vector_bits()
+    if lib is None or lib >= host:
+        return f"BLAS's GEMM kernels are as wide as the host's {host}-bit vectors"
+    from xlapy.backends.cpu import gemm_packed
+
+    rows, cols = gemm_packed.MR, gemm_packed.NV * lanes(et)
+    if m < rows or n < cols:  # a tile's accumulators mostly idle (1024x1024x16: 1.8x BLAS)
+        return f"fewer than {rows} rows or {cols} columns (a tile of the packed GEMM)"
+    return None
 
 
 def _decode(b, item, sizes, strides_list, name):
@@ -142,7 +230,6 @@ def _decode(b, item, sizes, strides_list, name):
 
 
 ROWS = 4  # output rows a work item computes together (each loaded b vector serves them all)
-COLS = 2  # vectors of output columns summed together: ROWS * COLS independent accumulators
 
 
 def _splat(b, value, vec):
@@ -203,7 +290,7 @@ def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align):
 
 def _row_block(b, f, ptrs, bi, r0, count, vec, align):
     """Output rows r0 .. r0 + count of matrix ``bi``: every column, in tiles."""
-    n = f.n
+    n, cols = f.n, f.cols
     width = vec.count
     a_off, b_off = _decode(b, bi, f.batch, [f.a_batch, f.b_batch], "batch")
     a_rows, c_rows = [], []
@@ -214,12 +301,12 @@ def _row_block(b, f, ptrs, bi, r0, count, vec, align):
         c_rows.append(b.mul(b.add(b.mul(bi, _c(f.m)), i), _c(n), name=f"crow{r}"))
     j = 0
     if f.b_n == 1:
-        wide = n // (COLS * width)
+        wide = n // (cols * width)
         if wide:
             with for_range(b, 0, wide, "jw") as jw:
-                j0 = b.mul(jw, _c(COLS * width), name="jw0")
-                _tile(b, f, ptrs, a_rows, b_off, c_rows, j0, vec, COLS, align)
-            j = wide * COLS * width
+                j0 = b.mul(jw, _c(cols * width), name="jw0")
+                _tile(b, f, ptrs, a_rows, b_off, c_rows, j0, vec, cols, align)
+            j = wide * cols * width
         if n - j >= width:
             _tile(b, f, ptrs, a_rows, b_off, c_rows, _c(j), vec, (n - j) // width, align)
             j += (n - j) // width * width
@@ -230,7 +317,11 @@ def _row_block(b, f, ptrs, bi, r0, count, vec, align):
 
 def emit(module: ir.Module, name: str, instr) -> KernelSpec:
     f = form(instr)
-    ty, width = _TYPES[f.et]
+    if f.kind == "packed":
+        from xlapy.backends.cpu import gemm_packed
+
+        return gemm_packed.emit(module, name, f, _TYPES[f.et][0])
+    ty, width = _TYPES[f.et][0], f.width
     vec = ir.VectorType(ty, width)
     align = 4 if f.et == PT.F32 else 8  # element alignment (the vectors need not be aligned)
     fn, b = declare_kernel(module, name)
@@ -266,4 +357,5 @@ def emit(module: ir.Module, name: str, instr) -> KernelSpec:
                       cost=max(1, f.n * f.k * min(ROWS, m) // (8 * width)))
 
 
-__all__ = ["SMALL", "emit", "form"]
+__all__ = ["SMALL", "TINY", "blas_vector_bits", "emit", "form", "lanes", "packed_reason",
+           "vector_bits"]

@@ -1,0 +1,441 @@
+"""Mid and large dots as a generated, cache-blocked GEMM with packed rhs panels.
+
+Used where ``gemm_kernel.form`` says so: f32/f64 dots above gemm_kernel's small limit, on
+a host whose vectors are wider than the kernels of the BLAS library loaded (AVX-512 host,
+OpenBLAS held to its AVX2 kernels), with the forms gemm_kernel accepts whose lhs free
+dimensions also read as one strided dimension (contracting and rhs free dimensions each one
+strided dimension; batch dimensions any).
+
+One *core* per element type and vector width (``_core``: the loops below, every number of
+the dot read at run time) is compiled once per process in its own module, as the worker
+pool's is; a packed dot is a kernel that calls it (an external symbol) with the dot's
+constant parameter array (``_params``): programs pay no compile of the loops.
+
+Work item = one block of one matrix of the batch: ``MC`` output rows by ``nc`` output
+columns (the last blocks take what is left); the items of a batch are independent, so the
+runtime splits them over its worker pool (rows and column blocks and matrices alike).
+An item walks the contraction in blocks of ``KC``; for each it
+
+1. packs b[p0 : p0 + kc, j0 : j0 + nc] into a stack buffer as panels of ``NR = NV * W``
+   columns (W lanes of a host vector): panel-major, then p, then NR contiguous values,
+   columns past n zero (transposed or strided b is gathered here, once per block);
+2. for each panel, for each group of ``MR`` rows: ``MR x NV`` vector accumulators sum
+   ``a[i, p] * panel[p, 0:NR]`` over the block's p in order (a broadcast of a, NV vector
+   loads of the panel serving every row; multiply and add contract to FMAs), then add the
+   tile into C (the first block stores it). The last group of rows (m % MR) and the last
+   panel (n % NR) run the same loop (rows past m read a's last row, columns past n are
+   packed as zeros) and go into C through a small stack buffer, row by row and column by
+   column: one copy of the loop per kernel keeps the compile short.
+
+The panel being read (KC x NR) stays in L1 while the rows' groups go by, and the item's
+rows of a (MC x KC) in L2 while the panels go by. Each output is its sum over p in KC
+blocks, each block summed in order: the dot's value within rounding (BLAS sums in another
+order; the interpreter in f64).
+
+Imports llvmlite and the backend's kernel ABI only.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from llvmlite import ir
+
+from xlapy.backends.cpu.kernel_abi import (
+    BUFS,
+    I64,
+    KernelSpec,
+    buffer_pointer,
+    declare_kernel,
+    for_range,
+)
+
+# Blocks: measured on an AVX-512 host (znver5) with benchmarks/small_gemm_sweep.py-style
+# runs of 1024^3, 512x1024x1024, 64 x 256^3 and 32x128x512 f32 against XLA:CPU (6 x 4
+# vectors and a 256 KB pack were best or within the noise of the best, 12 x 2 up to 15%
+# slower; row blocks of up to 384 rows took 5-10% less CPU time than 192, 96 more)
+MR = 6  # rows of a tile: MR x NV accumulators, NV panel vectors and a broadcast (32 regs)
+NV = 4  # vectors of columns in a panel (NR = NV * W columns: 64 f32, 32 f64 on AVX-512)
+KC = 256  # contraction block: a panel (KC x NR) is read from L1/L2 by each row group
+MC = 384  # rows of a work item at most (a multiple of MR): its MC x KC of a stays in L2
+PACK_BYTES = 256 * 1024  # the stack buffer of a work item's packed columns (KC x nc)
+_FLAGS = ("contract",)
+#: b's layout classes (how a block is packed): contiguous columns, contiguous along k, other
+KIND_COLUMNS, KIND_ALONG_K, KIND_OTHER = 0, 1, 2
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I64, int(v))
+
+
+def blocks(f) -> tuple[int, int]:
+    """(row block mc, column block nc) for form ``f``: the rows cut into as few blocks of at
+    most MC as can be, of about equal size (a multiple of MR), since each block packs its
+    columns again."""
+    nr = NV * f.width
+    nc = max(nr, PACK_BYTES // (KC * f.itemsize) // nr * nr)
+    count = -(-f.m // MC)
+    return -(-(-(-f.m // count)) // MR) * MR, nc
+
+
+def _splat(b, value, vec):
+    one = b.insert_element(ir.Constant(vec, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), vec.count), [0] * vec.count)
+    return b.shuffle_vector(one, ir.Constant(vec, ir.Undefined), mask)
+
+
+def _min(b, x, y, name):
+    return b.select(b.icmp_signed("<", x, y), x, y, name=name)
+
+
+def _pack(b, f, d, pb, buf, b_off, p0, kc, j0, cols, vec):
+    """buf[panel][p][0:NR] = b[p0 + p, j0 + panel * NR + 0:NR] (zero past column n), by
+    b's layout class (``d.kind``): contiguous columns by vector copies, b contiguous along
+    k by W x W blocks transposed in registers, the columns left (and any other b) one by
+    one."""
+    w = vec.count
+    nr = NV * w
+    ty = vec.element
+    panels = b.udiv(b.add(cols, _c(nr - 1)), _c(nr), name="pk.panels")
+    whole = b.udiv(cols, _c(w), name="pk.whole")
+    chunks = b.udiv(kc, _c(w), name="pk.chunks")
+    is_n = b.icmp_signed("==", d.kind, _c(KIND_COLUMNS), name="pk.is_n")
+    is_t = b.icmp_signed("==", d.kind, _c(KIND_ALONG_K), name="pk.is_t")
+    with b.if_else(is_n) as (columns, other):
+        with columns:  # whole vectors of contiguous columns: vector copies
+            with for_range(b, 0, whole, "pk.v") as v:
+                jp, q = b.udiv(v, _c(NV)), b.urem(v, _c(NV))
+                dst0 = b.add(b.mul(jp, _c(KC * nr)), b.mul(q, _c(w)), name="pk.dst0")
+                src0 = b.add(b.add(b_off, b.mul(p0, d.b_k)), b.add(j0, b.mul(v, _c(w))))
+                with for_range(b, 0, kc, "pk.p") as p:
+                    src = b.gep(pb, [b.add(src0, b.mul(p, d.b_k))], inbounds=True)
+                    dst = b.gep(buf, [b.add(dst0, b.mul(p, _c(nr)))], inbounds=True)
+                    val = b.load(b.bitcast(src, vec.as_pointer()), align=f.itemsize)
+                    b.store(val, b.bitcast(dst, vec.as_pointer()), align=64)
+        with other:
+            with b.if_then(is_t):  # b stored transposed: W columns by W p
+                with for_range(b, 0, whole, "pk.g") as g:
+                    jp, q = b.udiv(g, _c(NV)), b.urem(g, _c(NV))
+                    dst0 = b.add(b.mul(jp, _c(KC * nr)), b.mul(q, _c(w)), name="pk.tdst0")
+                    src0 = b.add(b.add(b_off, p0), b.mul(b.add(j0, b.mul(g, _c(w))), d.b_n))
+                    with for_range(b, 0, chunks, "pk.t") as t:
+                        pt = b.mul(t, _c(w), name="pk.pt")
+                        rows = []
+                        for ci in range(w):
+                            src = b.gep(pb, [b.add(src0, b.add(pt, b.mul(_c(ci), d.b_n)))],
+                                        inbounds=True)
+                            rows.append(b.load(b.bitcast(src, vec.as_pointer()),
+                                               align=f.itemsize))
+                        for r, val in enumerate(_transpose(b, rows)):
+                            dst = b.gep(buf, [b.add(dst0, b.mul(b.add(pt, _c(r)), _c(nr)))],
+                                        inbounds=True)
+                            b.store(val, b.bitcast(dst, vec.as_pointer()), align=64)
+                # the p past the last whole chunk
+                _pack_columns(b, d, pb, buf, b_off, p0, kc, j0, _c(0), b.mul(whole, _c(w)),
+                              b.mul(chunks, _c(w)), nr, ty)
+    done = b.select(b.or_(is_n, is_t), b.mul(whole, _c(w)), _c(0), name="pk.done")
+    _pack_columns(b, d, pb, buf, b_off, p0, kc, j0, done, b.mul(panels, _c(nr)), _c(0), nr,
+                  ty)
+
+
+def _pack_columns(b, d, pb, buf, b_off, p0, kc, j0, c_lo, c_hi, p_lo, nr, ty):
+    """Pack columns [c_lo, c_hi) of the block one by one, p from p_lo (a transposed b reads
+    along its rows), zero past column n."""
+    with for_range(b, c_lo, c_hi, "pk.c") as c:
+        j = b.add(j0, c, name="pk.j")
+        inside = b.icmp_signed("<", j, d.n, name="pk.in")
+        src0 = b.add(b.add(b_off, b.mul(p0, d.b_k)),
+                     b.mul(b.select(inside, j, b.sub(d.n, _c(1))), d.b_n), name="pk.src0")
+        dst0 = b.add(b.mul(b.udiv(c, _c(nr)), _c(KC * nr)), b.urem(c, _c(nr)), name="pk.cd0")
+        with for_range(b, p_lo, kc, "pk.q") as p:
+            x = b.load(b.gep(pb, [b.add(src0, b.mul(p, d.b_k))], inbounds=True))
+            b.store(b.select(inside, x, ir.Constant(ty, 0.0)),
+                    b.gep(buf, [b.add(dst0, b.mul(p, _c(nr)))], inbounds=True))
+
+
+def _transpose(b, rows):
+    """The W x W matrix of vectors ``rows`` transposed: at each level h = W/2 .. 1, the
+    off-diagonal h x h blocks of every 2h x 2h block swap (two-input shuffles)."""
+    w = len(rows)
+    rows = list(rows)
+    h = w // 2
+    i32 = ir.IntType(32)
+    while h:
+        lo_mask = ir.Constant(ir.VectorType(i32, w),
+                              [x if not x & h else w + x - h for x in range(w)])
+        hi_mask = ir.Constant(ir.VectorType(i32, w),
+                              [x + h if not x & h else w + x for x in range(w)])
+        for i in range(w):
+            if i & h:
+                continue
+            top, bottom = rows[i], rows[i + h]
+            rows[i] = b.shuffle_vector(top, bottom, lo_mask)
+            rows[i + h] = b.shuffle_vector(top, bottom, hi_mask)
+        h //= 2
+    return rows
+
+
+def _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
+    """C[i0 : i0 + MR, j0 + jp * NR : ... + NR] += the block's sums, the rows and columns
+    past m and n left out (rows past m read a's last row, columns past n are zero)."""
+    pa, _, pc = ptrs
+    w = vec.count
+    nr = NV * w
+    fn = b.function
+    a_rows, c_rows = [], []
+    for r in range(MR):
+        i = _min(b, b.add(i0, _c(r)), b.sub(d.m, _c(1)), f"t.i{r}")
+        a_i = b.mul(i, d.a_row, name=f"t.ai{r}")
+        a_rows.append(b.add(a_off, b.add(a_i, b.mul(p0, d.a_k)), name=f"t.a{r}"))
+    panel = b.mul(jp, _c(KC * nr), name="t.panel")
+    head = b.block
+    loop = fn.append_basic_block("t.p")
+    done = fn.append_basic_block("t.done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    zero = ir.Constant(vec, [0.0] * w)
+    p = b.phi(I64, name="p")
+    p.add_incoming(_c(0), head)
+    accs = [[b.phi(vec, name=f"acc{r}.{v}") for v in range(NV)] for r in range(MR)]
+    for row in accs:
+        for acc in row:
+            acc.add_incoming(zero, head)
+    at = b.add(panel, b.mul(p, _c(nr)), name="t.bat")
+    bvs = [b.load(b.bitcast(b.gep(buf, [b.add(at, _c(v * w))], inbounds=True),
+                            vec.as_pointer()), name=f"bv{v}", align=64) for v in range(NV)]
+    pk = b.mul(p, d.a_k, name="t.pk")
+    nexts = []
+    for r in range(MR):
+        av = _splat(b, b.load(b.gep(pa, [b.add(a_rows[r], pk)], inbounds=True), name=f"av{r}"),
+                    vec)
+        nexts.append([b.fadd(accs[r][v], b.fmul(av, bvs[v], flags=_FLAGS), flags=_FLAGS)
+                      for v in range(NV)])
+    p_next = b.add(p, _c(1), name="p.next")
+    p.add_incoming(p_next, b.block)
+    for r in range(MR):
+        for v in range(NV):
+            accs[r][v].add_incoming(nexts[r][v], b.block)
+    b.cbranch(b.icmp_signed("<", p_next, kc), loop, done)
+    b.position_at_end(done)
+    jt = b.add(j0, b.mul(jp, _c(nr)), name="t.j")
+    rows = _min(b, _c(MR), b.sub(d.m, i0), "t.rows")
+    cols = _min(b, _c(nr), b.sub(d.n, jt), "t.cols")
+    whole = b.and_(b.icmp_signed("==", rows, _c(MR)), b.icmp_signed("==", cols, _c(nr)))
+    with b.if_else(whole) as (then, otherwise):
+        with then:  # vector stores (the first block's sums, or added to C)
+            for r in range(MR):
+                c_row = b.mul(b.add(b.mul(bi, d.m), b.add(i0, _c(r))), d.n)
+                for v in range(NV):
+                    ptr = b.gep(pc, [b.add(c_row, b.add(jt, _c(v * w)))], inbounds=True)
+                    ptr = b.bitcast(ptr, vec.as_pointer())
+                    old = b.load(ptr, align=f.itemsize)
+                    b.store(b.fadd(nexts[r][v], b.select(first, zero, old)), ptr,
+                            align=f.itemsize)
+        with otherwise:  # the tile through a buffer, its rows and columns inside C copied
+            for r in range(MR):
+                for v in range(NV):
+                    ptr = b.gep(tbuf, [_c(r * nr + v * w)], inbounds=True)
+                    b.store(nexts[r][v], b.bitcast(ptr, vec.as_pointer()), align=64)
+            with for_range(b, 0, rows, "t.r") as r:
+                c_row = b.mul(b.add(b.mul(bi, d.m), b.add(i0, r)), d.n)
+                with for_range(b, 0, cols, "t.cj") as cj:
+                    x = b.load(b.gep(tbuf, [b.add(b.mul(r, _c(nr)), cj)], inbounds=True))
+                    ptr = b.gep(pc, [b.add(c_row, b.add(jt, cj))], inbounds=True)
+                    old = b.load(ptr)
+                    b.store(b.fadd(x, b.select(first, ir.Constant(vec.element, 0.0), old)),
+                            ptr)
+
+
+class _Dims:
+    """The numbers of one dot, read by the shared core from its parameter array (i64):
+    m, n, k, a_k, b_k, b_n, mc, nc, row_blocks, col_blocks, k_blocks, b's layout class
+    (KIND_*), the counts of batch
+    and lhs free dimensions (nb, nm), then nb batch sizes, nb a strides, nb b strides, nm
+    lhs free sizes, nm a strides."""
+
+    HEADER = ("m", "n", "k", "a_k", "b_k", "b_n", "mc", "nc", "row_blocks", "col_blocks",
+              "k_blocks", "kind", "nb", "nm")
+
+    def __init__(self, b, params):
+        for j, field in enumerate(self.HEADER):
+            setattr(self, field, b.load(b.gep(params, [_c(j)], inbounds=True), name=field))
+        base = _c(len(self.HEADER))
+
+        def at(offset, name):
+            return b.gep(params, [offset], inbounds=True, name=name)
+
+        self.batch_sizes = at(base, "batch.sizes")
+        self.a_batch = at(b.add(base, self.nb), "batch.a")
+        self.b_batch = at(b.add(base, b.mul(self.nb, _c(2))), "batch.b")
+        self.m_sizes = at(b.add(base, b.mul(self.nb, _c(3))), "m.sizes")
+        self.a_m = at(b.add(b.add(base, b.mul(self.nb, _c(3))), self.nm), "m.a")
+        # the lhs free dimensions read as one strided dimension (gemm_kernel.form): a row's
+        # offset is i times that stride (no per-row decode in the tiles)
+        self.a_row = b.load(self.a_m, name="a.row")
+
+
+def _params(f, mc: int, nc: int) -> list[int]:
+    """The parameter array of form ``f`` (see _Dims); size-1 dimensions dropped, at least
+    one (size 1, stride 0) in each group."""
+    def group(sizes, *strides):
+        keep = [j for j, size in enumerate(sizes) if size != 1] or None
+        if keep is None:
+            return [1], *([0] for _ in strides)
+        return [sizes[j] for j in keep], *([s[j] for j in keep] for s in strides)
+
+    batch, a_batch, b_batch = group(f.batch, f.a_batch, f.b_batch)
+    m_sizes, a_m = [f.m], [f.a_row]
+    kind = KIND_COLUMNS if f.b_n == 1 else KIND_ALONG_K if f.b_k == 1 else KIND_OTHER
+    head = [f.m, f.n, f.k, f.a_k, f.b_k, f.b_n, mc, nc, -(-f.m // mc), -(-f.n // nc),
+            -(-f.k // KC), kind, len(batch), len(m_sizes)]
+    return head + batch + a_batch + b_batch + m_sizes + a_m
+
+
+def _decode(b, item, count, sizes, strides_list, name):
+    """Offsets (one per stride array) of the row-major multi-index ``item`` over ``count``
+    dimensions of ``sizes`` (count >= 1; the outermost takes what is left)."""
+    fn = b.function
+    last = b.sub(count, _c(1), name=f"{name}.last")
+    pre = b.block
+    head = fn.append_basic_block(f"{name}.head")
+    body = fn.append_basic_block(f"{name}.body")
+    done = fn.append_basic_block(f"{name}.done")
+    b.branch(head)
+    b.position_at_end(head)
+    dim = b.phi(I64, name=f"{name}.d")
+    rest = b.phi(I64, name=f"{name}.rest")
+    offs = [b.phi(I64, name=f"{name}.off{j}") for j in range(len(strides_list))]
+    dim.add_incoming(last, pre)
+    rest.add_incoming(item, pre)
+    for off in offs:
+        off.add_incoming(_c(0), pre)
+    b.cbranch(b.icmp_signed(">", dim, _c(0)), body, done)
+    b.position_at_end(body)
+    size = b.load(b.gep(sizes, [dim], inbounds=True))
+    idx = b.urem(rest, size)
+    dim.add_incoming(b.sub(dim, _c(1)), body)
+    rest.add_incoming(b.udiv(rest, size), body)
+    for off, strides in zip(offs, strides_list):
+        stride = b.load(b.gep(strides, [dim], inbounds=True))
+        off.add_incoming(b.add(off, b.mul(idx, stride)), body)
+    b.branch(head)
+    b.position_at_end(done)
+    return [b.add(off, b.mul(rest, b.load(strides, name=f"{name}.s0")), name=f"{name}.o{j}")
+            for j, (off, strides) in enumerate(zip(offs, strides_list))]
+
+
+_CORE_TYPE = ir.FunctionType(ir.VoidType(), [BUFS, I64, I64, I64.as_pointer()])
+
+
+#: core name -> (its symbol, the CompiledModule holding it: kept alive for the process)
+_CORES: dict[str, tuple] = {}
+_CORES_LOCK = threading.Lock()
+
+
+def _core_name(f) -> str:
+    return f"xlapy_gemm_packed_{'f32' if f.itemsize == 4 else 'f64'}x{f.width}"
+
+
+def _core(module: ir.Module, f, ty) -> ir.Function:
+    """The packed GEMM core for elements ``ty`` declared in ``module``. The core is
+    compiled once per process in its own module (through the JIT's disk cache) and its
+    address made known to LLVM's symbol resolution (``llvm.add_symbol``), like the worker
+    pool's module: programs only call it, so a program with packed dots pays no compile of
+    its loops (~60-100 ms of LLVM time each) and its IR holds no address."""
+    base = _core_name(f)
+    with _CORES_LOCK:
+        if base not in _CORES:
+            import hashlib
+
+            import llvmlite.binding as llvm
+
+            from xlapy.backends.cpu.jit import get_jit
+
+            jit = get_jit()
+            # the symbol names the core's code (a hash of its IR), so a program's object
+            # (disk cache) calls the core it was compiled against or fails to resolve
+            draft = ir.Module(name=base)
+            _emit_core(draft, base, f, ty)
+            name = f"{base}_{hashlib.sha256(str(draft).encode()).hexdigest()[:16]}"
+            own = ir.Module(name=name)
+            own.triple = jit.triple
+            _emit_core(own, name, f, ty)
+            compiled = jit.compile(own)
+            llvm.add_symbol(name, compiled.function_address(name))
+            _CORES[base] = (name, compiled)
+        name = _CORES[base][0]
+    try:
+        return module.get_global(name)
+    except KeyError:
+        return ir.Function(module, _CORE_TYPE, name=name)
+
+
+def _emit_core(module: ir.Module, name: str, f, ty) -> ir.Function:
+    """The core's definition (see _core) in ``module``."""
+    w = f.width
+    nr = NV * w
+    vec = ir.VectorType(ty, w)
+    nc_max = max(nr, PACK_BYTES // (KC * f.itemsize) // nr * nr)
+    fn = ir.Function(module, _CORE_TYPE, name=name)
+    bufs, lo, hi, params = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d = _Dims(b, params)
+    ptrs = (buffer_pointer(b, bufs, 0, ty, "a"), buffer_pointer(b, bufs, 1, ty, "b"),
+            buffer_pointer(b, bufs, 2, ty, "c"))
+    buf = b.alloca(ir.ArrayType(ty, KC * nc_max), name="pack")
+    buf.align = 64
+    buf = b.bitcast(buf, ty.as_pointer(), name="packp")
+    tbuf = b.alloca(ir.ArrayType(ty, MR * nr), name="tile")
+    tbuf.align = 64
+    tbuf = b.bitcast(tbuf, ty.as_pointer(), name="tilep")
+    with for_range(b, lo, hi, "item") as item:
+        icb = b.urem(item, d.row_blocks, name="icb")
+        rest = b.udiv(item, d.row_blocks, name="rest")
+        jcb = b.urem(rest, d.col_blocks, name="jcb")
+        bi = b.udiv(rest, d.col_blocks, name="bi")
+        a_off, b_off = _decode(b, bi, d.nb, d.batch_sizes, [d.a_batch, d.b_batch], "batch")
+        i0 = b.mul(icb, d.mc, name="i0")
+        j0 = b.mul(jcb, d.nc, name="j0")
+        rows = _min(b, d.mc, b.sub(d.m, i0), "rows")
+        cols = _min(b, d.nc, b.sub(d.n, j0), "cols")
+        groups = b.udiv(b.add(rows, _c(MR - 1)), _c(MR), name="groups")
+        panels = b.udiv(b.add(cols, _c(nr - 1)), _c(nr), name="panels")
+        with for_range(b, 0, d.k_blocks, "kb") as kb:
+            p0 = b.mul(kb, _c(KC), name="p0")
+            kc = _min(b, _c(KC), b.sub(d.k, p0), "kc")
+            first = b.icmp_signed("==", kb, _c(0), name="first")
+            _pack(b, f, d, ptrs[1], buf, b_off, p0, kc, j0, cols, vec)
+            with for_range(b, 0, panels, "jp") as jp:
+                with for_range(b, 0, groups, "g") as g:
+                    i = b.add(i0, b.mul(g, _c(MR)), name="gi")
+                    _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i, jp, j0, p0, kc, first, vec)
+    b.ret_void()
+    return fn
+
+
+def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
+    """The kernel of form ``f`` (a gemm_kernel.Form of kind "packed"), elements ``ty``: a
+    call of the module's shared core (``_core``) with this dot's parameter array."""
+    w = f.width
+    mc, nc = blocks(f)
+    if mc % MR or nc % (NV * w):
+        raise ValueError(f"gemm_packed: blocks {mc} x {nc} are not whole {MR} x {NV * w} "
+                         f"tiles")
+    core = _core(module, f, ty)
+    values = _params(f, mc, nc)
+    table = ir.GlobalVariable(module, ir.ArrayType(I64, len(values)), name=f"{name}.params")
+    table.global_constant = True
+    table.linkage = "internal"
+    table.initializer = ir.Constant(ir.ArrayType(I64, len(values)), values)
+    fn, b = declare_kernel(module, name)
+    bufs, lo, hi = fn.args
+    b.call(core, [bufs, lo, hi, b.gep(table, [_c(0), _c(0)], inbounds=True)])
+    b.ret_void()
+    count = 1
+    for dim in f.batch:
+        count *= dim
+    return KernelSpec(name, 2, [f.shape], count * -(-f.m // mc) * -(-f.n // nc),
+                      cost=max(1, min(mc, f.m) * min(nc, f.n) * f.k // (8 * w)))
+
+
+__all__ = ["KC", "MC", "MR", "NV", "blocks", "emit"]
