@@ -635,3 +635,47 @@ def test_a_new_process_loads_the_program(cached, tmp_path):
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert "RESTORED True" in proc.stdout
     assert _report(proc) == {"ok": True, "from_cache": True}
+
+
+PACKED_CHILD = r"""
+import sys
+import numpy as np
+from xlapy.backends.cpu import gemm_kernel
+from xlapy.backends.cpu.backend import RestoredProgram
+from xlapy.runtime import Client
+
+# the packed GEMM on any x86-64 host: 512-bit vectors (LLVM splits them on narrower ones)
+# against a BLAS said to have 256-bit kernels
+gemm_kernel.BITS = 512
+gemm_kernel.blas_vector_bits = lambda: 256
+text = '''HloModule packed_dot
+ENTRY e {
+  a = f32[96,80]{1,0} parameter(0)
+  b = f32[80,128]{1,0} parameter(1)
+  ROOT d = f32[96,128]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+'''
+exe = Client(backend="cpu").compile(text)
+a = np.linspace(-1, 1, 96 * 80, dtype=np.float32).reshape(96, 80)
+b = np.linspace(2, -1, 80 * 128, dtype=np.float32).reshape(80, 128)
+got = np.asarray(exe.execute([[a, b]])[0])
+want = a.astype(np.float64) @ b.astype(np.float64)
+print("RESTORED", isinstance(exe.program, RestoredProgram))
+print("OK", bool(np.allclose(got, want, rtol=1e-5, atol=1e-4)))
+"""
+
+
+def test_a_new_process_loads_a_program_calling_the_packed_gemm(tmp_path):
+    """A stored program whose dot is the packed GEMM calls the process's shared core, which
+    the loading process has not emitted: it is provided before the object is loaded (the
+    load crashed the process before)."""
+    env = dict(os.environ, XLAPY_CACHE_DIR=str(tmp_path), XLAPY_PLAN_CACHE="1")
+    env.pop("XLAPY_DISK_CACHE", None)
+    runs = [subprocess.run([sys.executable, "-c", PACKED_CHILD], env=env, cwd=ROOT,
+                           capture_output=True, text=True, timeout=300, check=False)
+            for _ in range(2)]
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+        assert "OK True" in proc.stdout, proc.stdout + proc.stderr
+    assert "RESTORED False" in runs[0].stdout
+    assert "RESTORED True" in runs[1].stdout

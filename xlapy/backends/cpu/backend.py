@@ -625,6 +625,12 @@ def _restore(module, options: tuple, path: str, material: bytes) -> RestoredProg
     except InvalidArgumentError as e:
         _plan_cache.discard(path, f"has {e}")
         return None
+    from xlapy.backends.cpu import gemm_packed
+
+    missing = gemm_packed.provide_cores(obj)
+    if missing:
+        _plan_cache.discard(path, f"calls {missing[0]!r}, a GEMM core this xlapy does not make")
+        return None
     compiled = get_jit().load(obj)
     try:
         native.fn = _KERNEL_PROTO(compiled.function_address(symbol))

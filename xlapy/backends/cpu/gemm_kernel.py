@@ -193,6 +193,13 @@ def blas_vector_bits() -> int | None:
 PACKED = True
 
 
+def planning_inputs() -> dict:
+    """What the choice between these kernels and BLAS reads besides the dot (the plan cache
+    keys stored programs by it: a process whose BLAS kernel differs plans its dots anew)."""
+    return {"vector_bits": vector_bits(), "blas_vector_bits": blas_vector_bits(),
+            "packed": PACKED, "small": SMALL, "tiny": TINY}
+
+
 def packed_reason(et, m: int, n: int) -> str | None:
     """None when a dot above SMALL is the packed generated GEMM (gemm_packed.py), else why
     not: the host's vectors must be wider than the BLAS library's GEMM kernels (an AVX-512

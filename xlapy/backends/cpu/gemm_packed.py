@@ -37,6 +37,7 @@ Imports llvmlite and the backend's kernel ABI only.
 
 from __future__ import annotations
 
+import re
 import threading
 
 from llvmlite import ir
@@ -368,6 +369,35 @@ def _core(module: ir.Module, f, ty) -> ir.Function:
         return module.get_global(name)
     except KeyError:
         return ir.Function(module, _CORE_TYPE, name=name)
+
+
+#: a core's symbol as it appears in object code: element type, vector width, code hash
+_CORE_SYMBOL = re.compile(rb"xlapy_gemm_packed_(f32|f64)x([0-9]+)_[0-9a-f]{16}")
+
+
+class _CoreForm:
+    """What a core depends on of a dot's form: its element size and vector width."""
+
+    def __init__(self, itemsize: int, width: int):
+        self.itemsize, self.width = itemsize, width
+
+
+def provide_cores(obj: bytes) -> list[str]:
+    """Make the cores object code ``obj`` calls known to LLVM's symbol resolution (compiling
+    or loading them from the disk cache, as ``_core`` does), for object code loaded without
+    its IR being emitted in this process (plan_cache's stored programs). Returns the
+    symbols it calls that this process's cores do not answer (code of another xlapy);
+    such an object must not be loaded."""
+    missing = []
+    for symbol in sorted({m.group(0) for m in _CORE_SYMBOL.finditer(obj)}):
+        m = _CORE_SYMBOL.fullmatch(symbol)
+        itemsize = 4 if m.group(1) == b"f32" else 8
+        ty = ir.FloatType() if itemsize == 4 else ir.DoubleType()
+        draft = ir.Module(name="provide")
+        made = _core(draft, _CoreForm(itemsize, int(m.group(2))), ty).name
+        if made.encode() != symbol:
+            missing.append(symbol.decode())
+    return missing
 
 
 def _emit_core(module: ir.Module, name: str, f, ty) -> ir.Function:

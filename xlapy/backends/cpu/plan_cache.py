@@ -11,8 +11,14 @@ code into an engine and the native entry's per-call data rebuilt (issue 14).
 - ``source``: the SHA-256 of every ``.py`` file of the xlapy package (``source_fingerprint``,
   computed once per process): an edited xlapy never loads a plan an older one made;
 - what planning reads from the host besides the module: the worker pool's thread count
-  (GEMM descriptors cut work for it), the user's BLAS thread setting, the NumPy, SciPy and
-  Python versions (which library paths exist).
+  (GEMM descriptors cut work for it), the user's BLAS thread setting, what decides between
+  generated GEMMs and BLAS (``gemm_kernel.planning_inputs``: the host's and the BLAS
+  kernel's vector widths, which OPENBLAS_CORETYPE changes), the NumPy, SciPy and Python
+  versions (which library paths exist).
+
+A stored program's object code may call the packed GEMM's shared cores (gemm_packed.py),
+which live outside it; they are made known to LLVM (``gemm_packed.provide_cores``) before
+the object is loaded.
 
 The object-code cache (jit.py) needs none of this: its key is the IR text itself, which
 holds whatever planning decided. A program entry is keyed before any IR exists, so every
@@ -119,9 +125,10 @@ def _host() -> dict:
 
     import scipy
 
-    from xlapy.backends.cpu import threads
+    from xlapy.backends.cpu import gemm_kernel, threads
 
     return {"workers": threads.WORKERS, "user_blas_threads": threads.USER_BLAS_THREADS,
+            "gemm": gemm_kernel.planning_inputs(),
             "numpy": np.__version__, "scipy": scipy.__version__,
             "python": f"{platform.python_implementation()} {sys.version.split()[0]}"}
 
