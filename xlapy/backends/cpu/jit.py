@@ -71,6 +71,7 @@ SPEED_LEVEL = 2
 LOOP_VECTORIZATION = True
 SLP_VECTORIZATION = True
 LOOP_UNROLLING = False
+LOOP_INTERLEAVING = False
 CODEGEN_OPT = 3
 CODE_MODEL = "jitdefault"
 
@@ -138,7 +139,8 @@ class Jit:
             "cpu": self.cpu,
             "features": self.features,
             "optimisation": f"O{SPEED_LEVEL} loop-vectorize={LOOP_VECTORIZATION} "
-                            f"slp-vectorize={SLP_VECTORIZATION} unroll={LOOP_UNROLLING}",
+                            f"slp-vectorize={SLP_VECTORIZATION} unroll={LOOP_UNROLLING} "
+                            f"interleave={LOOP_INTERLEAVING}",
             "codegen": f"O{CODEGEN_OPT} code-model={CODE_MODEL}",
         }
         self._empty_ir = (f'target triple = "{self.triple}"\n'
@@ -150,13 +152,17 @@ class Jit:
 
     def _optimise(self, mod) -> None:
         # LLVM's -O2 pipeline with the loop and SLP vectorisers, without loop unrolling: the
-        # vectoriser interleaves vector iterations itself and the reduction kernels keep
-        # several accumulators, so unrolling bought no measurable speed while it doubled the
-        # compile time (MLP fwd+bwd: 590 -> 307 ms, kernels as fast within noise).
+        # reduction kernels keep several accumulators, so unrolling bought no measurable
+        # speed while it doubled the compile time (MLP fwd+bwd: 590 -> 307 ms, kernels as
+        # fast within noise). Nor does the loop vectoriser interleave (several vector
+        # iterations per loop trip): the elementwise loops are bound by memory, the
+        # reductions interleave themselves, and interleaving made every vectorised loop's
+        # code (the vector body and its vector epilogue) up to 4 times as long.
         pto = llvm.PipelineTuningOptions(speed_level=SPEED_LEVEL)
         pto.loop_vectorization = LOOP_VECTORIZATION
         pto.slp_vectorization = SLP_VECTORIZATION
         pto.loop_unrolling = LOOP_UNROLLING
+        pto.loop_interleaving = LOOP_INTERLEAVING
         pb = llvm.create_pass_builder(self.target_machine, pto)
         pm = pb.getModulePassManager()
         try:
