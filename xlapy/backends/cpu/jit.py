@@ -62,7 +62,7 @@ _JIT: "Jit | None" = None
 _LOG = logging.getLogger(__name__)
 
 #: The disk entries' format: bump it whenever the header or the key material changes.
-FORMAT = 3
+FORMAT = 2
 MAGIC = b"XLAPYOBJ"
 _FIXED = struct.Struct("<8sIIQ32s")  # magic, format, material length, object length, SHA
 
@@ -74,13 +74,6 @@ LOOP_UNROLLING = False
 LOOP_INTERLEAVING = False
 CODEGEN_OPT = 3
 CODE_MODEL = "jitdefault"
-#: LLVM command-line options set when the JIT starts. They are the process's (LLVM has one
-#: set of options: another llvmlite user in this process, numba, gets them too).
-#: No epilogue vectorisation: a vectorised loop whose trip count is unknown (every kernel
-#: called over a range of work items) got, besides its vector body and scalar remainder, a
-#: third copy of its body at half the vector width for the remainder; it only speeds up
-#: loops of a few dozen iterations and cost ~10% of the LLVM time (mlp_train 102 -> 92 ms).
-LLVM_OPTIONS = ("-enable-epilogue-vectorization=false",)
 
 
 class CompiledModule:
@@ -130,8 +123,6 @@ class Jit:
 
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        for option in LLVM_OPTIONS:
-            llvm.set_option("xlapy", option)
         self.target = llvm.Target.from_default_triple()
         self.triple = llvm.get_process_triple()
         self.cpu = llvm.get_host_cpu_name()
@@ -151,7 +142,6 @@ class Jit:
                             f"slp-vectorize={SLP_VECTORIZATION} unroll={LOOP_UNROLLING} "
                             f"interleave={LOOP_INTERLEAVING}",
             "codegen": f"O{CODEGEN_OPT} code-model={CODE_MODEL}",
-            "llvm-options": " ".join(LLVM_OPTIONS),
         }
         self._empty_ir = (f'target triple = "{self.triple}"\n'
                           f'target datalayout = "{self.target_machine.target_data}"\n')
