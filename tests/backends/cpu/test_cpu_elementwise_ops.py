@@ -870,12 +870,13 @@ def _flat_loop_kernel(text: str):
 
 def test_flat_loop_is_parallel_without_overlap_checks():
     """A flat loop kernel's item loop is marked parallel (its iterations are the ABI's
-    independent work items): LLVM vectorises it with no run-time overlap checks and no
-    scalar copy of the loop they would guard."""
+    independent work items) and not interleaved: LLVM vectorises it with no run-time
+    overlap checks and no scalar copy of the loop they would guard."""
     text = ("HloModule m\nENTRY e {\n  a = f32[1000] parameter(0)\n"
             "  b = f32[1000] parameter(1)\n  ROOT r = f32[1000] add(a, b)\n}\n")
     _, compiled, _, ir_text = _flat_loop_kernel(text)
     assert "llvm.loop.parallel_accesses" in ir_text
+    assert '!"llvm.loop.interleave.count", i32 1' in ir_text  # no reduction to interleave
     assert ir_text.count("!llvm.access.group") == 3  # two loads, one store
     asm = compiled.assembly()
     assert re.search(r"<\d+ x float>", asm), "the loop was not vectorised"

@@ -128,7 +128,7 @@ class _DistinctNode(ir.values.MDValue):
         return self is not other
 
 
-def mark_parallel(module: ir.Module, loop: for_range, buffers) -> None:
+def mark_parallel(module: ir.Module, loop: for_range, buffers, hints=()) -> None:
     """Tell LLVM that the iterations of ``loop`` (emitted, its ``with`` closed) are
     independent: every load and store in it addressing one of ``buffers`` (pointer values,
     e.g. ``buffer_pointer``'s) joins one access group, which the loop's
@@ -137,7 +137,8 @@ def mark_parallel(module: ir.Module, loop: for_range, buffers) -> None:
     iterations are work items of this ABI (independent by the contract above) or touch
     disjoint elements of buffers no other buffer of the kernel overlaps. A memory access
     left out of the group (a call, a stack slot) makes LLVM ignore the annotation, so the
-    loop is then vectorised as before."""
+    loop is then vectorised as before. ``hints``: more (name, i32 value) loop hints for
+    the loop's ID (e.g. ``("llvm.loop.interleave.count", 1)``)."""
     roots = {id(v) for v in buffers}
 
     def on_buffer(ptr) -> bool:
@@ -159,8 +160,10 @@ def mark_parallel(module: ir.Module, loop: for_range, buffers) -> None:
         return
     accesses = module.add_metadata([ir.MetaDataString(module, "llvm.loop.parallel_accesses"),
                                     group])
+    extra = [module.add_metadata([ir.MetaDataString(module, name),
+                                  ir.Constant(ir.IntType(32), value)]) for name, value in hints]
     loop_id = _DistinctNode(module, [], name=str(len(module.metadata)))
-    loop_id.operands = (loop_id, accesses)
+    loop_id.operands = (loop_id, accesses, *extra)
     loop.latch.set_metadata("llvm.loop", loop_id)
 
 
