@@ -5,6 +5,7 @@ not) and compares the results with ``xlapy.interpreter.evaluate`` bit for bit.""
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -1032,3 +1033,26 @@ def test_arena_random_live_ranges_never_overlap_and_pack_tightly():
         assert arena.max_live <= arena.size <= arena._online_size
         # the slack over the live bytes stays bounded (decreasing-size best fit)
         assert arena.size <= arena.max_live * 5 // 4 + (1 << 20), trial
+
+
+def test_double_buffered_loop_is_emitted_once(monkeypatch):
+    """The double-buffered leaves' two slots swap roles through phis of the loop header:
+    the condition and body are emitted once (not a copy of the loop per parity)."""
+    from xlapy.backends.cpu import jit
+
+    texts = []
+    compile_ir = jit.Jit.compile
+
+    def keep(self, irmod, **kw):
+        texts.append(str(irmod))
+        return compile_ir(self, irmod, **kw)
+
+    monkeypatch.setattr(jit.Jit, "compile", keep)
+    module = parse_hlo_module(DOUBLE.replace("LIMIT", "3"))
+    loop = [s for s in be.compile_module(module).entry.steps
+            if isinstance(s, cf.CompiledWhileStep)]
+    assert loop[0].swapped == [1, 2]
+    text = "\n".join(texts)
+    assert re.search(r"^cond0:", text, re.M) and re.search(r"^body0:", text, re.M)
+    assert not re.search(r"^(cond|body|done)1:", text, re.M)
+    assert '%"state1" = phi' in text and '%"next2" = phi' in text

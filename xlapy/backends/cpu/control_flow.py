@@ -31,11 +31,13 @@ one that is another state slot (a permutation) goes through a temporary first, a
 else is copied.
 
 Double buffering: a state leaf of at least ``SWAP_MIN_BYTES`` that the body computes with a
-kernel of its own (the root tuple's operand) gets two slots, and the loop is emitted twice,
-iterations alternating between the copies: in one, the state is read from the first slots
-and those kernels write the second ones, in the other the reverse - so nothing is copied
-back, and every address stays a constant offset (no pointer swapping at run time). The
-loop exits from either copy, each copying its own slots to the result buffers.
+kernel of its own (the root tuple's operand) gets two slots: an iteration reads the state
+from one and those kernels write the other, and the two swap roles for the next iteration
+(two phis of the loop header per leaf), so nothing is copied back. The loop is emitted
+once (emitting it twice, each copy with constant addresses, doubled the LLVM time of the
+loops: random_gamma's LLVM time was 30% its loops' second copies); a kernel called with a
+swapped pointer gets it through its bufs array, stored where it is called. On exit the
+current slots are copied to the result buffers.
 
 In place: a kernel with ``spec.in_place`` (dynamic-update-slice, scatter) whose input slot
 nothing reads after the step writes that slot itself (in the body only: never the state
@@ -69,6 +71,7 @@ from xlapy.backends.cpu.native import (
     MAX_NATIVE_DEPTH,
     POLL_TYPE,
     Emitter,
+    Leaf,
     build,
     leaf_shapes,
     leaves_of,
@@ -319,40 +322,51 @@ class WhileEmitter(Emitter):
                 leaf = self.new_leaf(s, pinned=True)
                 state0.append(leaf)
                 self.copy(leaf.ptr, inits[k].ptr, nbytes(s))
-        halves = [state0]
-        if swap:  # two copies of the loop: the swapped leaves alternate between two slots
-            halves.append([self.new_leaf(leaf.shape, pinned=True) if k in swap else leaf
-                           for k, leaf in enumerate(state0)])
+        # The double-buffered leaves: the current state's and the next one's, two slots
+        # whose roles swap every iteration (the pointers are phis of the loop header).
+        state, nxt = list(state0), list(state0)
+        for k in swap:
+            nxt[k] = self.new_leaf(state0[k].shape, pinned=True)
         b = self.b
-        blocks = [(self.fn.append_basic_block(f"cond{h}"), self.fn.append_basic_block(f"body{h}"),
-                   self.fn.append_basic_block(f"done{h}")) for h in range(len(halves))]
-        b.branch(blocks[0][0])
-        for h, state in enumerate(halves):
-            header, loop, done = blocks[h]
-            nxt = halves[(h + 1) % len(halves)]
-            ref = build(cond.params[0].shape, iter(state))
-            b.position_at_end(header)
-            self._poll()
-            pred = self.emit_plan(cond, [ref])
-            go = b.load(pred.ptr, name="pred")
-            self.drop(pred)
-            b.cbranch(b.icmp_unsigned("!=", go, ir.Constant(I8, 0), name="go"), loop, done)
+        header, loop, done = (self.fn.append_basic_block(f"{w}0")
+                              for w in ("cond", "body", "done"))
+        before = b.block
+        b.branch(header)
+        b.position_at_end(header)
+        phis = []
+        for k in sorted(swap):
+            cur = b.phi(state0[k].ptr.type, name=f"state{k}")
+            other = b.phi(state0[k].ptr.type, name=f"next{k}")
+            cur.add_incoming(state0[k].ptr, before)
+            other.add_incoming(nxt[k].ptr, before)
+            state[k] = Leaf(state0[k].shape, cur, state0[k].slot)
+            nxt[k] = Leaf(nxt[k].shape, other, nxt[k].slot)
+            phis.append((cur, other))
+        ref = build(cond.params[0].shape, iter(state))
+        self._poll()
+        pred = self.emit_plan(cond, [ref])
+        go = b.load(pred.ptr, name="pred")
+        self.drop(pred)
+        b.cbranch(b.icmp_unsigned("!=", go, ir.Constant(I8, 0), name="go"), loop, done)
 
-            b.position_at_end(loop)
-            self._placement = {swap[k]: {0: nxt[k]} for k in swap}
-            self._alias_state = True
-            root = self.emit_plan(body, [ref])
-            self._alias_state = False
-            self._placement = {}
-            self._move_results(nxt, leaves_of(root), swap)
-            self.drop(root)
-            b.branch(blocks[(h + 1) % len(halves)][0])
+        b.position_at_end(loop)
+        self._placement = {swap[k]: {0: nxt[k]} for k in swap}
+        self._alias_state = True
+        root = self.emit_plan(body, [ref])
+        self._alias_state = False
+        self._placement = {}
+        self._move_results(nxt, leaves_of(root), swap)
+        self.drop(root)
+        for cur, other in phis:  # the next iteration reads what this one wrote
+            cur.add_incoming(other, b.block)
+            other.add_incoming(cur, b.block)
+        b.branch(header)
 
-            b.position_at_end(done)
-            for k, leaf in enumerate(state):
-                if leaf is not results[k]:
-                    self.copy(results[k].ptr, leaf.ptr, nbytes(leaf.shape))
-            b.ret_void()
+        b.position_at_end(done)
+        for k, leaf in enumerate(state):
+            if leaf is not results[k]:
+                self.copy(results[k].ptr, leaf.ptr, nbytes(leaf.shape))
+        b.ret_void()
         self.pre.branch(self.fn.blocks[1])
 
     def _move_results(self, nxt, new, swap) -> None:

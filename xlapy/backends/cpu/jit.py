@@ -75,6 +75,7 @@ SPEED_LEVEL = 2
 LOOP_VECTORIZATION = True
 SLP_VECTORIZATION = True
 LOOP_UNROLLING = False
+LOOP_INTERLEAVING = True
 CODEGEN_OPT = 3
 CODE_MODEL = "jitdefault"
 
@@ -145,7 +146,8 @@ class Jit:
             "cpu": self.cpu,
             "features": self.features,
             "optimisation": f"O{SPEED_LEVEL} loop-vectorize={LOOP_VECTORIZATION} "
-                            f"slp-vectorize={SLP_VECTORIZATION} unroll={LOOP_UNROLLING}",
+                            f"slp-vectorize={SLP_VECTORIZATION} unroll={LOOP_UNROLLING} "
+                            f"interleave={LOOP_INTERLEAVING}",
             "codegen": f"O{CODEGEN_OPT} code-model={CODE_MODEL}",
         }
         self._empty_ir = (f'target triple = "{self.triple}"\n'
@@ -159,11 +161,15 @@ class Jit:
         # LLVM's -O2 pipeline with the loop and SLP vectorisers, without loop unrolling: the
         # vectoriser interleaves vector iterations itself and the reduction kernels keep
         # several accumulators, so unrolling bought no measurable speed while it doubled the
-        # compile time (MLP fwd+bwd: 590 -> 307 ms, kernels as fast within noise).
+        # compile time (MLP fwd+bwd: 590 -> 307 ms, kernels as fast within noise). Loops
+        # that gain nothing from interleaving say so in their metadata (the flat elementwise
+        # loops: loop_emitter); a reduction's interleaved accumulators are its summation
+        # order, so the pipeline's own choice stays.
         pto = llvm.PipelineTuningOptions(speed_level=SPEED_LEVEL)
         pto.loop_vectorization = LOOP_VECTORIZATION
         pto.slp_vectorization = SLP_VECTORIZATION
         pto.loop_unrolling = LOOP_UNROLLING
+        pto.loop_interleaving = LOOP_INTERLEAVING
         pb = llvm.create_pass_builder(self.target_machine, pto)
         pm = pb.getModulePassManager()
         try:

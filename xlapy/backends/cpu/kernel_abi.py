@@ -99,10 +99,73 @@ class for_range:
         b = self.b
         nxt = b.add(self.i, ir.Constant(I64, 1), name=f"{self.name}.next", flags=["nsw"])
         self.i.add_incoming(nxt, b.block)
-        b.branch(self.header)
+        self.latch = b.branch(self.header)  # the back edge (it carries the loop's metadata)
         b.position_at_end(self.exit)
         return False
 
+    def blocks(self) -> list:
+        """The loop's blocks (after ``__exit__``): its header, its body and every block
+        emitted inside the body."""
+        blocks = self.b.function.blocks
+        first = blocks.index(self.header)
+        return [blk for blk in blocks[first:] if blk is not self.exit]
+
+
+class _DistinctNode(ir.values.MDValue):
+    """A ``distinct`` metadata node (llvmlite's ``add_metadata`` makes uniqued ones): an
+    access group, or a loop ID (its first operand itself)."""
+
+    def descr(self, buf):
+        buf.append("distinct ")
+        super().descr(buf)
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+
+def mark_parallel(module: ir.Module, loop: for_range, buffers, hints=()) -> None:
+    """Tell LLVM that the iterations of ``loop`` (emitted, its ``with`` closed) are
+    independent: every load and store in it addressing one of ``buffers`` (pointer values,
+    e.g. ``buffer_pointer``'s) joins one access group, which the loop's
+    ``llvm.loop.parallel_accesses`` names. The loop vectoriser then needs no run-time
+    overlap checks (nor the scalar copy of the loop they guard). Only for a loop whose
+    iterations are work items of this ABI (independent by the contract above) or touch
+    disjoint elements of buffers no other buffer of the kernel overlaps. A memory access
+    left out of the group (a call, a stack slot) makes LLVM ignore the annotation, so the
+    loop is then vectorised as before. ``hints``: more (name, i32 value) loop hints for
+    the loop's ID (e.g. ``("llvm.loop.interleave.count", 1)``)."""
+    roots = {id(v) for v in buffers}
+
+    def on_buffer(ptr) -> bool:
+        while isinstance(ptr, (ir.GEPInstr, ir.CastInstr)):
+            if id(ptr) in roots:
+                return True
+            ptr = ptr.operands[0]
+        return id(ptr) in roots
+
+    group = _DistinctNode(module, [], name=str(len(module.metadata)))
+    marked = False
+    for blk in loop.blocks():
+        for instr in blk.instructions:
+            if isinstance(instr, ir.LoadInstr) and on_buffer(instr.operands[0]) or \
+                    isinstance(instr, ir.StoreInstr) and on_buffer(instr.operands[1]):
+                instr.set_metadata("llvm.access.group", group)
+                marked = True
+    if not marked:
+        return
+    accesses = module.add_metadata([ir.MetaDataString(module, "llvm.loop.parallel_accesses"),
+                                    group])
+    extra = [module.add_metadata([ir.MetaDataString(module, name),
+                                  ir.Constant(ir.IntType(32), value)]) for name, value in hints]
+    loop_id = _DistinctNode(module, [], name=str(len(module.metadata)))
+    loop_id.operands = (loop_id, accesses, *extra)
+    loop.latch.set_metadata("llvm.loop", loop_id)
+
 
 __all__ = ["BUFS", "KERNEL_TYPE", "KernelSpec", "buffer_pointer", "declare_kernel",
-           "for_range"]
+           "for_range", "mark_parallel"]

@@ -13,7 +13,9 @@ index, each element generated from the inputs by the element generators
 Every instruction reached from a root before an input is generated. When every generated
 instruction maps an output index to the same index of its operands (elementwise ops,
 broadcasts of scalars, identity reshapes) the kernel is one flat counted loop over linear
-positions (work items = elements), which LLVM vectorises. Otherwise the work items are the
+positions (work items = elements), which LLVM vectorises; the loop is marked parallel
+(``kernel_abi.mark_parallel``: work items are independent), so without run-time overlap
+checks between its buffers, and not interleaved. Otherwise the work items are the
 positions along the first dimension larger than 1, with nested loops inside.
 """
 
@@ -24,7 +26,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu.indexing import Index
 from xlapy.backends.cpu.kernel_abi import (I64, KernelSpec, buffer_pointer, declare_kernel,
-                                           for_range)
+                                           for_range, mark_parallel)
 
 
 def _dims(instr) -> tuple[int, ...]:
@@ -111,8 +113,15 @@ def emit_loop(module: ir.Module, name: str, roots: list, inputs: list,
     for d in dims:
         n *= d
     if _flat(members, dims, scalars) or len(dims) <= 1:
-        with for_range(b, lo, hi, "i") as i:
+        loop = for_range(b, lo, hi, "i")
+        with loop as i:
             body(Index(b, dims, linear=i))
+        # Its iterations are the ABI's work items, independent: vectorised without overlap
+        # checks. Not interleaved (one vector iteration per trip): it holds no reduction,
+        # and its elementwise work gains nothing from it while its code (the vector body
+        # and the vector epilogue) grew up to 4 times as long.
+        mark_parallel(module, loop, list(in_ptr.values()) + out_ptr,
+                      hints=[("llvm.loop.interleave.count", 1)])
         domain, cost = n, 1
     else:
         tiles = _transpose_tiles(members, dims)

@@ -537,11 +537,15 @@ class Emitter:
         return leaf
 
     def bufs_array(self, ptrs: list):
-        """An i8*[] of ``ptrs`` filled in the entry block; returns it as i8**."""
+        """An i8*[] of ``ptrs`` filled in the entry block (a pointer computed after it - a
+        double-buffered loop state's, chosen per iteration - where the builder is);
+        returns it as i8**."""
         arr = self.pre.alloca(ir.ArrayType(I8P, max(1, len(ptrs))), name="args")
+        entry = self.pre.block
         for k, p in enumerate(ptrs):
-            dst = self.pre.gep(arr, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True)
-            self.pre.store(p, dst)
+            at = self.b if isinstance(p, ir.Instruction) and p.parent is not entry else self.pre
+            dst = at.gep(arr, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True)
+            at.store(p, dst)
         return self.pre.gep(arr, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True)
 
     # holders: every env entry holds each of its leaves' slots (once per leaf) until it
