@@ -1,6 +1,6 @@
 """The disk cache of whole programs: a module compiled before, in this process or another,
 is loaded with its plan - no passes, no planning, no LLVM IR, no IR print - only its object
-code into an engine and the native entry's per-call data rebuilt (issue 14).
+code into an engine and the native entry's per-call data rebuilt.
 
 **The key** is the SHA-256 of the *key material* (``key_material``), a JSON object of:
 
