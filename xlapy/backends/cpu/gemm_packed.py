@@ -64,8 +64,9 @@ MC = 172 * MR  # 1032 rows of a work item at most (a multiple of MR): each item 
 # time at 768-2048 than at 384 rows); MC_SPLIT: the rows of an item at least when a dot has
 # fewer than ITEMS items of MC rows (its batch and column blocks), so it still spreads over
 # the worker pool (None: two items per thread of the pool, threads.WORKERS: 1024^3 f32 on 2
-# CPUs took 2% less CPU time as 4 items than as 8, 512x1024x1024 7%)
-MC_SPLIT = 384
+# CPUs took 2% less CPU time as 4 items than as 8, 512x1024x1024 7%; 1024x4096x256 took 25%
+# less wall time as 4 items of 258 rows than as 3 of 342, for 1-5% more CPU time)
+MC_SPLIT = 192
 ITEMS = None
 PACK_BYTES = 256 * 1024  # the stack buffer of a work item's packed columns (KC x nc)
 _FLAGS = ("contract",)
