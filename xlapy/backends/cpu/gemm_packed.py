@@ -33,7 +33,8 @@ for each of its blocks of KC, so taller items pack b fewer times (see MC). Each 
 blocks, each block summed in order: the dot's value within rounding (BLAS sums in another
 order; the interpreter in f64).
 
-Imports llvmlite and the backend's kernel ABI only (and threads.py for the pool's size).
+Imports llvmlite and the backend's kernel ABI only (and threads.py and buffers.py for the
+pool's size and parallel threshold).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def _c(v: int) -> ir.Constant:
 
 def blocks(f) -> tuple[int, int]:
     """(row block mc, column block nc) for form ``f``: the rows cut into as few blocks of at
-    most MC as can be (more, of at least MC_SPLIT rows, while the dot has fewer than ITEMS
+    most MC as can be (more, of at least MC_SPLIT rows and as a multiple of the pool's
+    threads where they can, while a dot the runtime runs in parallel has fewer than ITEMS
     work items), of about equal size (a multiple of MR), since each block packs its columns
     again."""
     nr = NV * f.width
@@ -88,12 +90,16 @@ def blocks(f) -> tuple[int, int]:
     others = -(-f.n // nc)
     for size in f.batch:
         others *= size
-    items = ITEMS
-    if items is None:
-        from xlapy.backends.cpu import threads
+    from xlapy.backends.cpu import buffers, threads
 
-        items = 2 * threads.WORKERS
-    count = max(-(-f.m // MC), min(-(-items // others), -(-f.m // MC_SPLIT)))
+    step = threads.WORKERS if ITEMS is None else max(1, ITEMS // 2)
+    items = 2 * step
+    count = -(-f.m // MC)
+    work = f.m * f.n * f.k // (8 * f.width)  # as emit's KernelSpec: split only if parallel
+    if others < items and work >= buffers.PARALLEL_MIN_WORK:
+        # blocks of at least MC_SPLIT rows, a multiple of the pool's threads where it can
+        split = min(-(-items // others), f.m // MC_SPLIT)
+        count = max(count, split // step * step if split >= step else split)
     return -(-(-(-f.m // count)) // MR) * MR, nc
 
 
