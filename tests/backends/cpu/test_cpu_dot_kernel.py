@@ -198,6 +198,8 @@ def _packed_shape(case, t):
         "exactly one block of each": (gp.MC, gp.KC, nc),
         "three k blocks, the last of one p": (37, 2 * gp.KC + 1, 2 * nr + 3),
         "one panel of columns": (2 * gp.MR + 3, 40, nr),
+        # one column block: the rows cut into blocks of MC_SPLIT for the pool (see blocks)
+        "rows split for the pool": (2 * gp.MC_SPLIT + 5, 400, nr + 3),
     }[case]
 
 
@@ -205,16 +207,46 @@ def _packed_shape(case, t):
 @pytest.mark.parametrize("case", [
     "one p, one tile", "one whole tile", "a row and a column past the tiles",
     "two of every block, each with a tail", "exactly one block of each",
-    "three k blocks, the last of one p", "one panel of columns"])
+    "three k blocks, the last of one p", "one panel of columns", "rows split for the pool"])
 @pytest.mark.parametrize("batch", [(), (3,)])
-def test_packed_shapes_and_remainders(packed, t, case, batch):
+def test_packed_shapes_and_remainders(packed, monkeypatch, t, case, batch):
+    from xlapy.backends.cpu import gemm_packed as gp
+
+    monkeypatch.setattr(gp, "ITEMS", 8)
     m, k, n = _packed_shape(case, t)
     rng = np.random.default_rng(m * 1000 + k * 10 + n)
     a = rng.standard_normal(batch + (m, k)).astype(NP[t])
     b = rng.standard_normal(batch + (k, n)).astype(NP[t])
     text = _text(t, a.shape, b.shape, batch + (m, n), _dot_dn(len(batch)))
-    assert gemm_kernel.form(parse_hlo_module(text).entry.root).kind == "packed"
+    f = gemm_kernel.form(parse_hlo_module(text).entry.root)
+    assert f.kind == "packed"
+    if case == "rows split for the pool":
+        assert gp.blocks(f)[0] < m
     _check(text, a, b, t, k)
+
+
+def test_packed_blocks(monkeypatch):
+    """Rows in as few blocks of at most MC as can be, more (of at least MC_SPLIT rows) while
+    the dot has fewer than ITEMS work items; blocks of about equal size, whole tiles."""
+    from xlapy.backends.cpu import gemm_packed as gp
+
+    def form(m, n, batch=(), k=1000):
+        return gemm_kernel.Form(m=m, n=n, k=k, batch=list(batch), width=16, itemsize=4)
+
+    nc = gp.PACK_BYTES // (gp.KC * 4) // (gp.NV * 16) * (gp.NV * 16)
+    monkeypatch.setattr(gp, "ITEMS", 1)
+    assert gp.blocks(form(2 * gp.MC, 100)) == (gp.MC, nc)
+    mc, _ = gp.blocks(form(2 * gp.MC + 1, 100))  # three blocks of about equal size
+    assert mc % gp.MR == 0 and 2 * mc < 2 * gp.MC + 1 <= 3 * mc < 2 * gp.MC + 1 + 3 * gp.MR
+    monkeypatch.setattr(gp, "ITEMS", 8)  # 4 threads
+    m = 2 * gp.MC_SPLIT  # one column block: the rows split into blocks of MC_SPLIT
+    assert gp.blocks(form(m, 100)) == (gp.MC_SPLIT, nc)
+    assert gp.blocks(form(m, 100, k=8))[0] >= m  # too little work to run in parallel
+    assert gp.blocks(form(m, 100, (8,)))[0] >= m  # the batch gives the items
+    assert gp.blocks(form(m, 8 * nc))[0] >= m  # so do the column blocks
+    assert gp.blocks(form(gp.MC_SPLIT - 5, 100))[0] >= gp.MC_SPLIT - 5  # never below
+    m = 5 * gp.MC_SPLIT  # five blocks would fit: four, a multiple of the threads
+    assert m <= gp.MC and gp.blocks(form(m, 100))[0] == -(-m // 4 // gp.MR) * gp.MR
 
 
 @pytest.mark.parametrize("t", ["f32", "f64"])

@@ -27,12 +27,14 @@ An item walks the contraction in blocks of ``KC``; for each it
    packed as zeros) and go into C through a small stack buffer, row by row and column by
    column: one copy of the loop per kernel keeps the compile short.
 
-The panel being read (KC x NR) stays in L1 while the rows' groups go by, and the item's
-rows of a (MC x KC) in L2 while the panels go by. Each output is its sum over p in KC
+The panel being read (KC x NR) stays in L1/L2 while the rows' groups go by, and the item's
+rows of a (up to MC x KC) in L2/L3 while the panels go by; an item packs its columns of b
+for each of its blocks of KC, so taller items pack b fewer times (see MC). Each output is its sum over p in KC
 blocks, each block summed in order: the dot's value within rounding (BLAS sums in another
 order; the interpreter in f64).
 
-Imports llvmlite and the backend's kernel ABI only.
+Imports llvmlite and the backend's kernel ABI only (and threads.py and buffers.py for the
+pool's size and parallel threshold).
 """
 
 from __future__ import annotations
@@ -58,7 +60,15 @@ from xlapy.backends.cpu.kernel_abi import (
 MR = 6  # rows of a tile: MR x NV accumulators, NV panel vectors and a broadcast (32 regs)
 NV = 4  # vectors of columns in a panel (NR = NV * W columns: 64 f32, 32 f64 on AVX-512)
 KC = 256  # contraction block: a panel (KC x NR) is read from L1/L2 by each row group
-MC = 384  # rows of a work item at most (a multiple of MR): its MC x KC of a stays in L2
+MC = 172 * MR  # 1032 rows of a work item at most (a multiple of MR): each item packs b
+# again, so fewer, taller items pack b fewer times (2048^3 and 1024^3 f32 took 3-5% less CPU
+# time at 768-2048 than at 384 rows); MC_SPLIT: the rows of an item at least when a dot has
+# fewer than ITEMS items of MC rows (its batch and column blocks), so it still spreads over
+# the worker pool (None: two items per thread of the pool, threads.WORKERS: 1024^3 f32 on 2
+# CPUs took 2% less CPU time as 4 items than as 8, 512x1024x1024 7%; 1024x4096x256 took 25%
+# less wall time as 4 items of 258 rows than as 3 of 342, for 1-5% more CPU time)
+MC_SPLIT = 192
+ITEMS = None
 PACK_BYTES = 256 * 1024  # the stack buffer of a work item's packed columns (KC x nc)
 _FLAGS = ("contract",)
 #: b's layout classes (how a block is packed): contiguous columns, contiguous along k, other
@@ -71,11 +81,25 @@ def _c(v: int) -> ir.Constant:
 
 def blocks(f) -> tuple[int, int]:
     """(row block mc, column block nc) for form ``f``: the rows cut into as few blocks of at
-    most MC as can be, of about equal size (a multiple of MR), since each block packs its
-    columns again."""
+    most MC as can be (more, of at least MC_SPLIT rows and as a multiple of the pool's
+    threads where they can, while a dot the runtime runs in parallel has fewer than ITEMS
+    work items), of about equal size (a multiple of MR), since each block packs its columns
+    again."""
     nr = NV * f.width
     nc = max(nr, PACK_BYTES // (KC * f.itemsize) // nr * nr)
+    others = -(-f.n // nc)
+    for size in f.batch:
+        others *= size
+    from xlapy.backends.cpu import buffers, threads
+
+    step = threads.WORKERS if ITEMS is None else max(1, ITEMS // 2)
+    items = 2 * step
     count = -(-f.m // MC)
+    work = f.m * f.n * f.k // (8 * f.width)  # as emit's KernelSpec: split only if parallel
+    if others < items and work >= buffers.PARALLEL_MIN_WORK:
+        # blocks of at least MC_SPLIT rows, a multiple of the pool's threads where it can
+        split = min(-(-items // others), f.m // MC_SPLIT)
+        count = max(count, split // step * step if split >= step else split)
     return -(-(-(-f.m // count)) // MR) * MR, nc
 
 
