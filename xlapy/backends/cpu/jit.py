@@ -84,8 +84,12 @@ CODE_MODEL = "jitdefault"
 #: the code generation time (MLP fwd+bwd: emit 80 -> 49 ms, transformer_train 180 -> 118),
 #: while the kernels ran as fast without it (matmul, mlp_train, softmax, reduce_sum,
 #: elementwise, layernorm_train: within noise); it only changes addressing, never the
-#: arithmetic, so results keep their bits.
-LLVM_OPTIONS = ("-disable-lsr",)
+#: arithmetic, so results keep their bits. ``-post-RA-scheduler=false``: no second
+#: instruction scheduling after register allocation (the scheduler before it stays): ~7-12%
+#: of the remaining code generation time (MLP emit ~55 -> ~48 ms), the kernels as fast
+#: within noise on the out-of-order host (same cases as above, one process, interleaved);
+#: it only reorders instructions, so results keep their bits.
+LLVM_OPTIONS = ("-disable-lsr", "-post-RA-scheduler=false")
 
 
 class CompiledModule:
