@@ -265,6 +265,18 @@ def test_an_unwritable_cache_costs_only_time(tmp_path, monkeypatch, caplog):
     np.testing.assert_array_equal(program.run([x], None), x)
 
 
+def test_the_llvm_options_are_part_of_every_key(monkeypatch):
+    # The process-wide LLVM options (jit.LLVM_OPTIONS, e.g. -disable-lsr) change the code
+    # generated from the same IR: an object built under other options is another entry.
+    current, options = jit.get_jit(), jit.LLVM_OPTIONS
+    assert current.identity["llvm-options"] == " ".join(options)
+    text = 'define void @f() {\n  ret void\n}\n'
+    monkeypatch.setattr(jit, "LLVM_OPTIONS", ())  # sets nothing: the process keeps its own
+    other = jit.Jit()
+    assert other.identity["llvm-options"] == ""
+    assert (other.cache_key(text) != current.cache_key(text)) == bool(options)
+
+
 # -- program entries (plan_cache: the plan and the object code of a whole program) ------------
 
 WHILE_DOTS = """HloModule while_dots
