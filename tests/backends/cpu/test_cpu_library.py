@@ -397,9 +397,15 @@ def test_kernel_gradient_split_over_taps_on_both_threads(monkeypatch):
             "window={size=32x32 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf")
     instr = _conv_instr("f32", case)
     args = [_random(f"f32{case[0]}", rng), _random(f"f32{case[1]}", rng)]
-    _close(library.run(instr, args), _interpret(instr, args), 2e-5)
-    # 144 rows x 16 features a tap: 9 KiB, 113 taps a chunk, 10 chunks
-    assert calls == ["split", (10, library.CORES)]
+    got = library.run(instr, args)
+    _close(got, _interpret(instr, args), 2e-5)
+    # 144 rows x 16 features a tap: 9 KiB, 113 taps a chunk, 10 chunks in slots of
+    # consecutive chunks (twice the threads)
+    slots = min(10, 2 * library.CORES)
+    assert calls == ["split", (slots, min(library.CORES, slots))]
+    # whichever thread runs a slot, the sums are grouped alike: the same bits every run
+    for _ in range(6):
+        assert np.array_equal(library.run(instr, args), got)
 
 
 def test_convolution_errors_name_the_op():

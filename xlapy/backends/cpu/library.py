@@ -809,9 +809,12 @@ def _conv_taps_split(tasks, wt: np.ndarray, threads: int) -> None:
     (ACC_BYTES) and a contraction too long for one scratch chunk (a kernel gradient: the
     window is the whole image). Chunks of output rows would each copy every tap again (a
     NumPy copy per tap and chunk) and read the whole kernel matrix again, with a scratch
-    of CHUNK_BYTES per thread; chunks of taps copy each tap once. Each thread accumulates
-    its chunks' products (beta = 1) into an accumulator of its own per group, [rows, og];
-    the accumulators are summed into the output at the end. ``wt`` is the kernel [T, cg, O]
+    of CHUNK_BYTES per thread; chunks of taps copy each tap once. The chunks are cut into
+    a fixed number of *slots* (runs of consecutive chunks, at most twice the threads), each
+    summing its chunks' products (beta = 1), in order, into an accumulator of its own per
+    group, [rows, og]; the accumulators are summed into the output in slot order. Which
+    thread runs a slot does not change a sum, so every run gives the same bits
+    (accumulators per thread, over whichever chunks a thread took, did not). ``wt`` is the kernel [T, cg, O]
     (a view when it can be): unless it is contiguous, each chunk's rows of it are copied
     too. The scratch is [rows, taps of a chunk * cg] (and [taps of a chunk * cg, og]) per
     thread, at most about TAP_CHUNK_BYTES each (one tap at least)."""
@@ -827,15 +830,18 @@ def _conv_taps_split(tasks, wt: np.ndarray, threads: int) -> None:
     work = [(k, a, min(a + step, len(t0.taps))) for k in range(len(tasks))
             for a in range(0, len(t0.taps), step)]
     first = outs[0] if outs else 1
-    partials: list = []
-    lock = threading.Lock()
+    slots = min(len(work), 2 * threads)
+    partials: list = [{} for _ in range(slots)]
+
+    def chunks(next_item):
+        while (slot := next_item()) is not None:  # a slot's chunks on one thread, in order
+            for item in work[slot * len(work) // slots:(slot + 1) * len(work) // slots]:
+                yield partials[slot], item
 
     def run_chunks(next_item, local: bool) -> None:
         cols = np.empty(rows * step * cg, dt)
         wbuf = None if whole else np.empty(step * cg * og, dt)
-        accs: dict = {}
-        while (item := next_item()) is not None:
-            k, a, b = item
+        for accs, (k, a, b) in chunks(next_item):
             task = tasks[k]
             acc = accs.get(k)
             if acc is None:
@@ -858,10 +864,8 @@ def _conv_taps_split(tasks, wt: np.ndarray, threads: int) -> None:
                 b_ptr, ldb = wb.ctypes.data, og
             blas.gemm_rowmajor(dt, rows, og, kc, cols.ctypes.data, ("r", kc), b_ptr,
                                ("r", ldb), acc.ctypes.data, og, beta=1.0)
-        with lock:
-            partials.append(accs)
 
-    parallel(work, run_chunks, min(threads, len(work)))
+    parallel(list(range(slots)), run_chunks, min(threads, slots))
     for k, task in enumerate(tasks):
         out = y2[:, task.out0:task.out0 + og]
         mine = [accs[k] for accs in partials if k in accs]
