@@ -11,7 +11,13 @@ import sys
 import numpy as np
 import pytest
 
-from xlapy.backends.cpu.backend import CpuBackend, InterpretStep, KernelStep, compile_module
+from xlapy.backends.cpu.backend import (
+    CpuBackend,
+    InterpretStep,
+    KernelStep,
+    clear_cache,
+    compile_module,
+)
 from xlapy.interpreter.evaluator import evaluate
 from xlapy.interpreter.values import flatten
 from xlapy.parser import parse_hlo_module
@@ -210,7 +216,6 @@ def test_xlapy_run_cpu_against_interpreter():
 
 
 def test_disk_cache_reloads_object_code(tmp_path, monkeypatch):
-    from xlapy.backends.cpu.backend import clear_cache
     from xlapy.backends.cpu.jit import get_jit
 
     monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
@@ -243,9 +248,18 @@ ENTRY e {
 """
 
 
-def test_transpose_of_a_dot_is_the_swapped_dot():
+@pytest.mark.parametrize("generated", [True, False])
+def test_transpose_of_a_dot_is_the_swapped_dot(request, monkeypatch, generated):
+    # the swapped dot is a generated GEMM kernel where gemm_kernel takes it, else BLAS's
+    from xlapy.backends.cpu import gemm_kernel
+
+    request.addfinalizer(clear_cache)  # programs planned with the patched form go too
+    if not generated:
+        monkeypatch.setattr(gemm_kernel, "form", lambda instr: "not generated (the test)")
+    clear_cache()
     steps = compile_module(parse_hlo_module(TRANSPOSED_DOT)).steps()
-    assert [type(s).__name__ for s in steps] == ["SwappedDotStep"]
+    assert [type(s).__name__ for s in steps] == \
+        ["SwappedKernelStep" if generated else "SwappedDotStep"]
     rng = np.random.default_rng(10)
     a = rng.standard_normal((64, 30)).astype(np.float32)
     b = rng.standard_normal((64, 20)).astype(np.float32)

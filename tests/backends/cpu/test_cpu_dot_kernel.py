@@ -383,3 +383,39 @@ ENTRY e {{
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     finally:
         be.clear_cache()
+
+
+@pytest.mark.parametrize("path", ["small", "packed"])
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("lhs_c,rhs_c", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_transposed_dot_is_the_swapped_dot_as_a_kernel(monkeypatch, path, t, lhs_c, rhs_c):
+    """transpose(dot(a, b)) (a weight gradient as jax writes it) is computed as dot(b, a)
+    by the generated kernel that dot takes, not by a BLAS call: the transpose's step is a
+    SwappedKernelStep reading a and b, its value the interpreter's."""
+    if path == "packed":
+        monkeypatch.setattr(gemm_kernel, "BITS", 512)
+        monkeypatch.setattr(gemm_kernel, "SMALL", 0)
+        monkeypatch.setattr(gemm_kernel, "TINY", 0)
+        monkeypatch.setattr(gemm_kernel, "blas_vector_bits", lambda: 256)
+    m, k, n = (70, 45, 90) if path == "packed" else (9, 12, 20)
+    a_dims = (k, m) if lhs_c == 0 else (m, k)
+    b_dims = (k, n) if rhs_c == 0 else (n, k)
+    text = (f"HloModule m\nENTRY e {{\n  a = {t}[{a_dims[0]},{a_dims[1]}] parameter(0)\n"
+            f"  b = {t}[{b_dims[0]},{b_dims[1]}] parameter(1)\n"
+            f"  d = {t}[{m},{n}] dot(a, b), lhs_contracting_dims={{{lhs_c}}}, "
+            f"rhs_contracting_dims={{{rhs_c}}}\n"
+            f"  ROOT r = {t}[{n},{m}] transpose(d), dimensions={{1,0}}\n}}\n")
+    be.clear_cache()
+    module = parse_hlo_module(text)
+    steps = be.compile_module(module).entry.steps
+    assert [type(s).__name__ for s in steps] == ["SwappedKernelStep"]
+    assert [o.name for o in steps[0].reads] == ["b", "a"]
+    rng = np.random.default_rng(lhs_c * 2 + rhs_c)
+    a = rng.standard_normal(a_dims).astype(NP[t])
+    b = rng.standard_normal(b_dims).astype(NP[t])
+    got = np.asarray(Client(backend="cpu").compile(module)(a, b))
+    want = np.asarray(evaluate(module, a, b))
+    assert got.shape == want.shape == (n, m)
+    scale = np.abs(a).max() * np.abs(b).max()
+    np.testing.assert_allclose(got, want, rtol=0, atol=4 * k * EPS[t] * scale)
+    be.clear_cache()

@@ -813,10 +813,22 @@ def test_the_emitter_is_shared():
     assert issubclass(cf.WhileEmitter, native.Emitter)
 
 
-def test_a_big_transposed_dot_runs_natively_from_the_entry():
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_big_transposed_dot_runs_natively_from_the_entry(request, monkeypatch, packed):
     """transpose(dot(a, b)) computed as the swapped dot, its operands in the swapped dot's
-    order: big enough to be cut over the worker pool, it is still one native GEMM driver
-    call (no host call)."""
+    order: big enough to be cut over the worker pool, it is still one native call (no host
+    call): the pool's GEMM driver over BLAS, or the generated packed GEMM where the host's
+    vectors are wider than BLAS's (forced here: 512-bit vectors, a 256-bit BLAS; LLVM
+    splits the vectors on a narrower host)."""
+    from xlapy.backends.cpu import gemm_kernel
+
+    request.addfinalizer(be.clear_cache)  # plans made with the patched rule
+    if packed:
+        monkeypatch.setattr(gemm_kernel, "BITS", 512)
+        monkeypatch.setattr(gemm_kernel, "blas_vector_bits", lambda: 256)
+    else:
+        monkeypatch.setattr(gemm_kernel, "PACKED", False)
+    be.clear_cache()
     text = """HloModule t
 ENTRY e {
   a = f32[256,160] parameter(0)
@@ -826,7 +838,8 @@ ENTRY e {
 }
 """
     program = _native(text)
-    assert [type(s).__name__ for s in program.steps()] == ["SwappedDotStep"]
+    assert [type(s).__name__ for s in program.steps()] == \
+        ["SwappedKernelStep" if packed else "SwappedDotStep"]
     assert not program.native.host_table.calls
     rng = np.random.default_rng(6)
     a = rng.standard_normal((256, 160)).astype(np.float32)

@@ -91,6 +91,7 @@ from xlapy.backends.cpu.steps import (
     KernelStep,
     Plan,
     SwappedDotStep,
+    SwappedKernelStep,
     ValueStep,
     WhileStep,
     _contiguous,
@@ -217,7 +218,7 @@ class Planner:
             if instr.opcode == "parameter" or id(instr) in absorbed:
                 continue
             dot = swapped.get(id(instr))
-            steps.append(SwappedDotStep.make(instr, dot) if dot is not None
+            steps.append(self._swapped_dot(instr, dot) if dot is not None
                          else self._step(instr))
         params = [i for i in order if i.opcode == "parameter"]
         plan = Plan(comp, params, steps)
@@ -281,6 +282,21 @@ class Planner:
     def reduction_kernel(self, instr):
         """One reduce or reduce-window as a reduction kernel."""
         return self._reduce_kernel(instr, instr, _unique(instr.operands), [])
+
+    def _swapped_dot(self, transpose, dot):
+        """The step of ``transpose`` of ``dot`` (_transposed_dots): the swapped dot as a
+        generated GEMM kernel when gemm_kernel takes it (as it would the dot itself), else
+        through the library (SwappedDotStep)."""
+        from xlapy.backends.cpu import gemm_kernel
+
+        step = SwappedDotStep.make(transpose, dot)
+        swapped = step.dot
+        if not isinstance(gemm_kernel.form(swapped), gemm_kernel.Form):
+            return step
+        spec = gemm_kernel.emit(self.irmod, f"k{len(self.kernels)}", swapped)
+        kernel = SwappedKernelStep(transpose, list(swapped.operands), [], spec)
+        self.kernels.append(kernel)
+        return kernel
 
     def instruction_kernel(self, instr, emit, step_class=KernelStep):
         """The kernel ``emit(irmod, name, instr)`` adds, reading ``instr``'s operands."""

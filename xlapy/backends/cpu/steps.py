@@ -195,6 +195,18 @@ class SwappedDotStep:
 
 
 @dataclass
+class SwappedKernelStep(KernelStep):
+    """transpose(dot(a, b)) computed as dot(b, a), as SwappedDotStep does, by a generated
+    GEMM kernel (gemm_kernel) where that is what the swapped dot takes: ``instr`` is the
+    transpose, ``inputs`` the swapped dot's operands [b, a] (what the step reads: the dot
+    itself is absorbed)."""
+
+    @property
+    def reads(self) -> list:
+        return self.inputs
+
+
+@dataclass
 class ValueStep:
     """tuple, get-tuple-element, opt-barrier, and reshape/bitcast of a row-major array: no
     copy."""
@@ -415,4 +427,5 @@ def _execute_frames(plan, env, plan_ctx):
 
 
 __all__ = ["CallStep", "ConditionalStep", "ConstantStep", "InterpretStep", "KernelStep",
-           "LibraryStep", "Plan", "SwappedDotStep", "ValueStep", "WhileStep"]
+           "LibraryStep", "Plan", "SwappedDotStep", "SwappedKernelStep", "ValueStep",
+           "WhileStep"]
