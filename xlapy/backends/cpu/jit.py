@@ -288,37 +288,88 @@ def _dispose_pass_manager(pm) -> None:
 # -- the disk cache -----------------------------------------------------------------------------
 
 
+def pack_parts(fixed: struct.Struct, magic: bytes, version: int, material: bytes,
+               parts: list) -> bytes:
+    """A disk cache entry of ``parts`` (object entries here, program entries in plan_cache):
+    ``fixed`` packs magic, format, the material's length, each part's length and each
+    part's SHA-256; then the key material, the SHA-256 of all that, the parts."""
+    sha = hashlib.sha256
+    head = fixed.pack(magic, version, len(material), *(len(p) for p in parts),
+                      *(sha(p).digest() for p in parts)) + material
+    return head + sha(head).digest() + b"".join(parts)
+
+
+def unpack_parts(data: bytes, fixed: struct.Struct, magic: bytes, version: int,
+                 material: bytes, kind: str, corrupt: tuple) -> tuple[list | None, str]:
+    """The parts (memoryviews) of entry ``data`` (``pack_parts``) if it is whole and was
+    built from ``material``, else (None, what is wrong). ``kind`` names the entry in a bad
+    magic's message, ``corrupt`` each part in a bad checksum's."""
+    view = memoryview(data)
+    if len(data) < fixed.size:
+        return None, f"is truncated ({len(data)} bytes, shorter than a header)"
+    fields = fixed.unpack_from(view)
+    n = len(corrupt)
+    lengths, shas = fields[3:3 + n], fields[3 + n:]
+    if fields[0] != magic:
+        return None, f"is not an xlapy {kind} entry (bad magic)"
+    if fields[1] != version:
+        return None, f"has format version {fields[1]}, expected {version}"
+    head_end = fixed.size + fields[2]
+    size = head_end + 32 + sum(lengths)
+    if len(data) != size:
+        return None, (f"has {len(data)} bytes where its header says {size} "
+                      f"(truncated or extended)")
+    if hashlib.sha256(view[:head_end]).digest() != view[head_end:head_end + 32]:
+        return None, "has a corrupt header (checksum mismatch)"
+    recorded = bytes(view[fixed.size:head_end])
+    if recorded != material:
+        return None, f"was built from something else ({_difference(recorded, material)})"
+    start = head_end + 32
+    parts = []
+    for length, sha, what in zip(lengths, shas, corrupt):
+        part = view[start:start + length]
+        if hashlib.sha256(part).digest() != sha:
+            return None, f"has {what} (checksum mismatch)"
+        parts.append(part)
+        start += length
+    return parts, ""
+
+
+def read_entry(path: str, unpack, log: logging.Logger):
+    """What ``unpack(data)`` (``(value, "")`` or ``(None, what is wrong)``) makes of the
+    entry at ``path``, or None: no entry, or a bad one (``discard_entry``)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    value, problem = unpack(data)
+    if value is None:
+        discard_entry(path, problem, log)
+    return value
+
+
+def discard_entry(path: str, problem: str, log: logging.Logger) -> None:
+    """One warning line on ``log`` for the bad entry at ``path``; the entry is removed (the
+    caller compiles and rewrites it)."""
+    log.warning("xlapy: disk cache entry %s %s; discarded, compiling again", path, problem)
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
 def pack_entry(material: bytes, obj: bytes) -> bytes:
     """A disk entry: the header (see the module docstring), then the object bytes."""
-    head = _FIXED.pack(MAGIC, FORMAT, len(material), len(obj),
-                       hashlib.sha256(obj).digest()) + material
-    return head + hashlib.sha256(head).digest() + obj
+    return pack_parts(_FIXED, MAGIC, FORMAT, material, [obj])
 
 
 def unpack_entry(data: bytes, material: bytes) -> tuple[bytes | None, str]:
     """The object bytes of entry ``data`` if it is whole and was built from ``material``,
     else (None, what is wrong)."""
-    view = memoryview(data)
-    if len(data) < _FIXED.size:
-        return None, f"is truncated ({len(data)} bytes, shorter than a header)"
-    magic, version, mlen, olen, obj_sha = _FIXED.unpack_from(view)
-    if magic != MAGIC:
-        return None, "is not an xlapy object entry (bad magic)"
-    if version != FORMAT:
-        return None, f"has format version {version}, expected {FORMAT}"
-    head_end = _FIXED.size + mlen
-    if len(data) != head_end + 32 + olen:
-        return None, (f"has {len(data)} bytes where its header says "
-                      f"{head_end + 32 + olen} (truncated or extended)")
-    if hashlib.sha256(view[:head_end]).digest() != view[head_end:head_end + 32]:
-        return None, "has a corrupt header (checksum mismatch)"
-    recorded = bytes(view[_FIXED.size:head_end])
-    if recorded != material:
-        return None, f"was built from something else ({_difference(recorded, material)})"
-    obj = view[head_end + 32:]
-    if hashlib.sha256(obj).digest() != obj_sha:
-        return None, "has corrupt object code (checksum mismatch)"
-    return bytes(obj), ""
+    parts, problem = unpack_parts(data, _FIXED, MAGIC, FORMAT, material, "object",
+                                  ("corrupt object code",))
+    return (None, problem) if parts is None else (bytes(parts[0]), "")
 
 
 def _difference(recorded: bytes, expected: bytes) -> str:
@@ -334,19 +385,7 @@ def _difference(recorded: bytes, expected: bytes) -> str:
 def _load(path: str, material: bytes) -> bytes | None:
     """The verified object bytes cached at ``path``, or None (no entry, or a bad one: then
     one warning line and the entry is removed; the caller compiles and rewrites it)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    obj, problem = unpack_entry(data, material)
-    if obj is None:
-        _LOG.warning("xlapy: disk cache entry %s %s; discarded, compiling again", path, problem)
-        try:
-            os.remove(path)
-        except OSError:
-            pass
-    return obj
+    return read_entry(path, lambda data: unpack_entry(data, material), _LOG)
 
 
 def _store(path: str, material: bytes, obj: bytes) -> None:
@@ -394,5 +433,6 @@ def get_jit() -> Jit:
         return _JIT
 
 
-__all__ = ["FORMAT", "CompiledModule", "Jit", "cache_dir", "get_jit", "pack_entry",
-           "unpack_entry", "write_atomically"]
+__all__ = ["FORMAT", "CompiledModule", "Jit", "cache_dir", "discard_entry", "get_jit",
+           "pack_entry", "pack_parts", "read_entry", "unpack_entry", "unpack_parts",
+           "write_atomically"]

@@ -79,7 +79,13 @@ import threading
 import numpy as np
 
 from xlapy.backends.cpu import executor
-from xlapy.backends.cpu.jit import _difference, write_atomically
+from xlapy.backends.cpu.jit import (
+    discard_entry,
+    pack_parts,
+    read_entry,
+    unpack_parts,
+    write_atomically,
+)
 from xlapy.backends.cpu.native import NativeEntry, leaf_shapes
 from xlapy.errors import InvalidArgumentError
 
@@ -281,68 +287,29 @@ def decode(plan_json: bytes, consts_blob: bytes) -> tuple[NativeEntry, str]:
 
 def pack_entry(material: bytes, plan: bytes, obj: bytes, consts: bytes) -> bytes:
     """A disk entry (see the module docstring)."""
-    sha = hashlib.sha256
-    head = _FIXED.pack(MAGIC, FORMAT, len(material), len(plan), len(obj), len(consts),
-                       sha(plan).digest(), sha(obj).digest(), sha(consts).digest()) + material
-    return head + sha(head).digest() + plan + obj + consts
+    return pack_parts(_FIXED, MAGIC, FORMAT, material, [plan, obj, consts])
 
 
 def unpack_entry(data: bytes, material: bytes) -> tuple[tuple | None, str]:
     """((plan, object, constants), "") if entry ``data`` is whole and was built from
     ``material``, else (None, what is wrong)."""
-    view = memoryview(data)
-    if len(data) < _FIXED.size:
-        return None, f"is truncated ({len(data)} bytes, shorter than a header)"
-    magic, version, mlen, plen, olen, clen, plan_sha, obj_sha, consts_sha = \
-        _FIXED.unpack_from(view)
-    if magic != MAGIC:
-        return None, "is not an xlapy program entry (bad magic)"
-    if version != FORMAT:
-        return None, f"has format version {version}, expected {FORMAT}"
-    head_end = _FIXED.size + mlen
-    size = head_end + 32 + plen + olen + clen
-    if len(data) != size:
-        return None, (f"has {len(data)} bytes where its header says {size} "
-                      f"(truncated or extended)")
-    if hashlib.sha256(view[:head_end]).digest() != view[head_end:head_end + 32]:
-        return None, "has a corrupt header (checksum mismatch)"
-    recorded = bytes(view[_FIXED.size:head_end])
-    if recorded != material:
-        return None, f"was built from something else ({_difference(recorded, material)})"
-    start = head_end + 32
-    parts = []
-    for n, sha, what in ((plen, plan_sha, "a corrupt plan"), (olen, obj_sha,
-                                                              "corrupt object code"),
-                         (clen, consts_sha, "corrupt constants")):
-        part = view[start:start + n]
-        if hashlib.sha256(part).digest() != sha:
-            return None, f"has {what} (checksum mismatch)"
-        parts.append(part)
-        start += n
+    parts, problem = unpack_parts(data, _FIXED, MAGIC, FORMAT, material, "program",
+                                  ("a corrupt plan", "corrupt object code",
+                                   "corrupt constants"))
+    if parts is None:
+        return None, problem
     return (bytes(parts[0]), bytes(parts[1]), parts[2]), ""
 
 
 def discard(path: str, problem: str) -> None:
     """One warning line for the bad entry at ``path``; the entry is removed."""
-    _LOG.warning("xlapy: disk cache entry %s %s; discarded, compiling again", path, problem)
-    try:
-        os.remove(path)
-    except OSError:
-        pass
+    discard_entry(path, problem, _LOG)
 
 
 def load(path: str, material: bytes) -> tuple | None:
     """The verified parts (plan, object, constants) of the entry at ``path``, or None (no
     entry, or a bad one: ``discard``ed)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    parts, problem = unpack_entry(data, material)
-    if parts is None:
-        discard(path, problem)
-    return parts
+    return read_entry(path, lambda data: unpack_entry(data, material), _LOG)
 
 
 def store(path: str, material: bytes, plan: bytes, obj: bytes, consts: bytes) -> None:
