@@ -18,6 +18,14 @@ Mid and large shapes (square 128..2048, skinny, batched): above the limit the ke
 is the packed GEMM (gemm_packed.py) where its rule allows (``--packed on``: on any host),
 BLAS otherwise; ``--layout`` stores a ([k, m]) and/or b ([n, k]) transposed.
 
+    PYTHONPATH=. python benchmarks/small_gemm_sweep.py --set loops [--steps 200]
+
+Dots inside loops: a recurrent step ``h = tanh(dot(h[B,H], w[H,H]))`` run ``--steps``
+times by a while loop, per (B, H) of ``LOOPS``: the generated kernels by their rules
+(dots split over the pool by their work, gemm_kernel.FMA_COST; few rows read b in place,
+gemm_kernel.SKINNY), the same with every dot on one thread (FMA_COST 0), BLAS calls for
+every dot, and XLA:CPU's ``lax.fori_loop``; microseconds per step.
+
     PYTHONPATH=. python benchmarks/small_gemm_sweep.py --cases lstm_scan,transformer_fwd
 
 A/B on whole programs instead: the ``xlapy bench`` cases' modules (benchmarks/hlo, full
@@ -59,6 +67,94 @@ LARGE = [
     (64, 256, 256, 256), (32, 128, 64, 128), (8, 512, 64, 512), (16, 128, 128, 128),
 ]
 
+#: recurrent steps (batch rows B, width H) of --set loops
+LOOPS = [(1, 256), (1, 1024), (2, 2048), (4, 1024), (8, 128), (8, 512), (16, 128), (16, 256),
+         (16, 1024), (20, 512), (32, 128), (32, 256), (64, 128), (48, 1024), (128, 128)]
+
+
+def _loop_text(bsz, h, steps, t="f32"):
+    return f"""HloModule rnn
+cond {{
+  s = (s32[], {t}[{bsz},{h}], {t}[{h},{h}]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant({steps})
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+body {{
+  s = (s32[], {t}[{bsz},{h}], {t}[{h},{h}]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = {t}[{bsz},{h}] get-tuple-element(s), index=1
+  w = {t}[{h},{h}] get-tuple-element(s), index=2
+  z = {t}[{bsz},{h}] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  y = {t}[{bsz},{h}] tanh(z)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT r = (s32[], {t}[{bsz},{h}], {t}[{h},{h}]) tuple(j, y, w)
+}}
+ENTRY e {{
+  x = {t}[{bsz},{h}] parameter(0)
+  w = {t}[{h},{h}] parameter(1)
+  zero = s32[] constant(0)
+  s = (s32[], {t}[{bsz},{h}], {t}[{h},{h}]) tuple(zero, x, w)
+  l = (s32[], {t}[{bsz},{h}], {t}[{h},{h}]) while(s), condition=cond, body=body
+  ROOT y = {t}[{bsz},{h}] get-tuple-element(l), index=1
+}}
+"""
+
+
+def _loops(args):
+    """--set loops (see the module docstring)."""
+    from xlapy.backends.cpu import backend as be
+    from xlapy.backends.cpu import gemm_kernel
+    from xlapy.parser import parse_hlo_module
+    from xlapy.runtime import Client
+
+    jax = None
+    if not args.no_jax:
+        try:
+            import jax
+            import jax.numpy as jnp
+            from jax import lax
+        except ImportError:
+            jax = None
+    gemm_kernel.BITS = args.bits
+    saved = {name: getattr(gemm_kernel, name)
+             for name in ("FMA_COST", "SKINNY", "SMALL", "TINY", "PACKED")}
+    variants = {"rule": {}, "one thread": {"FMA_COST": 0},
+                "BLAS": {"SKINNY": 0, "SMALL": 0, "TINY": 0, "PACKED": False}}
+    print(f"{'B':>4} {'H':>5} {'rule':>9} {'one thread':>11} {'BLAS':>9} {'XLA':>9}  "
+          f"(us per step, medians of {args.repeats}, in turns)")
+    for bsz, h in LOOPS:
+        module = parse_hlo_module(_loop_text(bsz, h, args.steps))
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((bsz, h)).astype(np.float32)
+        w = (rng.standard_normal((h, h)) / np.sqrt(h)).astype(np.float32)
+        sides = {}
+        for name, changes in variants.items():
+            for key, value in {**saved, **changes}.items():
+                setattr(gemm_kernel, key, value)
+            be.clear_cache()
+            program = Client(backend="cpu").compile(module)
+            sides[name] = lambda p=program: p(x, w)
+        for key, value in saved.items():
+            setattr(gemm_kernel, key, value)
+        if jax is not None:
+            steps = args.steps
+            fn = jax.jit(lambda x, w: lax.fori_loop(0, steps, lambda i, y: jnp.tanh(y @ w), x))
+            jx, jw = jnp.asarray(x), jnp.asarray(w)
+            sides["XLA"] = lambda: fn(jx, jw).block_until_ready()
+        want = np.asarray(sides["BLAS"]())
+        np.testing.assert_allclose(np.asarray(sides["rule"]()), want, rtol=1e-3, atol=1e-3)
+        times = {name: [] for name in sides}
+        for _ in range(args.repeats):
+            for name, side in sides.items():
+                t0 = time.perf_counter()
+                side()
+                times[name].append(time.perf_counter() - t0)
+        per = {name: statistics.median(t) / args.steps * 1e6 for name, t in times.items()}
+        print(f"{bsz:>4} {h:>5} {per['rule']:>9.2f} {per['one thread']:>11.2f} "
+              f"{per['BLAS']:>9.2f} {per.get('XLA', float('nan')):>9.2f}", flush=True)
+
 
 def _module(bsz, m, k, n, t, layout="nn"):
     from xlapy.parser import parse_hlo_module
@@ -92,7 +188,7 @@ def main(argv=None):
     parser.add_argument("--dtype", default="f32", choices=["f32", "f64"])
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--shapes", default=None)
-    parser.add_argument("--set", default="small", choices=["small", "large"],
+    parser.add_argument("--set", default="small", choices=["small", "large", "loops"],
                         help="the shapes swept when --shapes is not given")
     parser.add_argument("--layout", default="nn", choices=["nn", "tn", "nt", "tt"],
                         help="t: that operand is stored transposed (a as [k, m], b as [n, k])")
@@ -109,9 +205,12 @@ def main(argv=None):
     parser.add_argument("--tier", default="full", choices=["full", "quick", "tiny"])
     parser.add_argument("--ab", default="kernel", choices=["kernel", "prepared"],
                         help="with --cases: what the two sides differ in")
+    parser.add_argument("--steps", type=int, default=200, help="--set loops: loop steps")
     args = parser.parse_args(argv)
     if args.cases:
         return _cases(args)
+    if args.set == "loops" and not args.shapes:
+        return _loops(args)
 
     from xlapy.backends.cpu import backend as be
     from xlapy.backends.cpu import gemm_kernel
@@ -150,10 +249,11 @@ def main(argv=None):
         a = rng.standard_normal(shape_a).astype(dtype)
         b = rng.standard_normal(shape_b).astype(dtype)
         programs = {}
-        tiny = gemm_kernel.TINY
+        tiny, skinny = gemm_kernel.TINY, gemm_kernel.SKINNY
         kind = None
         for name, small in (("kernel", limit), ("BLAS", 0)):
             gemm_kernel.SMALL, gemm_kernel.TINY = small, (tiny if small else 0)
+            gemm_kernel.SKINNY = skinny if small else 0
             gemm_kernel.PACKED = bool(small) and args.packed != "off"
             if small and args.packed == "on":
                 gemm_kernel.blas_vector_bits = lambda: 0
@@ -167,6 +267,7 @@ def main(argv=None):
                              else ["KernelStep"]), kinds
             gemm_kernel.blas_vector_bits = blas_bits
         gemm_kernel.SMALL, gemm_kernel.TINY, gemm_kernel.PACKED = limit, tiny, packed
+        gemm_kernel.SKINNY = skinny
         sides = {name: (lambda p=p, a=a, b=b: p(a, b)) for name, p in programs.items()}
         if jax is not None:
             ta, tb = args.layout[0] == "t", args.layout[1] == "t"
@@ -197,8 +298,9 @@ def main(argv=None):
     print(f"geometric mean kernel/BLAS: {geo:.2f}x over {len(ratios)} shapes")
 
 
-def _set(gemm_kernel, on, small, tiny):
+def _set(gemm_kernel, on, small, tiny, skinny):
     gemm_kernel.SMALL, gemm_kernel.TINY = (small, tiny) if on else (0, 0)
+    gemm_kernel.SKINNY = skinny if on else 0
     gemm_kernel.PACKED = on
 
 
@@ -259,7 +361,7 @@ def _cases(args):
     from xlapy.parser import parse_hlo_module
     from xlapy.runtime import Client
 
-    small, tiny = gemm_kernel.SMALL, gemm_kernel.TINY
+    small, tiny, skinny = gemm_kernel.SMALL, gemm_kernel.TINY, gemm_kernel.SKINNY
     print(f"{'case':>22} {'kernel':>10} {'BLAS':>10} {'kern/BLAS':>9}  (medians of "
           f"{args.repeats}, in turns)")
     for name in args.cases.split(","):
@@ -268,10 +370,10 @@ def _cases(args):
         inputs = suite.make_inputs(case, args.tier)
         programs = {}
         for side, on in (("kernel", True), ("BLAS", False)):
-            _set(gemm_kernel, on, small, tiny)
+            _set(gemm_kernel, on, small, tiny, skinny)
             be.clear_cache()
             programs[side] = Client(backend="cpu").compile(module)
-        _set(gemm_kernel, True, small, tiny)
+        _set(gemm_kernel, True, small, tiny, skinny)
         times = {side: [] for side in programs}
         for p in programs.values():
             p(*inputs)

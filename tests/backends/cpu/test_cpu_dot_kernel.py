@@ -113,10 +113,104 @@ def test_large_or_narrow_dots_stay_with_blas(monkeypatch):
         return gemm_kernel.form(parse_hlo_module(text).entry.root)
 
     assert isinstance(form((256, 256), (256, 256), (256, 256)), str)  # above SMALL
-    assert isinstance(form((1, 4096), (4096, 64), (1, 64)), str)  # one row, a long sum
+    assert isinstance(form((1, 4096), (4096, 8), (1, 8)), str)  # one row, a long sum
     assert isinstance(form((64, 2048), (2048, 4), (64, 4)), str)  # four columns
     assert not isinstance(form((1, 16), (16, 4), (1, 4)), str)  # tiny: any shape
     assert not isinstance(form((32, 64), (64, 128), (32, 128)), str)
+
+
+def test_skinny_dots_are_the_small_kernel(monkeypatch):
+    """Fewer than SKINNY rows over a tile of b's contiguous columns: the small kernel at any
+    size, whatever the packed GEMM's rule; taller tiles above SMALL."""
+    monkeypatch.setattr(gemm_kernel, "PACKED", False)
+
+    def form(a, b, out, dn="lhs_contracting_dims={1}, rhs_contracting_dims={0}"):
+        return gemm_kernel.form(parse_hlo_module(_text("f32", a, b, out, dn)).entry.root)
+
+    for m in (1, 3, 8, gemm_kernel.SKINNY - 1):
+        f = form((m, 1024), (1024, 1024), (m, 1024))
+        assert f.kind == "small" and f.rows == 2 * gemm_kernel.ROWS, m
+    f = form((1, 4096), (4096, 64), (1, 64))  # one row, a long sum over a tile of columns
+    assert f.kind == "small"
+    f = form((16, 16), (16, 64), (16, 64))  # within SMALL: the small kernel's own tiles
+    assert f.kind == "small" and f.rows == gemm_kernel.ROWS
+    m = gemm_kernel.SKINNY
+    assert isinstance(form((m, 1024), (1024, 1024), (m, 1024)), str)  # not skinny: BLAS
+    # b stored transposed (its columns strided): BLAS
+    assert isinstance(form((4, 1024), (1024, 1024), (4, 1024),
+                           "lhs_contracting_dims={1}, rhs_contracting_dims={1}"), str)
+
+
+def _skinny_forms(monkeypatch):
+    """512-bit vectors, a pool of two threads: chunks and blocks the same on any host."""
+    from xlapy.backends.cpu import threads
+
+    monkeypatch.setattr(gemm_kernel, "BITS", 512)
+    monkeypatch.setattr(threads, "WORKERS", 2)
+    be.clear_cache()
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("m,k,n,batch,chunked,blocked", [
+    (1, 600, 1000, (), True, False),  # one row: wide tiles, column chunks, a scalar tail
+    (3, 2000, 197, (), True, False),  # a last chunk of a few columns
+    (23, 600, 200, (), True, True),  # k blocks 256, 256, 88; row blocks 8, 8, 7
+    (63, 257, 321, (2,), True, True),  # a batch; a k block of one row of b
+    (9, 1000, 64, (4,), False, True),  # the batch gives the items: one chunk; row blocks 8, 1
+])
+def test_skinny_shapes_against_the_interpreter(monkeypatch, t, m, k, n, batch, chunked,
+                                               blocked):
+    _skinny_forms(monkeypatch)
+    rng = np.random.default_rng(m * 1000 + k + n)
+    a = rng.standard_normal(batch + (m, k)).astype(NP[t])
+    b = rng.standard_normal(batch + (k, n)).astype(NP[t])
+    text = _text(t, a.shape, b.shape, batch + (m, n), _dot_dn(len(batch)))
+    f = gemm_kernel.form(parse_hlo_module(text).entry.root)
+    assert f.kind == "small"
+    assert (gemm_kernel.chunks(f)[0] > 1) == chunked
+    assert gemm_kernel.k_blocked(f) == blocked
+    _check(text, a, b, t, k)
+    be.clear_cache()
+
+
+def test_skinny_nan_and_infinity_propagate_across_k_blocks(monkeypatch):
+    _skinny_forms(monkeypatch)
+    a = np.ones((20, 700), np.float32)
+    b = np.ones((700, 130), np.float32)
+    a[1, 600] = np.nan  # in the last k block
+    b[10, 65] = np.inf  # in the first
+    a[19, 300] = -np.inf  # in the second, the tail row block
+    text = _text("f32", a.shape, b.shape, (20, 130),
+                 "lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    assert gemm_kernel.k_blocked(gemm_kernel.form(parse_hlo_module(text).entry.root))
+    _check(text, a, b, "f32", 700)
+    be.clear_cache()
+
+
+def test_dot_work_and_column_chunks(monkeypatch):
+    """A dot's work in the runtime's unit; chunks of whole tiles while the dot has fewer
+    than two work items per thread and work enough to split."""
+    from xlapy.backends.cpu import buffers, threads
+
+    monkeypatch.setattr(threads, "WORKERS", 2)
+
+    def form(m, n, k, batch=(), rows=gemm_kernel.ROWS, cols=4, b_n=1):
+        return gemm_kernel.Form(m=m, n=n, k=k, batch=list(batch), width=16, itemsize=4,
+                                rows=rows, cols=cols, b_n=b_n)
+
+    f = form(4, 512, 1000, (3,))
+    assert gemm_kernel.work(f) == 12 * 512 * 1000 * gemm_kernel.FMA_COST // 16
+    assert gemm_kernel.work(f, 4, 64) == 4 * 64 * 1000 * gemm_kernel.FMA_COST // 16
+    assert gemm_kernel.chunks(form(4, 512, 1000)) == (4, 128)  # one item: four chunks
+    assert gemm_kernel.chunks(form(8, 512, 1000)) == (2, 256)  # two row blocks: two each
+    assert gemm_kernel.chunks(form(16, 512, 1000)) == (1, 512)  # four row blocks: enough
+    assert gemm_kernel.chunks(form(4, 512, 1000, (4,))) == (1, 512)  # the batch: enough
+    assert gemm_kernel.chunks(form(4, 100, 1000)) == (1, 100)  # one tile of 64 columns
+    assert gemm_kernel.chunks(form(4, 130, 2000)) == (2, 128)  # two tiles and a tail
+    small = form(4, 512, buffers.PARALLEL_MIN_WORK * 16 // (4 * 512 * 2 * 2))
+    assert gemm_kernel.work(small) < buffers.PARALLEL_MIN_WORK
+    assert gemm_kernel.chunks(small) == (1, 512)  # too little work to split
+    assert gemm_kernel.chunks(form(4, 512, 1000, b_n=3)) == (1, 512)  # strided columns
 
 
 def test_inside_a_compiled_while_loop():
@@ -171,6 +265,7 @@ def packed(monkeypatch):
     monkeypatch.setattr(gemm_kernel, "BITS", 512)
     monkeypatch.setattr(gemm_kernel, "SMALL", 0)
     monkeypatch.setattr(gemm_kernel, "TINY", 0)
+    monkeypatch.setattr(gemm_kernel, "SKINNY", 0)
     monkeypatch.setattr(gemm_kernel, "blas_vector_bits", lambda: 256)
     be.clear_cache()
     yield
@@ -239,14 +334,20 @@ def test_packed_blocks(monkeypatch):
     mc, _ = gp.blocks(form(2 * gp.MC + 1, 100))  # three blocks of about equal size
     assert mc % gp.MR == 0 and 2 * mc < 2 * gp.MC + 1 <= 3 * mc < 2 * gp.MC + 1 + 3 * gp.MR
     monkeypatch.setattr(gp, "ITEMS", 8)  # 4 threads
-    m = 2 * gp.MC_SPLIT  # one column block: the rows split into blocks of MC_SPLIT
-    assert gp.blocks(form(m, 100)) == (gp.MC_SPLIT, nc)
+    nr = gp.NV * 16
+    m = 2 * gp.MC_SPLIT  # one column block: the rows split into blocks of MC_SPLIT ...
+    assert gp.blocks(form(m, 100)) == (gp.MC_SPLIT, nr)  # ... and the columns into panels
     assert gp.blocks(form(m, 100, k=8))[0] >= m  # too little work to run in parallel
     assert gp.blocks(form(m, 100, (8,)))[0] >= m  # the batch gives the items
     assert gp.blocks(form(m, 8 * nc))[0] >= m  # so do the column blocks
     assert gp.blocks(form(gp.MC_SPLIT - 5, 100))[0] >= gp.MC_SPLIT - 5  # never below
     m = 5 * gp.MC_SPLIT  # five blocks would fit: four, a multiple of the threads
     assert m <= gp.MC and gp.blocks(form(m, 100))[0] == -(-m // 4 // gp.MR) * gp.MR
+    # too few rows to split: narrower column blocks (whole panels of 64), each packing its own
+    assert gp.blocks(form(32, 512)) == (36, nr)  # eight column blocks of one panel
+    assert gp.blocks(form(32, 4 * nr + 5)) == (36, nr)  # five blocks, the last of 5 columns
+    assert gp.blocks(form(32, nr))[1] == nr  # one panel: nothing to cut
+    assert gp.blocks(form(32, 512, k=8)) == (36, nc)  # too little work to run in parallel
 
 
 @pytest.mark.parametrize("t", ["f32", "f64"])
@@ -329,15 +430,20 @@ def test_small_kernel_at_both_vector_widths(monkeypatch, bits, t):
         be.clear_cache()
 
 
-@pytest.mark.parametrize("path", ["small", "packed"])
+@pytest.mark.parametrize("path", ["small", "skinny", "packed"])
 def test_dot_in_a_fori_loop_body(monkeypatch, path):
-    """h <- tanh(h @ w) six times, the dot a kernel of the compiled while loop's body."""
+    """h <- tanh(h @ w) six times, the dot a kernel of the compiled while loop's body (a
+    skinny dot: split over the pool in column chunks)."""
+    from xlapy.backends.cpu import threads
+
     monkeypatch.setattr(gemm_kernel, "BITS", 512)
+    monkeypatch.setattr(threads, "WORKERS", 2)
     if path == "packed":
         monkeypatch.setattr(gemm_kernel, "SMALL", 0)
         monkeypatch.setattr(gemm_kernel, "TINY", 0)
+        monkeypatch.setattr(gemm_kernel, "SKINNY", 0)
         monkeypatch.setattr(gemm_kernel, "blas_vector_bits", lambda: 256)
-    m, k = (20, 300) if path == "packed" else (20, 60)
+    m, k = {"small": (20, 60), "skinny": (6, 384), "packed": (20, 300)}[path]
     text = f"""HloModule w
 c {{
   s = (s32[], f32[{m},{k}], f32[{k},{k}]) parameter(0)
@@ -372,7 +478,9 @@ ENTRY e {{
         module = parse_hlo_module(text)
         body = [c for c in module.computations if c.name == "b"][0]
         dot = [i for i in body.instructions if i.opcode == "dot"][0]
-        assert gemm_kernel.form(dot).kind == path
+        f = gemm_kernel.form(dot)
+        assert f.kind == ("small" if path == "skinny" else path)
+        assert (gemm_kernel.chunks(f)[0] > 1) == (path == "skinny")
         program = be.compile_module(module)
         assert any(isinstance(s, cf.CompiledWhileStep) for s in program.entry.steps)
         rng = np.random.default_rng(6)
@@ -396,6 +504,7 @@ def test_transposed_dot_is_the_swapped_dot_as_a_kernel(monkeypatch, path, t, lhs
         monkeypatch.setattr(gemm_kernel, "BITS", 512)
         monkeypatch.setattr(gemm_kernel, "SMALL", 0)
         monkeypatch.setattr(gemm_kernel, "TINY", 0)
+        monkeypatch.setattr(gemm_kernel, "SKINNY", 0)
         monkeypatch.setattr(gemm_kernel, "blas_vector_bits", lambda: 256)
     m, k, n = (70, 45, 90) if path == "packed" else (9, 12, 20)
     a_dims = (k, m) if lhs_c == 0 else (m, k)

@@ -23,8 +23,24 @@ least a tile of rows and columns (6 x 64 f32, 6 x 32 f64) is gemm_packed.py's ca
 (``Form.kind`` "packed"; 0.5x-0.7x of the BLAS path's time from 128^3 to 2048^3, skinny,
 batched and transposed, in benchmarks/small_gemm_sweep.py --set large); elsewhere BLAS.
 
+*Skinny* dots (fewer than ``SKINNY`` rows, b's columns contiguous, at least a tile of
+them) are the small kernel at any size, on any host: it reads b in place, where the packed
+GEMM would pack all of b for a few rows and a BLAS call costs more than such a product (a
+recurrent step's ``h @ w``). Above SMALL their tiles are taller (``2 * ROWS`` rows of half as
+many vectors: each b vector, read from L3 for a large b, serves more rows), b's rows are
+prefetched ``PREFETCH`` ahead (rows a page apart defeat the hardware's stream prefetch),
+and with several row blocks the kernel walks the contraction in blocks of ``KB`` rows of b,
+each block serving every row block before the next (``k_blocked``: b read from memory once;
+a block's sums are added to C). ``benchmarks/small_gemm_sweep.py --set loops`` measures
+them in loops against BLAS calls and XLA:CPU.
+
+Work is split over the worker pool by the runtime's measure (``work``: a vector FMA counts
+``FMA_COST`` elementwise elements); a dot with fewer work items than two per thread (its
+batch and row blocks) cuts its columns into chunks of whole tiles (``chunks``), so a dot of
+a few rows still runs on every thread.
+
 The kernel: work item = ``ROWS`` output rows of one matrix (a batch index and rows of the
-lhs free dimensions; the last item of a matrix takes what is left). Its columns go in
+lhs free dimensions; the last item of a matrix takes what is left) and a chunk of columns. Its columns go in
 tiles of ``COLS`` vectors of ``W`` lanes, the host's vector width (W = 16 f32 / 8 f64 with
 avx512f, else 8 / 4; COLS 4 / 2): ROWS x COLS vector accumulators sum
 ``a[i, p] * b[p, j:j+W]`` over p in order (multiply and add may contract to an FMA; the
@@ -58,6 +74,12 @@ SMALL = 64 * 64 * 64
 #: per-matrix m*n*k up to which any dot is a generated kernel (the call costs more than the
 #: arithmetic, whatever the shape)
 TINY = 16 * 16 * 16
+#: rows below which a dot of any size over a tile of b's contiguous columns is the small
+#: kernel, which reads b in place (the packed GEMM packs all of b for few rows; BLAS calls
+#: cost more): recurrent steps and other skinny products. In --set loops of
+#: benchmarks/small_gemm_sweep.py, 1 to 48 rows took 0.15-0.6x of BLAS's time and 0.8-1.0x
+#: of the packed GEMM's from 24 rows on
+SKINNY = 64
 _TYPES = {PT.F32: (ir.FloatType(), 4), PT.F64: (ir.DoubleType(), 8)}  # (type, bytes)
 _FLAGS = ("contract",)
 
@@ -146,25 +168,33 @@ def form(instr):
     m, n, k = prod(lhs, lf), prod(rhs, rf), prod(lhs, lc)
     if m * n * k == 0:
         return "an empty dot"
-    small = m * n * k <= SMALL
+    width = lanes(et)
+    ls, rs = _strides(lhs), _strides(rhs)
+    a_k, b_k, b_n = _collapse(lhs, ls, lc), _collapse(rhs, rs, rc), _collapse(rhs, rs, rf)
+    # few rows over a tile of contiguous columns: the small kernel reading b in place, at
+    # any size (a tile's accumulators are independent sums even for one row)
+    skinny = m < SKINNY and b_n == 1 and n >= COLS[vector_bits()] * width
+    small = m * n * k <= SMALL or skinny
     if not small:
         why = packed_reason(et, m, n)
         if why is not None:
             return f"not small (m*n*k = {m * n * k} > {SMALL}) and {why}"
-    ls, rs = _strides(lhs), _strides(rhs)
-    a_k, b_k, b_n = _collapse(lhs, ls, lc), _collapse(rhs, rs, rc), _collapse(rhs, rs, rf)
     if a_k is None or b_k is None or b_n is None:
         return "contracting or rhs free dimensions that do not read as one strided dimension"
     a_row = _collapse(lhs, ls, lf)
     if not small and a_row is None:
         return f"not small (m*n*k = {m * n * k} > {SMALL}) and lhs free dimensions that " \
                f"do not read as one strided dimension (the packed GEMM's rows)"
-    width = lanes(et)
-    if small and m * n * k > TINY and (m < ROWS or n < width or b_n != 1):
+    if small and not skinny and m * n * k > TINY and (m < ROWS or n < width or b_n != 1):
         return f"m*n*k = {m * n * k} > {TINY} with fewer than {ROWS} rows or {width} " \
                f"contiguous columns (BLAS keeps more sums in flight)"
+    # a skinny dot above SMALL: taller tiles of as many accumulators, so each b vector
+    # loaded (from L3 for a large b) serves more rows
+    wide = skinny and m * n * k > SMALL
+    cols = COLS[vector_bits()]
     return Form(kind="small" if small else "packed", et=et, width=width,
-                itemsize=_TYPES[et][1], cols=COLS[vector_bits()], shape=instr.shape,
+                itemsize=_TYPES[et][1], rows=2 * ROWS if wide else ROWS,
+                cols=max(1, cols // 2) if wide else cols, shape=instr.shape,
                 m=m, n=n, k=k, batch=[lhs[d] for d in lb],
                 a_batch=[ls[d] for d in lb], b_batch=[rs[d] for d in rb],
                 m_dims=[lhs[d] for d in lf], a_m=[ls[d] for d in lf],
@@ -197,7 +227,8 @@ def planning_inputs() -> dict:
     """What the choice between these kernels and BLAS reads besides the dot (the plan cache
     keys stored programs by it: a process whose BLAS kernel differs plans its dots anew)."""
     return {"vector_bits": vector_bits(), "blas_vector_bits": blas_vector_bits(),
-            "packed": PACKED, "small": SMALL, "tiny": TINY}
+            "packed": PACKED, "small": SMALL, "tiny": TINY, "skinny": SKINNY,
+            "fma_cost": FMA_COST, "prefetch": PREFETCH}
 
 
 def packed_reason(et, m: int, n: int) -> str | None:
@@ -247,10 +278,28 @@ def _splat(b, value, vec):
     return b.shuffle_vector(one, ir.Constant(vec, ir.Undefined), mask)
 
 
-def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align):
+#: rows of b the small kernel's tiles prefetch ahead (0: none)
+PREFETCH = 32
+
+
+def _prefetch(module):
+    """llvm.prefetch (address, rw 0: read, locality 3, cache type 1: data)."""
+    name = "llvm.prefetch.p0"
+    try:
+        return module.get_global(name)
+    except KeyError:
+        i32 = ir.IntType(32)
+        return ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(),
+                                                                   i32, i32, i32]), name=name)
+
+
+def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align, span=None):
     """C[rows, j0 : j0 + cols * width] for the rows whose a and c offsets are given: one
-    loop over p with len(a_rows) * cols accumulators (vectors of ``vec``, or scalars)."""
+    loop over p with len(a_rows) * cols accumulators (vectors of ``vec``, or scalars).
+    ``span``: None (p over the whole contraction, the sums stored), or (p_lo, p_hi, first)
+    values (p over [p_lo, p_hi), the sums stored when ``first``, else added to C)."""
     pa, pb, pc = ptrs
+    p_lo, p_hi, first = (_c(0), _c(f.k), None) if span is None else span
     fn = b.function
     head = b.block
     loop = fn.append_basic_block("p.body")
@@ -260,7 +309,7 @@ def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align):
     width = vec.count if isinstance(vec, ir.VectorType) else 1
     zero = ir.Constant(vec, [0.0] * width) if width > 1 else ir.Constant(vec, 0.0)
     p = b.phi(I64, name="p")
-    p.add_incoming(_c(0), head)
+    p.add_incoming(p_lo, head)
     accs = [[b.phi(vec, name=f"acc{r}.{c}") for c in range(cols)] for r in range(len(a_rows))]
     for row in accs:
         for acc in row:
@@ -274,6 +323,17 @@ def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align):
         if width > 1:
             ptr = b.bitcast(ptr, vec.as_pointer())
         bvs.append(b.load(ptr, name=f"bv{c}", align=align))
+    if width > 1 and f.b_n == 1 and PREFETCH and f.k > PREFETCH:
+        # b's rows PREFETCH ahead, line by line: rows a page or more apart defeat the
+        # hardware's stream prefetch (a skinny dot over a 1024-wide b)
+        ahead = b.add(b_row, _c(PREFETCH * f.b_k), name="bpf")
+        line = 64 // (f.itemsize)
+        for c in range(0, cols * width, line):
+            ptr = b.gep(pb, [b.add(ahead, b.add(j0, _c(c)))], name=f"pf{c}")
+            b.call(_prefetch(b.module), [b.bitcast(ptr, ir.IntType(8).as_pointer()),
+                                         ir.Constant(ir.IntType(32), 0),
+                                         ir.Constant(ir.IntType(32), 3),
+                                         ir.Constant(ir.IntType(32), 1)])
     nexts = []
     for r, a_row in enumerate(a_rows):
         at = b.add(a_row, b.mul(p, _c(f.a_k)), name=f"aat{r}")
@@ -285,19 +345,29 @@ def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align):
     for r in range(len(a_rows)):
         for c in range(cols):
             accs[r][c].add_incoming(nexts[r][c], b.block)
-    b.cbranch(b.icmp_signed("<", p_next, _c(f.k)), loop, done)
+    b.cbranch(b.icmp_signed("<", p_next, p_hi), loop, done)
     b.position_at_end(done)
     for r, c_row in enumerate(c_rows):
         for c in range(cols):
             ptr = b.gep(pc, [b.add(c_row, b.add(j0, _c(c * width)))], inbounds=True)
             if width > 1:
                 ptr = b.bitcast(ptr, vec.as_pointer())
-            b.store(nexts[r][c], ptr, align=align)
+            value = nexts[r][c]
+            if first is not None:
+                old = b.load(ptr, align=align)
+                value = b.fadd(value, b.select(first, zero, old))
+            b.store(value, ptr, align=align)
 
 
-def _row_block(b, f, ptrs, bi, r0, count, vec, align):
-    """Output rows r0 .. r0 + count of matrix ``bi``: every column, in tiles."""
-    n, cols = f.n, f.cols
+def _min(b, x, y, name):
+    return b.select(b.icmp_signed("<", x, y), x, y, name=name)
+
+
+def _row_block(b, f, ptrs, bi, r0, count, vec, align, j_base, n, span=None):
+    """Output rows r0 .. r0 + count of matrix ``bi``, columns j_base .. j_base + n (``n`` a
+    number, ``j_base`` a value): in tiles, of more columns for fewer rows (the same count
+    of accumulators: a row of b read in longer runs, more sums in flight)."""
+    cols = f.cols * max(1, f.rows // count)
     width = vec.count
     a_off, b_off = _decode(b, bi, f.batch, [f.a_batch, f.b_batch], "batch")
     a_rows, c_rows = [], []
@@ -305,21 +375,80 @@ def _row_block(b, f, ptrs, bi, r0, count, vec, align):
         i = b.add(r0, _c(r), name=f"i{r}")
         (a_i,) = _decode(b, i, f.m_dims, [f.a_m], f"m{r}")
         a_rows.append(b.add(a_off, a_i, name=f"arow{r}"))
-        c_rows.append(b.mul(b.add(b.mul(bi, _c(f.m)), i), _c(n), name=f"crow{r}"))
+        c_rows.append(b.mul(b.add(b.mul(bi, _c(f.m)), i), _c(f.n), name=f"crow{r}"))
     j = 0
     if f.b_n == 1:
         wide = n // (cols * width)
         if wide:
             with for_range(b, 0, wide, "jw") as jw:
-                j0 = b.mul(jw, _c(cols * width), name="jw0")
-                _tile(b, f, ptrs, a_rows, b_off, c_rows, j0, vec, cols, align)
+                j0 = b.add(j_base, b.mul(jw, _c(cols * width)), name="jw0")
+                _tile(b, f, ptrs, a_rows, b_off, c_rows, j0, vec, cols, align, span)
             j = wide * cols * width
         if n - j >= width:
-            _tile(b, f, ptrs, a_rows, b_off, c_rows, _c(j), vec, (n - j) // width, align)
+            _tile(b, f, ptrs, a_rows, b_off, c_rows, b.add(j_base, _c(j)), vec,
+                  (n - j) // width, align, span)
             j += (n - j) // width * width
     if j < n:
         with for_range(b, j, n, "js") as js:
-            _tile(b, f, ptrs, a_rows, b_off, c_rows, js, vec.element, 1, align)
+            _tile(b, f, ptrs, a_rows, b_off, c_rows, b.add(j_base, js), vec.element, 1, align,
+                  span)
+
+
+def k_blocked(f) -> bool:
+    """Whether form ``f``'s kernel walks the contraction in blocks of ``KB`` rows of b, each
+    serving every row block of the item before the next (a skinny dot over a long b with
+    more than one row block: b read from memory once rather than once per row block, the
+    block read again from L2)."""
+    return f.rows > ROWS and f.k > KB and f.m > f.rows
+
+
+def chunks(f) -> tuple[int, int]:
+    """(column chunks, columns per chunk) of form ``f``'s kernel: the whole row when the dot
+    has work items enough for the pool (two per thread: its batch and row blocks) or too
+    little work to split; else its columns cut into chunks of whole tiles, so that a dot of
+    few rows (a recurrent step's batch) still spreads over the pool's threads. A k-blocked
+    kernel's item holds every row of its chunk, and a chunk at most KB_COLS columns (its
+    block of b stays in L2)."""
+    from xlapy.backends.cpu import buffers, threads
+
+    blocked = k_blocked(f)
+    items = 1 if blocked else -(-f.m // f.rows)
+    for d in f.batch:
+        items *= d
+    want = 2 * threads.WORKERS
+    tile = f.cols * f.width
+    count = 1
+    if f.b_n == 1 and items < want and work(f) >= buffers.PARALLEL_MIN_WORK:
+        count = min(-(-want // items), f.n // tile)
+    if blocked:
+        count = max(count, -(-f.n // KB_COLS))
+    if count < 2:
+        return 1, f.n
+    per = -(-(-(-f.n // count)) // tile) * tile
+    return -(-f.n // per), per
+
+
+#: a k-blocked kernel's block of b: KB rows by at most KB_COLS columns (256 KiB of f32)
+KB = 256
+KB_COLS = 256
+
+
+def work(f, rows: int | None = None, cols: int | None = None) -> int:
+    """The runtime's measure of ``rows`` x ``cols`` outputs of form ``f`` (default: the
+    whole dot, its batch included), about an element of elementwise work
+    (buffers.PARALLEL_MIN_WORK): a vector FMA counts ``FMA_COST``."""
+    if rows is None:
+        rows, cols = f.m, f.n
+        for size in f.batch:
+            rows *= size
+    return max(1, rows * cols * f.k * FMA_COST // f.width)
+
+
+#: a vector FMA in the runtime's unit of work: two FMA units a cycle against an elementwise
+#: element's vector load, operation and store (recurrent steps from 16x256 and 32x128 up,
+#: split over 2 threads by it, took 0.5-0.65x of one thread's time in
+#: benchmarks/small_gemm_sweep.py --set loops; 8x128 and 16x128 stay on one thread)
+FMA_COST = 2
 
 
 def emit(module: ir.Module, name: str, instr) -> KernelSpec:
@@ -336,33 +465,67 @@ def emit(module: ir.Module, name: str, instr) -> KernelSpec:
     ptrs = (buffer_pointer(b, bufs, 0, ty, "a"), buffer_pointer(b, bufs, 1, ty, "b"),
             buffer_pointer(b, bufs, 2, ty, "c"))
     m = f.m
-    full, tail = m // ROWS, m % ROWS
+    rows = f.rows
+    full, tail = m // rows, m % rows
     per = full + (1 if tail else 0)  # row blocks per matrix
-    with for_range(b, lo, hi, "item") as item:
-        bi = b.udiv(item, _c(per), name="bi") if per > 1 else item
-        rb = b.urem(item, _c(per), name="rb") if per > 1 else _c(0)
-        r0 = b.mul(rb, _c(ROWS), name="r0")
+    count_c, per_c = chunks(f)
+    last_c = f.n - (count_c - 1) * per_c  # columns of the last chunk
+
+    blocked = k_blocked(f)
+
+    def rows_of(bi, rb, j_base, n, span=None):
+        r0 = b.mul(rb, _c(rows), name="r0")
         if not tail:
-            _row_block(b, f, ptrs, bi, r0, ROWS, vec, align)
+            _row_block(b, f, ptrs, bi, r0, rows, vec, align, j_base, n, span)
         elif not full:
-            _row_block(b, f, ptrs, bi, r0, tail, vec, align)
+            _row_block(b, f, ptrs, bi, r0, tail, vec, align, j_base, n, span)
         else:
             is_full = b.icmp_unsigned("<", rb, _c(full), name="full")
             with b.if_else(is_full) as (then, otherwise):
                 with then:
-                    _row_block(b, f, ptrs, bi, r0, ROWS, vec, align)
+                    _row_block(b, f, ptrs, bi, r0, rows, vec, align, j_base, n, span)
                 with otherwise:
-                    _row_block(b, f, ptrs, bi, r0, tail, vec, align)
+                    _row_block(b, f, ptrs, bi, r0, tail, vec, align, j_base, n, span)
+
+    def columns(bi, rb, j_base, n):
+        if not blocked:
+            rows_of(bi, rb, j_base, n)
+            return
+        # blocks of KB rows of b, each through every row block (stored, then added)
+        with for_range(b, 0, -(-f.k // KB), "kb") as kb:
+            p_lo = b.mul(kb, _c(KB), name="p.lo")
+            p_hi = _min(b, b.add(p_lo, _c(KB)), _c(f.k), "p.hi")
+            first = b.icmp_unsigned("==", kb, _c(0), name="first")
+            with for_range(b, 0, per, "rb") as rbk:
+                rows_of(bi, rbk, j_base, n, (p_lo, p_hi, first))
+
+    with for_range(b, lo, hi, "item") as item:
+        cc = b.urem(item, _c(count_c), name="cc") if count_c > 1 else _c(0)
+        rest = b.udiv(item, _c(count_c), name="rest") if count_c > 1 else item
+        if blocked:  # an item: every row of a chunk
+            bi, rb = rest, None
+        else:
+            bi = b.udiv(rest, _c(per), name="bi") if per > 1 else rest
+            rb = b.urem(rest, _c(per), name="rb") if per > 1 else _c(0)
+        if count_c == 1:
+            columns(bi, rb, _c(0), f.n)
+        else:
+            j_base = b.mul(cc, _c(per_c), name="jbase")
+            is_last = b.icmp_unsigned("==", cc, _c(count_c - 1), name="lastc")
+            with b.if_else(is_last) as (then, otherwise):
+                with then:
+                    columns(bi, rb, j_base, last_c)
+                with otherwise:
+                    columns(bi, rb, j_base, per_c)
     b.ret_void()
     count = 1
     for d in f.batch:
         count *= d
-    # cost in the runtime's unit (about an element of elementwise work): vector FMAs do many
-    # multiply-adds a cycle; a smaller batch splitting over threads lost to the handoff
-    # (benchmarks/small_gemm_sweep.py)
-    return KernelSpec(name, 2, [instr.shape], count * per,
-                      cost=max(1, f.n * f.k * min(ROWS, m) // (8 * width)))
+    if blocked:
+        return KernelSpec(name, 2, [instr.shape], count * count_c, cost=work(f, m, per_c))
+    return KernelSpec(name, 2, [instr.shape], count * per * count_c,
+                      cost=work(f, min(rows, m), per_c))
 
 
-__all__ = ["SMALL", "TINY", "blas_vector_bits", "emit", "form", "lanes", "packed_reason",
-           "vector_bits"]
+__all__ = ["SKINNY", "SMALL", "TINY", "blas_vector_bits", "chunks", "emit", "form",
+           "k_blocked", "lanes", "packed_reason", "vector_bits", "work"]

@@ -84,22 +84,29 @@ def blocks(f) -> tuple[int, int]:
     most MC as can be (more, of at least MC_SPLIT rows and as a multiple of the pool's
     threads where they can, while a dot the runtime runs in parallel has fewer than ITEMS
     work items), of about equal size (a multiple of MR), since each block packs its columns
-    again."""
+    again. A dot with too few rows for that (a small batch of short dots, as in a
+    recurrent step) cuts its columns into narrower blocks instead, whole panels of NR:
+    each column block packs only its own columns, so the pool's threads share the dot at
+    the price of reading a's rows once per block."""
     nr = NV * f.width
     nc = max(nr, PACK_BYTES // (KC * f.itemsize) // nr * nr)
-    others = -(-f.n // nc)
+    batch = 1
     for size in f.batch:
-        others *= size
+        batch *= size
+    others = -(-f.n // nc) * batch
     from xlapy.backends.cpu import buffers, threads
+    from xlapy.backends.cpu.gemm_kernel import work
 
     step = threads.WORKERS if ITEMS is None else max(1, ITEMS // 2)
     items = 2 * step
     count = -(-f.m // MC)
-    work = f.m * f.n * f.k // (8 * f.width)  # as emit's KernelSpec: split only if parallel
-    if others < items and work >= buffers.PARALLEL_MIN_WORK:
+    if others * count < items and work(f) >= buffers.PARALLEL_MIN_WORK:
         # blocks of at least MC_SPLIT rows, a multiple of the pool's threads where it can
         split = min(-(-items // others), f.m // MC_SPLIT)
         count = max(count, split // step * step if split >= step else split)
+        if others * count < step:  # too few rows: narrower column blocks, whole panels
+            want = -(-items // (count * batch))
+            nc = max(nr, -(-(-(-f.n // want)) // nr) * nr)
     return -(-(-(-f.m // count)) // MR) * MR, nc
 
 
@@ -485,11 +492,13 @@ def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
     bufs, lo, hi = fn.args
     b.call(core, [bufs, lo, hi, b.gep(table, [_c(0), _c(0)], inbounds=True)])
     b.ret_void()
+    from xlapy.backends.cpu.gemm_kernel import work
+
     count = 1
     for dim in f.batch:
         count *= dim
     return KernelSpec(name, 2, [f.shape], count * -(-f.m // mc) * -(-f.n // nc),
-                      cost=max(1, min(mc, f.m) * min(nc, f.n) * f.k // (8 * w)))
+                      cost=work(f, min(mc, f.m), min(nc, f.n)))
 
 
 __all__ = ["KC", "MC", "MR", "NV", "blocks", "emit"]
