@@ -109,6 +109,72 @@ FIRES += [
 ]
 
 
+# transpose(dot) rows: checked on inputs without NaN (which NaN a product of two NaNs
+# propagates depends on the operands' order, and XLA keeps no NaN payload)
+DOT_FIRES = [
+    ("transpose-dot", _module("f32[5,3]", "  d = f32[3,4] dot(x, y), lhs_contracting_dims={0}, "
+                              "rhs_contracting_dims={0}\n"
+                              "  ROOT r = f32[4,3] transpose(d), dimensions={1,0}",
+                              params=("x", "y")).replace("y = f32[5,3]", "y = f32[5,4]"),
+     {"parameter": 2, "dot": 1}),
+    # a batch dimension kept in place, two lhs free dimensions swapped with one rhs free one
+    ("transpose-dot-batched", _module(
+        "f32[2,3,6,5]", "  d = f32[2,3,6,4] dot(x, y), lhs_batch_dims={0}, rhs_batch_dims={0}, "
+        "lhs_contracting_dims={3}, rhs_contracting_dims={1}, operand_precision={high,default}\n"
+        "  ROOT r = f32[2,4,3,6] transpose(d), dimensions={0,3,1,2}",
+        params=("x", "y")).replace("y = f32[2,3,6,5]", "y = f32[2,5,4]"),
+     {"parameter": 2, "dot": 1}),
+]
+
+
+def _no_nan_args(module, seed):
+    rng = np.random.default_rng(seed)
+    values = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, 0.5, 3.0, -2.25]
+    return [rng.choice(values, tuple(p.shape.dimensions)).astype(np.float32)
+            for p in module.entry.parameters]
+
+
+@pytest.mark.parametrize("text,left", [c[1:] for c in DOT_FIRES], ids=[c[0] for c in DOT_FIRES])
+def test_transpose_dot_fires_and_keeps_bits(text, left):
+    module = xlapy.parse_hlo_module(text)
+    for seed in (0, 1, 2):
+        m = check(text, ["simplify", "dce"], args=_no_nan_args(module, seed))
+    assert dict(opcodes(m)) == left
+
+
+def test_transpose_dot_swaps_operands_and_their_attributes():
+    text = dict((c[0], c[1]) for c in DOT_FIRES)["transpose-dot-batched"]
+    m = check(text, ["simplify", "dce"], args=_no_nan_args(xlapy.parse_hlo_module(text), 0))
+    dot = m.entry.root
+    assert dot.opcode == "dot" and [o.name for o in dot.operands] == ["y", "x"]
+    dn = dot.attrs["dot_dimension_numbers"]
+    assert (dn.lhs_batch_dimensions, dn.rhs_batch_dimensions) == ((0,), (0,))
+    assert (dn.lhs_contracting_dimensions, dn.rhs_contracting_dimensions) == ((1,), (3,))
+    assert [p.value for p in dot.attrs["precision_config"].operand_precision] == \
+        ["default", "high"]
+
+
+@pytest.mark.parametrize("root", [
+    # the dot has another user: swapping would compute it twice
+    "  t = f32[4,3] transpose(d), dimensions={1,0}\n  ROOT r = (f32[4,3], f32[3,4]) tuple(t, d)",
+])
+def test_transpose_dot_stays_when_the_dot_has_other_users(root):
+    text = _module("f32[5,3]", "  d = f32[3,4] dot(x, y), lhs_contracting_dims={0}, "
+                   "rhs_contracting_dims={0}\n" + root,
+                   params=("x", "y")).replace("y = f32[5,3]", "y = f32[5,4]")
+    m = check(text, ["simplify", "dce"], args=_no_nan_args(xlapy.parse_hlo_module(text), 0))
+    assert opcodes(m)["transpose"] == 1 and opcodes(m)["dot"] == 1
+
+
+def test_transpose_dot_stays_when_the_batch_moves():
+    text = _module("f32[2,3,5]", "  d = f32[2,3,4] dot(x, y), lhs_batch_dims={0}, "
+                   "rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}\n"
+                   "  ROOT r = f32[3,2,4] transpose(d), dimensions={1,0,2}",
+                   params=("x", "y")).replace("y = f32[2,3,5]", "y = f32[2,5,4]")
+    m = check(text, ["simplify", "dce"], args=_no_nan_args(xlapy.parse_hlo_module(text), 0))
+    assert opcodes(m)["transpose"] == 1
+
+
 @pytest.mark.parametrize("text,left", [c[1:] for c in FIRES], ids=[c[0] for c in FIRES])
 def test_rewrite_fires_and_keeps_bits(text, left):
     m = check(text, ["simplify", "dce"])
@@ -165,7 +231,7 @@ def test_non_constant_or_mixed_operands_do_not_match():
 
 def test_every_row_is_exercised_and_documented():
     fired = set()
-    for _, text, _ in FIRES:
+    for _, text, _ in FIRES + DOT_FIRES:
         m = xlapy.parse_hlo_module(text)
         s = AlgebraicSimplifier()
         s.run(m)

@@ -170,6 +170,38 @@ def _transpose_transpose(instr):
     return _new("transpose", [x], {"dimensions": composed}, instr)
 
 
+def _transpose_dot(instr):
+    # transpose(dot(a, b)) -> dot(b, a) when the transpose keeps the batch dimensions in
+    # place and swaps the lhs free block with the rhs free block (each kept in order) and the
+    # transpose is the dot's only user. dot(b, a)[.., j, i] sums the same products
+    # b[.., k, j] * a[.., i, k] over the same k: the same value (XLA's algebraic simplifier
+    # does this). The kernels then read the operands as they are stored.
+    (dot,) = instr.operands
+    if dot.opcode != "dot" or len(dot.operands) != 2 or len(dot.users) != 1 or \
+            set(dot.attrs) - {"dot_dimension_numbers", "precision_config"}:
+        return None
+    a, b = dot.operands
+    dn = dot.attrs["dot_dimension_numbers"]
+    nb = len(dn.lhs_batch_dimensions)
+    nl = len(a.shape.dimensions) - nb - len(dn.lhs_contracting_dimensions)
+    nr = len(b.shape.dimensions) - nb - len(dn.rhs_contracting_dimensions)
+    want = tuple(range(nb)) + tuple(range(nb + nl, nb + nl + nr)) + tuple(range(nb, nb + nl))
+    if tuple(instr.attrs["dimensions"]) != want or want == tuple(range(len(want))):
+        return None
+    from xlapy.hlo.attrs.dot import DotDimensionNumbers
+
+    attrs = {"dot_dimension_numbers": DotDimensionNumbers(
+        lhs_contracting_dimensions=dn.rhs_contracting_dimensions,
+        rhs_contracting_dimensions=dn.lhs_contracting_dimensions,
+        lhs_batch_dimensions=dn.rhs_batch_dimensions,
+        rhs_batch_dimensions=dn.lhs_batch_dimensions)}
+    config = dot.attrs.get("precision_config")
+    if config is not None:
+        attrs["precision_config"] = type(config)(tuple(reversed(config.operand_precision)),
+                                                 config.algorithm)
+    return _new("dot", [b, a], attrs, instr)
+
+
 def _reshape_reshape(instr):
     # reshape(reshape(x)) -> reshape(x): a reshape keeps the row-major element order.
     (inner,) = instr.operands
@@ -328,6 +360,9 @@ TABLE: list[Rewrite] = [
     Rewrite("transpose-identity", "transpose", "transpose(x, identity) -> x", _transpose_identity),
     Rewrite("transpose-transpose", "transpose",
             "transpose(transpose(x, p1), p2) -> transpose(x, p1[p2]) or x", _transpose_transpose),
+    Rewrite("transpose-dot", "transpose",
+            "transpose(dot(a, b)) -> dot(b, a) (free blocks swapped, the dot's only user)",
+            _transpose_dot),
     Rewrite("reshape-reshape", "reshape", "reshape(reshape(x)) -> reshape(x)", _reshape_reshape),
     Rewrite("reshape-same", "reshape", "reshape(x) -> x (same dimensions)", _reshape_same),
     Rewrite("broadcast-identity", "broadcast", "broadcast(x, {0..n-1}) -> x (same dimensions)",

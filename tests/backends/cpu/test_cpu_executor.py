@@ -63,8 +63,7 @@ def test_lstm_scan_forward_and_backward_runs_natively():
     args = suite.make_inputs(case, "tiny")
     program = be.compile_module(module)
     assert _loops(program) == (2, 0)
-    body_dots = [s for s in _steps(program.entry) if s.instr.opcode == "dot" or
-                 isinstance(s, be.SwappedDotStep)]
+    body_dots = [s for s in _steps(program.entry) if s.instr.opcode == "dot"]
     assert body_dots  # dots inside the loops: generated GEMMs or xGEMM called from native code
     loops = [s for s in program.entry.steps if isinstance(s, cf.CompiledWhileStep)]
     assert not [c for c in loops[0].host_table.calls if isinstance(c, executor.StepCall)]

@@ -815,8 +815,8 @@ def test_the_emitter_is_shared():
 
 @pytest.mark.parametrize("packed", [False, True])
 def test_a_big_transposed_dot_runs_natively_from_the_entry(request, monkeypatch, packed):
-    """transpose(dot(a, b)) computed as the swapped dot, its operands in the swapped dot's
-    order: big enough to be cut over the worker pool, it is still one native call (no host
+    """transpose(dot(a, b)) computed as the swapped dot (the simplifier's transpose-dot
+    rewrite), its operands in the swapped dot's order: big enough to be cut over the worker pool, it is still one native call (no host
     call): the pool's GEMM driver over BLAS, or the generated packed GEMM where the host's
     vectors are wider than BLAS's (forced here: 512-bit vectors, a 256-bit BLAS; LLVM
     splits the vectors on a narrower host)."""
@@ -839,7 +839,8 @@ ENTRY e {
 """
     program = _native(text)
     assert [type(s).__name__ for s in program.steps()] == \
-        ["SwappedKernelStep" if packed else "SwappedDotStep"]
+        ["KernelStep" if packed else "LibraryStep"]
+    assert [o.name for o in program.steps()[0].instr.operands] == ["b", "a"]
     assert not program.native.host_table.calls
     rng = np.random.default_rng(6)
     a = rng.standard_normal((256, 160)).astype(np.float32)

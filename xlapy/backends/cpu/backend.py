@@ -72,7 +72,6 @@ from xlapy.backends.cpu import control_flow as _control_flow
 from xlapy.backends.cpu import emitters as _emitters
 from xlapy.backends.cpu import executor as _executor
 from xlapy.backends.cpu import indexing
-from xlapy.backends.cpu import library as _library
 from xlapy.backends.cpu import native as _native
 from xlapy.backends.cpu import plan_cache as _plan_cache
 from xlapy.backends.cpu import reduction as _reduction
@@ -90,8 +89,6 @@ from xlapy.backends.cpu.steps import (
     InterpretStep,
     KernelStep,
     Plan,
-    SwappedDotStep,
-    SwappedKernelStep,
     ValueStep,
     WhileStep,
     _contiguous,
@@ -135,24 +132,6 @@ def fingerprint(module, allow_excess_precision: bool = True, flush_denormals: bo
 
 
 _generated = _emitters.generated  # has an element generator (a loop kernel's member)
-
-
-def _transposed_dots(order) -> dict:
-    """id(transpose) -> dot, for transposes SwappedDotStep computes (see there)."""
-    out = {}
-    for t in order:
-        if t.opcode != "transpose" or tuple(t.attrs["dimensions"]) != (1, 0):
-            continue
-        dot = t.operands[0]
-        if dot.opcode != "dot" or len(dot.users) != 1 or dot is dot.parent.root or \
-                len(dot.operands) != 2 or not _library.supports(dot):
-            continue
-        dn = dot.attrs["dot_dimension_numbers"]
-        if dn.lhs_batch_dimensions or len(dot.shape.dimensions) != 2 or \
-                dot.shape.element_type != t.shape.element_type:
-            continue
-        out[id(t)] = dot
-    return out
 
 
 class Planner:
@@ -211,15 +190,7 @@ class Planner:
     def _plan_one(self, comp) -> Plan:
         """The plan of ``comp``, whose nested computations are planned already."""
         order = comp.post_order()
-        swapped = _transposed_dots(order)  # id(transpose) -> the dot it transposes
-        absorbed = {id(d) for d in swapped.values()}
-        steps = []
-        for instr in order:
-            if instr.opcode == "parameter" or id(instr) in absorbed:
-                continue
-            dot = swapped.get(id(instr))
-            steps.append(self._swapped_dot(instr, dot) if dot is not None
-                         else self._step(instr))
+        steps = [self._step(instr) for instr in order if instr.opcode != "parameter"]
         params = [i for i in order if i.opcode == "parameter"]
         plan = Plan(comp, params, steps)
         plan.drops = self._drops(comp, steps)
@@ -282,21 +253,6 @@ class Planner:
     def reduction_kernel(self, instr):
         """One reduce or reduce-window as a reduction kernel."""
         return self._reduce_kernel(instr, instr, _unique(instr.operands), [])
-
-    def _swapped_dot(self, transpose, dot):
-        """The step of ``transpose`` of ``dot`` (_transposed_dots): the swapped dot as a
-        generated GEMM kernel when gemm_kernel takes it (as it would the dot itself), else
-        through the library (SwappedDotStep)."""
-        from xlapy.backends.cpu import gemm_kernel
-
-        step = SwappedDotStep.make(transpose, dot)
-        swapped = step.dot
-        if not isinstance(gemm_kernel.form(swapped), gemm_kernel.Form):
-            return step
-        spec = gemm_kernel.emit(self.irmod, f"k{len(self.kernels)}", swapped)
-        kernel = SwappedKernelStep(transpose, list(swapped.operands), [], spec)
-        self.kernels.append(kernel)
-        return kernel
 
     def instruction_kernel(self, instr, emit, step_class=KernelStep):
         """The kernel ``emit(irmod, name, instr)`` adds, reading ``instr``'s operands."""

@@ -83,7 +83,6 @@ from xlapy.backends.cpu.steps import (
     ConditionalStep,
     KernelStep,
     LibraryStep,
-    SwappedDotStep,
     _address,
 )
 from xlapy.errors import InvalidArgumentError
@@ -277,7 +276,7 @@ class WhileEmitter(Emitter):
         kernels = {id(st.instr) for st in body.steps
                    if (isinstance(st, KernelStep) and not st.tuple_result and
                        not st.spec.in_place) or  # in place: writes the dying state slot
-                   (isinstance(st, (LibraryStep, SwappedDotStep)) and
+                   (isinstance(st, LibraryStep) and
                     st.instr.shape.is_array()) or
                    (getattr(st, "native_call", None) is not None and  # a collective's
                     st.instr.shape.is_array())}

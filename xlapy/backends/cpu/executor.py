@@ -256,10 +256,9 @@ class StepCall:
         self.owned = (step.instr.opcode in DEVICE_BOUND or step.instr.has_side_effect) and \
             not getattr(step, "device_safe", False)
         self.copies = None  # per operand leaf: whether it is copied (set by the emitter)
-        from xlapy.backends.cpu.steps import LibraryStep, SwappedDotStep
+        from xlapy.backends.cpu.steps import LibraryStep
 
-        if isinstance(step, (LibraryStep, SwappedDotStep)) and \
-                self.instr.shape.is_array():
+        if isinstance(step, LibraryStep) and self.instr.shape.is_array():
             self._library_out = True
 
     def _values(self, addrs):

@@ -214,7 +214,7 @@ def _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
     w = vec.count
     nr = NV * w
     fn = b.function
-    a_rows, c_rows = [], []
+    a_rows = []
     for r in range(MR):
         i = _min(b, b.add(i0, _c(r)), b.sub(d.m, _c(1)), f"t.i{r}")
         a_i = b.mul(i, d.a_row, name=f"t.ai{r}")

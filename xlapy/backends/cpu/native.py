@@ -83,7 +83,6 @@ from xlapy.backends.cpu.steps import (
     KernelStep,
     KeyedSortStep,
     LibraryStep,
-    SwappedDotStep,
     ValueStep,
     WhileStep,
     _address,
@@ -652,7 +651,7 @@ class Emitter:
         elif isinstance(step, ConditionalStep) and all(
                 id(p) in self.native_plans for p in step.branches):
             self._emit_conditional(step, env)
-        elif isinstance(step, (LibraryStep, SwappedDotStep)) and self._emit_gemm(step, env):
+        elif isinstance(step, LibraryStep) and self._emit_gemm(step, env):
             pass  # an f32/f64 dot BLAS reads in place: the pool's GEMM driver
         else:  # anything else: a call out to Python (plan_supported checked it can)
             self._emit_host(step, env)
@@ -775,7 +774,7 @@ class Emitter:
         descriptor's constant words are stored once in the entry block; the xGEMM address
         (the table's SGEMM/DGEMM) and the buffers' addresses at the call. False when the dot
         has another form (a host call runs it through the library)."""
-        dot = getattr(step, "dot", None) or step.instr
+        dot = step.instr
         form = _library.native_gemm(dot)
         if form is None:
             return False

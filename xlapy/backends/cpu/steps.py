@@ -6,7 +6,7 @@ while loops that stay in Python, steps called out from native code).
 
 A ``Plan`` is a computation's steps in post order with, per step, the values whose last use
 it is (dropped then, so their buffers are recycled within the call). Steps: ``KernelStep``
-(a compiled kernel), ``LibraryStep`` and ``SwappedDotStep`` (library calls), ``ValueStep``
+(a compiled kernel), ``LibraryStep`` (library calls), ``ValueStep``
 (tuple, get-tuple-element, reshape without a copy), ``ConstantStep``, ``InterpretStep`` (the
 interpreter's kernel), and the nesting steps ``WhileStep``, ``CallStep``,
 ``ConditionalStep``, whose plans run on an explicit stack of frames (no recursion).
@@ -15,7 +15,6 @@ interpreter's kernel), and the nesting steps ``WhileStep``, ``CallStep``,
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import weakref
 from dataclasses import dataclass, field
 
@@ -155,55 +154,6 @@ class KeyedSortStep(KernelStep):
             super().run(env, plan_ctx)
             return
         env[id(instr)] = outs if self.tuple_result else outs[0]
-
-
-@dataclass
-class SwappedDotStep:
-    """transpose(dot(a, b)) of a 2-D dot without batch dimensions, the dot used by nothing
-    else: computed as dot(b, a) with the contracting dimensions swapped, which gives the
-    transposed product directly (XLA makes such a transpose a bitcast of the dot's result
-    through its layout; buffers here are row-major, so the operands swap instead)."""
-
-    instr: object  # the transpose
-    dot: object  # the swapped dot (not in any computation)
-    reads: list = field(default_factory=list)
-
-    @classmethod
-    def make(cls, transpose, dot):
-        from xlapy.opdefs import make_instruction
-
-        a, b = dot.operands
-        dn = dot.attrs["dot_dimension_numbers"]
-        swapped_dn = type(dn)(lhs_contracting_dimensions=dn.rhs_contracting_dimensions,
-                              rhs_contracting_dimensions=dn.lhs_contracting_dimensions,
-                              lhs_batch_dimensions=(), rhs_batch_dimensions=())
-        precision = dot.attrs["precision_config"]
-        if len(precision.operand_precision) == 2:  # one per operand: they swap too
-            precision = dataclasses.replace(
-                precision, operand_precision=tuple(reversed(precision.operand_precision)))
-        swapped = make_instruction(
-            "dot", [b, a], {"dot_dimension_numbers": swapped_dn,
-                            "precision_config": precision},
-            shape=transpose.shape, name=f"{dot.name}.swapped")
-        return cls(transpose, swapped, [a, b])
-
-    def run(self, env, plan_ctx):
-        dot = self.dot
-        operands = [_contiguous(env[id(o)]) for o in dot.operands]
-        out = POOL.empty(tuple(dot.shape.dimensions), _dtype(dot.shape))
-        env[id(self.instr)] = _library.run(dot, operands, out=out)
-
-
-@dataclass
-class SwappedKernelStep(KernelStep):
-    """transpose(dot(a, b)) computed as dot(b, a), as SwappedDotStep does, by a generated
-    GEMM kernel (gemm_kernel) where that is what the swapped dot takes: ``instr`` is the
-    transpose, ``inputs`` the swapped dot's operands [b, a] (what the step reads: the dot
-    itself is absorbed)."""
-
-    @property
-    def reads(self) -> list:
-        return self.inputs
 
 
 @dataclass
@@ -427,5 +377,4 @@ def _execute_frames(plan, env, plan_ctx):
 
 
 __all__ = ["CallStep", "ConditionalStep", "ConstantStep", "InterpretStep", "KernelStep",
-           "LibraryStep", "Plan", "SwappedDotStep", "SwappedKernelStep", "ValueStep",
-           "WhileStep"]
+           "LibraryStep", "Plan", "ValueStep", "WhileStep"]
