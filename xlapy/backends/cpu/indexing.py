@@ -133,6 +133,13 @@ def _concatenate(em, instr, index):
     axis = instr.attrs["dimensions"][0]
     multi = index.multi
     pos = multi[axis]
+    chosen = getattr(em, "pieces", {}).get(id(instr))
+    if chosen is not None:  # the loop emitter's segment: every position reads this operand
+        offset = sum(_dims(o)[axis] for o in instr.operands[:chosen])
+        sub = list(multi)
+        sub[axis] = b.sub(pos, _c(offset), name=f"{instr.name}.p{chosen}")
+        operand = instr.operands[chosen]
+        return (yield operand, Index(b, _dims(operand), multi=sub))
     result = None
     offset = 0
     for k, operand in enumerate(instr.operands):

@@ -16,7 +16,9 @@ broadcasts of scalars, identity reshapes) the kernel is one flat counted loop ov
 positions (work items = elements), which LLVM vectorises; the loop is marked parallel
 (``kernel_abi.mark_parallel``: work items are independent), so without run-time overlap
 checks between its buffers, and not interleaved. Otherwise the work items are the
-positions along the first dimension larger than 1, with nested loops inside.
+positions along the first dimension larger than 1, with nested loops inside, the innermost
+marked parallel the same way. Rank-0 inputs (a dynamic slice's start indices) are loaded
+once, before the loops.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from xlapy.backends.cpu.kernel_abi import (I64, KernelSpec, buffer_pointer, decl
 
 def _dims(instr) -> tuple[int, ...]:
     return tuple(int(d) for d in instr.shape.dimensions)
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I64, int(v))
 
 
 def members_of(roots, inputs) -> list:
@@ -95,15 +101,30 @@ def emit_loop(module: ir.Module, name: str, roots: list, inputs: list,
                               el.memory_type(r.shape.element_type), f"out{k}")
                for k, r in enumerate(roots)]
 
+    # rank-0 inputs (a dynamic slice's starts, a scalar operand) loaded once, before the
+    # loops: LLVM cannot hoist a load the loop's stores might alias, and a start index
+    # reloaded per element keeps a slice's copy from vectorising
+    once = {}
+    for instr in inputs:
+        if not instr.shape.dimensions and id(instr) not in scalars:
+            ptr = b.gep(in_ptr[id(instr)], [ir.Constant(I64, 0)], inbounds=True,
+                        name=f"{instr.name}.ptr")
+            once[id(instr)] = el.load_value(b, ptr, instr.shape.element_type, instr.name)
+
     def loader(instr, index):
         et = instr.shape.element_type
         if id(instr) in scalars:
             return el.immediate(et, scalars[id(instr)])
+        if id(instr) in once:
+            return once[id(instr)]
         ptr = b.gep(in_ptr[id(instr)], [index.linear], inbounds=True, name=f"{instr.name}.ptr")
         return el.load_value(b, ptr, et, instr.name)
 
+    pieces: dict = {}  # id(concatenate) -> the operand the positions being emitted read
+
     def body(index):
         emitter = el.ElementalEmitter(b, loader, member_ids - set(scalars))
+        emitter.pieces = pieces
         for k, r in enumerate(roots):
             v = emitter.value_at(r, index)
             ptr = b.gep(out_ptr[k], [index.linear], inbounds=True, name=f"{r.name}.optr")
@@ -130,7 +151,12 @@ def emit_loop(module: ir.Module, name: str, roots: list, inputs: list,
         else:
             split = next((d for d, size in enumerate(dims) if size > 1), 0)
             domain, cost = dims[split], n // max(dims[split], 1)
-            _nest(b, dims, split, lo, hi, body)
+            # the innermost loop's iterations compute distinct output elements from the
+            # inputs, as work items do: parallel (vectorised without overlap checks)
+            _nest(b, dims, split, lo, hi, body,
+                  lambda loop: mark_parallel(module, loop, list(in_ptr.values()) + out_ptr,
+                                             hints=[("llvm.loop.interleave.count", 1)]),
+                  _segments(roots, members, dims, split), pieces)
     b.ret_void()
     if n == 0:  # an empty output: nothing to run (a 0 dimension under non-empty inner ones)
         domain = 0
@@ -206,20 +232,107 @@ def _nest_tiled(b: ir.IRBuilder, dims, c: int, a: int, lo, hi, body) -> tuple[in
     return dims[split], n // dims[split]
 
 
-def _nest(b: ir.IRBuilder, dims, split: int, lo, hi, body) -> None:
+#: The most segments a concatenated dimension's loop is cut into (one copy of the loop body
+#: each).
+MAX_SEGMENTS = 16
+
+
+def _segments(roots, members, dims, split):
+    """(axis, [(start, stop, {id(concatenate): operand})]) when concatenates along one
+    output dimension (at or after ``split``) are read only at the output's own position
+    (every path from them to a root goes through elementwise members of the output's
+    dimensions): that dimension's loop is cut at their operands' boundaries, and in each
+    segment every such concatenate reads one operand, at an affine index (no clamped
+    candidates, no selects: the segment's loop vectorises as plain loads). None
+    otherwise."""
+    member_ids = {id(m) for m in members}
+    root_ids = {id(r) for r in roots}
+
+    def passes(u) -> bool:  # u reads its operands at its own position
+        if _dims(u) != dims:
+            return False
+        if u.opcode in ("reshape", "bitcast", "copy"):
+            return True
+        return u.opcode not in el.indexing.GENERATORS and u.opcode != "bitcast-convert"
+
+    pure = set()  # members read only at the output's position
+    for m in reversed(members):  # users before their operands
+        if _dims(m) != dims:
+            continue
+        users = [u for u in m.users if id(u) in member_ids]
+        if id(m) not in root_ids and not users:
+            continue
+        if all(id(u) in pure and passes(u) for u in users):
+            pure.add(id(m))
+    concats = [m for m in members if m.opcode == "concatenate" and id(m) in pure]
+    if not concats:
+        return None
+    axis = concats[0].attrs["dimensions"][0]
+    concats = [c for c in concats if c.attrs["dimensions"][0] == axis]
+    if axis < split:
+        return None
+    cuts = {0, dims[axis]}
+    for c in concats:
+        offset = 0
+        for o in c.operands:
+            offset += _dims(o)[axis]
+            cuts.add(offset)
+    cuts = sorted(cuts)
+    if len(cuts) - 1 > MAX_SEGMENTS:
+        return None
+    out = []
+    for start, stop in zip(cuts, cuts[1:]):
+        if start == stop:
+            continue
+        chosen = {}
+        for c in concats:
+            offset = 0
+            for k, o in enumerate(c.operands):
+                size = _dims(o)[axis]
+                if offset <= start < offset + size:
+                    chosen[id(c)] = k
+                    break
+                offset += size
+        out.append((start, stop, chosen))
+    return axis, out
+
+
+def _nest(b: ir.IRBuilder, dims, split: int, lo, hi, body, innermost=None, segments=None,
+          pieces=None) -> None:
     """Loops over dims[split] in [lo, hi) and every later dimension (earlier ones are 1);
-    ``body(Index)`` emits one element."""
+    ``body(Index)`` emits one element; ``innermost(loop)``, when given, is called with each
+    innermost loop once it is emitted. ``segments`` (``_segments``): the loop over that
+    axis is one loop per segment, ``pieces`` (the body's concatenate choices) set to the
+    segment's while its loop is emitted."""
     zero = ir.Constant(I64, 0)
+    axis, cuts = segments if segments is not None else (None, None)
+
+    def bounds(d, start, stop):
+        if d != split:
+            return _c(start), _c(stop)
+        lo_ = b.select(b.icmp_signed(">", lo, _c(start)), lo, _c(start), name=f"s{d}.lo")
+        hi_ = b.select(b.icmp_signed("<", hi, _c(stop)), hi, _c(stop), name=f"s{d}.hi")
+        return lo_, hi_
 
     def level(d, multi, linear):
         if d == len(dims):
             body(Index(b, dims, linear=linear, multi=list(multi)))
             return
-        start, stop = (lo, hi) if d == split else (0, dims[d])
-        with for_range(b, start, stop, f"i{d}") as i:
-            lin = i if linear is None else b.add(
-                b.mul(linear, ir.Constant(I64, dims[d]), name=f"l{d}.m"), i, name=f"l{d}")
-            level(d + 1, multi + [i], lin)
+        ranges = [((lo, hi) if d == split else (0, dims[d]), None)] if d != axis else \
+            [(bounds(d, start, stop), chosen) for start, stop, chosen in cuts]
+        for (start, stop), chosen in ranges:
+            if chosen is not None:
+                pieces.clear()
+                pieces.update(chosen)
+            loop = for_range(b, start, stop, f"i{d}")
+            with loop as i:
+                lin = i if linear is None else b.add(
+                    b.mul(linear, ir.Constant(I64, dims[d]), name=f"l{d}.m"), i, name=f"l{d}")
+                level(d + 1, multi + [i], lin)
+            if d == len(dims) - 1 and innermost is not None:
+                innermost(loop)
+        if d == axis:
+            pieces.clear()
 
     level(split, [zero] * split, None)
 
