@@ -56,10 +56,13 @@ from xlapy.backends.cpu.kernel_abi import (
 # Blocks: measured on an AVX-512 host (znver5) with benchmarks/small_gemm_sweep.py-style
 # runs of 1024^3, 512x1024x1024, 64 x 256^3 and 32x128x512 f32 against XLA:CPU (6 x 4
 # vectors and a 256 KB pack were best or within the noise of the best, 12 x 2 up to 15%
-# slower; row blocks of up to 384 rows took 5-10% less CPU time than 192, 96 more)
+# slower; row blocks of up to 384 rows took 5-10% less CPU time than 192, 96 more; on
+# 2026-11-29 KC 512 and a 512 KB pack, below)
 MR = 6  # rows of a tile: MR x NV accumulators, NV panel vectors and a broadcast (32 regs)
 NV = 4  # vectors of columns in a panel (NR = NV * W columns: 64 f32, 32 f64 on AVX-512)
-KC = 256  # contraction block: a panel (KC x NR) is read from L1/L2 by each row group
+KC = 512  # contraction block: a panel (KC x NR) is read from L1/L2 by each row group; C's
+# tiles are read and written once per block (2048^3 f32 took 3-4% less time at 512 than at
+# 256, 1024^3 2-3%, in same-process A/Bs; 1024 was no better)
 MC = 172 * MR  # 1032 rows of a work item at most (a multiple of MR): each item packs b
 # again, so fewer, taller items pack b fewer times (2048^3 and 1024^3 f32 took 3-5% less CPU
 # time at 768-2048 than at 384 rows); MC_SPLIT: the rows of an item at least when a dot has
@@ -69,7 +72,8 @@ MC = 172 * MR  # 1032 rows of a work item at most (a multiple of MR): each item 
 # less wall time as 4 items of 258 rows than as 3 of 342, for 1-5% more CPU time)
 MC_SPLIT = 192
 ITEMS = None
-PACK_BYTES = 256 * 1024  # the stack buffer of a work item's packed columns (KC x nc)
+PACK_BYTES = 512 * 1024  # the stack buffer of a work item's packed columns (KC x nc: 256
+# f32 columns; 128 columns at 256 KiB were 1-2% slower)
 _FLAGS = ("contract",)
 #: b's layout classes (how a block is packed): contiguous columns, contiguous along k, other
 KIND_COLUMNS, KIND_ALONG_K, KIND_OTHER = 0, 1, 2
