@@ -1329,9 +1329,19 @@ class ElementalEmitter:
         return self._complex_divide(re, im, cr, ci, ty, name)
 
     def _complex_abs(self, re, im, name):
-        """hypot (libm, in f64 for c64), NaN when either part is NaN."""
+        """hypot, NaN when either part is NaN. c64: sqrt(re^2 + im^2) in f64, rounded to f32
+        (the squares are exact in f64 and cannot overflow it: what glibc's hypotf computes,
+        and plain vector arithmetic); c128: libm's hypot."""
         b = self.b
-        r = self._libm("hypot", [re, im], f"{name}.hypot")
+        if re.type != F64:
+            wr = b.fpext(re, F64, name=f"{name}.wr")
+            wi = b.fpext(im, F64, name=f"{name}.wi")
+            sq = b.fadd(b.fmul(wr, wr, name=f"{name}.rr"), b.fmul(wi, wi, name=f"{name}.ii"),
+                        name=f"{name}.sum")
+            r = b.fptrunc(self._call("llvm.sqrt", [sq], f"{name}.sqrt"), re.type,
+                          name=f"{name}.hypot")
+        else:
+            r = self._libm("hypot", [re, im], f"{name}.hypot")
         nan = b.or_(b.fcmp_unordered("uno", re, re, name=f"{name}.rn"),
                     b.fcmp_unordered("uno", im, im, name=f"{name}.in"), name=f"{name}.nan")
         return b.select(nan, ir.Constant(re.type, float("nan")), r, name=name)
