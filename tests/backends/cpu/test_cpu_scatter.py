@@ -164,6 +164,24 @@ def test_rows_scatter_split_over_threads_is_the_sequential_result():
     text = S.scatter_text("f32", x.shape, idx.shape, u.shape, "add", (1,), (0,), (0,), 1)
     (step,) = steps_of(text, "scatter")
     assert step.spec.parallel and step.spec.in_place == ((0, 0),)
+    # work items: blocks of 16 window elements (a cache line of f32), the last of 2
+    assert step.spec.domain == 9 and step.spec.cost == 20000 * 16
+    check(text, x, idx, u, opcode="scatter")
+
+
+@pytest.mark.parametrize("t,block", [("f64", 8), ("bf16", 32), ("pred", 64)])
+def test_window_blocks_follow_the_element_size(t, block):
+    """A work item is a cache line of window elements (the widest operand's); the last
+    block takes what is left; split over threads, the result is the sequential one."""
+    rng = np.random.default_rng(12)
+    cols = 3 * block + 5
+    x = sample(t, (700, cols))
+    idx = rng.integers(-3, 705, (6000, 1)).astype(np.int32)
+    u = sample(t, (6000, cols), 7)
+    combiner = "maximum" if t == "pred" else "add"
+    text = S.scatter_text(t, x.shape, idx.shape, u.shape, combiner, (1,), (0,), (0,), 1)
+    (step,) = steps_of(text, "scatter")
+    assert step.spec.domain == 4 and step.spec.parallel
     check(text, x, idx, u, opcode="scatter")
 
 

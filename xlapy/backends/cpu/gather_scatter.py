@@ -15,9 +15,10 @@ follow XLA's evaluator and XLA:CPU:
   applied in row-major order of the update scatter positions, window elements inside; a
   window that does not fit in the operand at its start is skipped whole (not clamped). The
   update computation is inlined (scalar_computation), any number of operands (variadic
-  scatter). Work item: a window element. Items run in parallel only when two different
+  scatter). Work item: a block of window elements filling a cache line (16 f32). Items
+  run in parallel only when two different
   window elements can never reach the same operand element (every dimension the indices
-  address has a window of size 1, as in embedding gradients); each item still visits the
+  address has a window of size 1, as in embedding gradients); each item visits the
   scatter positions in order, so every target sees its updates in XLA's order whatever the
   split, and the result is the sequential one bit for bit.
 - select-and-scatter: the output is filled with the init value (first kernel), then per
@@ -44,8 +45,10 @@ from llvmlite import ir
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import indexing
 from xlapy.backends.cpu.indexing import Index
-from xlapy.backends.cpu.kernel_abi import I64, KernelSpec, buffer_pointer, declare_kernel, for_range
+from xlapy.backends.cpu.kernel_abi import (I64, KernelSpec, buffer_pointer, declare_kernel,
+                                           for_range, mark_parallel)
 from xlapy.backends.cpu.scalar_computation import inline_computation, supports_computation
+from xlapy.shape import dtypes
 
 OPCODES = frozenset({"gather", "scatter", "select-and-scatter", "dynamic-update-slice"})
 
@@ -321,9 +324,13 @@ def _emit_scatter(module, name, instr) -> KernelSpec:
 
     # Different window elements never meet when every addressed dimension has window 1.
     disjoint = all(wsize(d) == 1 for d in dn.scatter_dims_to_operand_dims)
-    domain = n_window if n_windows else 0
+    # a work item: a block of window elements filling a cache line, so that threads never
+    # share a line of the updates or the operand and each pays the walk over the scatter
+    # positions (their indices, the fit test) once per block, not per element
+    block = max(1, min(n_window, 512 // max(dtypes.bit_width(et) for et in ets)))
+    domain = -(-n_window // block) if n_windows else 0
     spec = KernelSpec(name=name, n_inputs=2 * n + 1, outputs=outputs, domain=domain,
-                      cost=max(n_windows, 1), parallel=disjoint,
+                      cost=max(n_windows, 1) * block, parallel=disjoint,
                       in_place=tuple((k, k) for k in range(n)))
     fn, b = declare_kernel(module, name)
     if not domain:
@@ -336,6 +343,9 @@ def _emit_scatter(module, name, instr) -> KernelSpec:
     out = [_buffer(b, bufs, 2 * n + 1 + k, et, f"out{k}") for k, et in enumerate(ets)]
     ostrides = _strides(odims)
     lo, hi = fn.args[1], fn.args[2]
+    w_lo = b.mul(lo, _c(block), name="w.lo")
+    w_hi = b.mul(hi, _c(block), name="w.hi")
+    w_hi = b.select(b.icmp_signed(">", w_hi, _c(n_window)), _c(n_window), w_hi, name="w.end")
     trailing = window_axes == list(range(urank - len(window_axes), urank))
     with for_range(b, 0, n_windows, "s") as s:
         smulti = Index(b, tuple(sshape), linear=s).multi if sshape else []
@@ -354,7 +364,8 @@ def _emit_scatter(module, name, instr) -> KernelSpec:
                         b.icmp_signed("<=", start, _c(odims[d] - wsize(d))), name=f"ok{d}")
             valid = b.and_(valid, ok, name=f"valid{d}")
             base = b.add(base, b.mul(start, _c(ostrides[d])), name=f"base{d}")
-        with b.if_then(valid), for_range(b, lo, hi, "w") as w:
+        inner = for_range(b, w_lo, w_hi, "w")
+        with b.if_then(valid), inner as w:
             wmulti = Index(b, tuple(wshape), linear=w).multi if wshape else []
             target = b.add(base, _linear_sum(b, wmulti, [ostrides[d] for d in
                                                          window_operand], "t"))
@@ -374,6 +385,8 @@ def _emit_scatter(module, name, instr) -> KernelSpec:
             res = inline_computation(b, comp, cur + new)
             for k, (v, o, et) in enumerate(zip(res, out, ets)):
                 el.store_value(b, v, _gep(b, o, target, f"st{k}.p"), et, f"st{k}")
+        # one scatter position's window elements are distinct operand elements
+        mark_parallel(module, inner, upd + out, hints=[("llvm.loop.interleave.count", 1)])
     b.ret_void()
     return spec
 
