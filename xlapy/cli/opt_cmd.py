@@ -32,6 +32,8 @@ _SUMMARIES = {
                   "arrays (XLA's MapInliner)",
     "batch-norm-expander": "batch-norm-inference/-training/-grad become elementwise ops, "
                            "broadcasts and sums (XLA's BatchNormExpander)",
+    "dot-upcast": "dots of bf16/f16/f8 become f32 dots between converts (XLA:CPU's "
+                  "FloatNormalization / ChangeOpDataType for dots)",
 }
 
 #: The passes whose module does not compute the same bits as their input: what each gives.
@@ -39,6 +41,7 @@ _NOT_EXACT = {
     "spmd-partition": "the program of one partition",
     "excess-precision": "XLA:CPU's answers, not the HLO's exact roundings",
     "batch-norm-expander": "batch norms in the operand's precision, not in f64",
+    "dot-upcast": "narrow-float dots summed in f32 and rounded once, not in f64",
 }
 
 #: What runs without --passes (xlapy.passes.DEFAULT_PASSES; a test checks they agree).

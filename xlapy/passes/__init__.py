@@ -5,7 +5,8 @@
 
 Every pass is exact: the optimised module computes the same bits as the original (see
 each module's docstring for what it leaves alone to stay so) - except ``excess-precision``,
-which gives XLA:CPU's default bf16 numbers (xla_allow_excess_precision) on purpose, and
+which gives XLA:CPU's default bf16 numbers (xla_allow_excess_precision) on purpose,
+``dot-upcast``, whose narrow-float dots sum in f32 (as the CPU backend's dots always did), and
 ``batch-norm-expander``, whose expansion computes in the operand's precision (f32 for the
 narrow floats) where the interpreter's batch norms compute in f64.
 ``PASSES`` maps the ``--passes`` names of ``xlapy opt`` to the pass classes.
@@ -19,6 +20,7 @@ from xlapy.passes.batch_norm_expander import BatchNormExpander
 from xlapy.passes.constant_folding import ConstantFolding
 from xlapy.passes.cse import Cse
 from xlapy.passes.dce import DeadCodeElimination
+from xlapy.passes.dot_upcast import DotUpcast
 from xlapy.passes.excess_precision import ExcessPrecision
 from xlapy.passes.fusion import InstructionFusion
 from xlapy.passes.inline_calls import CallInliner, inline_call
@@ -41,6 +43,7 @@ PASSES: dict[str, type[HloPass]] = {
     "excess-precision": ExcessPrecision,
     "map-inline": MapInliner,
     "batch-norm-expander": BatchNormExpander,
+    "dot-upcast": DotUpcast,
 }
 
 #: What ``xlapy opt`` runs without ``--passes``.

@@ -102,8 +102,8 @@ from xlapy.interpreter.registry import get_kernel
 #: backend's own (backends/cpu/row_fusion.py). ``excess-precision`` (XLA:CPU's
 #: xla_allow_excess_precision, on by default) runs right after inlining, as XLA's bf16 float
 #: normalization does, unless the backend was made with allow_excess_precision=False.
-PIPELINE = ("inline", "map-inline", "batch-norm-expander", "simplify", "cse", "dce",
-            "row-fusion", "fusion")
+PIPELINE = ("inline", "map-inline", "batch-norm-expander", "dot-upcast", "simplify", "cse",
+            "dce", "row-fusion", "fusion")
 EXCESS_PRECISION_PIPELINE = PIPELINE[:3] + ("excess-precision",) + PIPELINE[3:]
 
 #: The options a CpuBackend made without them takes (the ``xlapy run`` flags set these for
