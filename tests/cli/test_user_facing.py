@@ -126,10 +126,11 @@ def test_opt_help_says_which_passes_are_exact():
     exact'."""
     text = " ".join(run_cli("opt", "--help").stdout.split())
     assert "Every pass is exact" not in text
-    assert ("Every pass but spmd-partition, excess-precision and batch-norm-expander is exact: "
-            "the printed module computes the same bits as the input") in text
+    assert ("Every pass but spmd-partition, excess-precision, batch-norm-expander and dot-upcast "
+            "is exact: the printed module computes the same bits as the input") in text
     assert "excess-precision gives XLA:CPU's answers" in text
     assert "batch-norm-expander gives batch norms in the operand's precision" in text
+    assert "dot-upcast gives narrow-float dots summed in f32" in text
 
 
 def test_layout_png_help_names_the_converter_it_uses_first():

@@ -67,6 +67,25 @@ ENTRY e {
     round_trip(m)
 
 
+def test_reverse_and_slices_fuse_into_their_concatenate():
+    # jnp.pad(mode="reflect")'s shape: reversed slices around the operand
+    m = check("""
+HloModule m
+ENTRY e {
+  x = f32[3,16] parameter(0)
+  a = f32[3,4] slice(x), slice={[0:3], [1:5]}
+  ra = f32[3,4] reverse(a), dimensions={1}
+  b = f32[3,4] slice(x), slice={[0:3], [11:15]}
+  rb = f32[3,4] reverse(b), dimensions={1}
+  ROOT c = f32[3,24] concatenate(ra, x, rb), dimensions={1}
+}
+""", ["fusion"])
+    (f,) = fusions(m)
+    assert m.entry.root is f and [o.name for o in f.operands] == ["x"]
+    assert fused_ops(f) == Counter(parameter=1, slice=2, reverse=2, concatenate=1)
+    round_trip(m)
+
+
 def test_reduce_with_producers_is_an_input_fusion():
     m = check("""
 HloModule m

@@ -3,10 +3,10 @@
 Visiting each computation's instructions consumers first, a group grows from a consumer
 (an elementwise or data-movement op, a reduce or reduce-window, or an existing kLoop/kInput
 fusion) through its operands: a producer joins the group when it is fusible (elementwise
-ops, broadcast, reshape, transpose, slice, concatenate, pad, iota, constant, convert, or a
-kLoop fusion, which is merged in) and either every user of it is in the group, or it is
-cheap to duplicate (a scalar constant, an iota, a broadcast of a scalar constant), in which
-case the group gets its own copy. A group of two or more instructions becomes one
+ops, broadcast, reshape, transpose, slice, concatenate, pad, reverse, iota, constant,
+convert, or a kLoop fusion, which is merged in) and either every user of it is in the
+group, or it is cheap to duplicate (a scalar constant, an iota, a broadcast of a scalar
+constant), in which case the group gets its own copy. A group of two or more instructions becomes one
 ``fusion`` instruction calling a new fused computation (parameters ``param_0``, ...;
 kind=kInput when rooted at a reduce/reduce-window, kLoop otherwise). Existing fusions
 inside a group are inlined into the new fused computation (nested fusions merged).
@@ -31,7 +31,7 @@ from xlapy.passes.pass_manager import HloPass
 
 #: Data-movement and constant-like opcodes fusible besides the elementwise ones.
 _MOVEMENT = frozenset({"broadcast", "reshape", "transpose", "slice", "concatenate", "pad",
-                       "iota", "constant", "convert"})
+                       "iota", "constant", "convert", "reverse"})
 #: Consumers that make an input fusion.
 _INPUT_ROOTS = frozenset({"reduce", "reduce-window"})
 #: Control-flow attributes whose computations are fused in too.

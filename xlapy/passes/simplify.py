@@ -7,7 +7,10 @@ everyone "knows" is not exact, the row is restricted and says why (``x + 0 -> x`
 for float ``x = -0``: ``-0 + +0 = +0``; ``x + (-0) -> x`` is right). The one liberty taken,
 as XLA and every compiler take it: a *signalling* NaN passing through an arithmetic op comes
 out quietened, so removing ``x + (-0)`` can keep a signalling NaN signalling; quiet NaNs
-(all NaNs xlapy and jax produce) keep their bits.
+(all NaNs xlapy and jax produce) keep their bits. One more for ``transpose-dot``
+(``transpose(dot(a, b)) -> dot(b, a)``, as XLA's simplifier does): a product of two NaNs
+may carry the other operand's NaN payload, so an output that is NaN stays NaN but may have
+other NaN bits.
 
 A row's ``apply(instr)`` returns the replacement (an existing instruction, usually an
 operand, or a new one not yet in the computation) or None. The driver replaces only when
