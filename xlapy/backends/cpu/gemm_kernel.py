@@ -40,9 +40,10 @@ batch and row blocks) cuts its columns into chunks of whole tiles (``chunks``), 
 a few rows still runs on every thread.
 
 The kernel: work item = ``ROWS`` output rows of one matrix (a batch index and rows of the
-lhs free dimensions; the last item of a matrix takes what is left) and a chunk of columns. Its columns go in
-tiles of ``COLS`` vectors of ``W`` lanes, the host's vector width (W = 16 f32 / 8 f64 with
-avx512f, else 8 / 4; COLS 4 / 2): ROWS x COLS vector accumulators sum
+lhs free dimensions; the last item of a matrix takes what is left) and a chunk of columns
+(all of them, unless cut as above). Its columns go in tiles of ``COLS`` vectors of ``W``
+lanes, the host's vector width (W = 16 f32 / 8 f64 with avx512f, else 8 / 4; COLS 4 / 2):
+ROWS x COLS vector accumulators sum
 ``a[i, p] * b[p, j:j+W]`` over p in order (multiply and add may contract to an FMA; the
 independent accumulators hide the add's latency, each loaded b vector serves every row),
 then the tile is stored; the columns past the last whole vector, or every column when b's
