@@ -16,11 +16,11 @@ follow XLA's evaluator and XLA:CPU:
   window that does not fit in the operand at its start is skipped whole (not clamped). The
   update computation is inlined (scalar_computation), any number of operands (variadic
   scatter). Work item: a block of window elements filling a cache line (16 f32). Items
-  run in parallel only when two different
-  window elements can never reach the same operand element (every dimension the indices
-  address has a window of size 1, as in embedding gradients); each item visits the
-  scatter positions in order, so every target sees its updates in XLA's order whatever the
-  split, and the result is the sequential one bit for bit.
+  run in parallel only when two different window elements can never reach the same
+  operand element (every dimension the indices address has a window of size 1, as in
+  embedding gradients); each item visits the scatter positions in order, so every target
+  sees its updates in XLA's order whatever the split, and the result is the sequential one
+  bit for bit.
 - select-and-scatter: the output is filled with the init value (first kernel), then per
   source element (second kernel, ``spec.then``) the window's elements inside the base are
   visited in row-major order, select(selected, current) deciding whether to keep the
