@@ -22,6 +22,7 @@ backend's pipeline does (backend.PIPELINE).
 from __future__ import annotations
 
 from xlapy.hlo.ir import Instruction, Module
+from xlapy.passes.excess_precision import at_f32
 from xlapy.passes.pass_manager import HloPass
 from xlapy.shape import dtypes
 from xlapy.shape.dtypes import PrimitiveType
@@ -60,17 +61,7 @@ class DotUpcast(HloPass):
                 if not upcast(instr) or instr.control_predecessors or \
                         instr.control_successors:
                     continue
-                operands = []
-                for op in instr.operands:
-                    if op.shape.element_type != _F32:
-                        op = comp.add_instruction(make_instruction(
-                            "convert", [op], {}, shape=op.shape.with_element_type(_F32),
-                            name=f"{op.name}.f32"))
-                    operands.append(op)
-                wide = instr.shape.with_element_type(_F32)
-                dot = comp.add_instruction(make_instruction(
-                    "dot", operands, dict(instr.attrs.items()), shape=wide,
-                    name=f"{instr.name}.f32", metadata=instr.metadata))
+                dot = at_f32(instr, comp, _narrow_float)
                 new = dot if instr.shape.element_type == _F32 else comp.add_instruction(
                     make_instruction("convert", [dot], {}, shape=instr.shape,
                                      name=f"{instr.name}.round", metadata=instr.metadata))

@@ -56,13 +56,14 @@ def _upcast(instr: Instruction) -> bool:
     return opdef.has("elementwise") and instr.opcode not in _SKIP
 
 
-def _at_f32(instr: Instruction, comp) -> Instruction:
-    """``instr`` computed in f32: bf16 operands converted (exactly) to f32."""
+def at_f32(instr: Instruction, comp, narrow=lambda et: et == _LOW) -> Instruction:
+    """``instr`` computed in f32, added to ``comp``: its array operands of an element type
+    ``narrow`` accepts (bf16 by default) converted (exactly) to f32."""
     from xlapy.opdefs import make_instruction
 
     operands = []
     for op in instr.operands:
-        if op.shape.is_array() and op.shape.element_type == _LOW:
+        if op.shape.is_array() and narrow(op.shape.element_type):
             op = comp.add_instruction(make_instruction(
                 "convert", [op], {}, shape=op.shape.with_element_type(_HIGH),
                 name=f"{op.name}.f32"))
@@ -87,6 +88,6 @@ class ExcessPrecision(HloPass):
                 (h,) = instr.operands
                 if not _upcast(h) or h.control_predecessors or h.control_successors:
                     continue
-                comp.replace_instruction(instr, _at_f32(h, comp))
+                comp.replace_instruction(instr, at_f32(h, comp))
                 changed = True
         return changed

@@ -46,7 +46,7 @@ from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import indexing
 from xlapy.backends.cpu.indexing import Index
 from xlapy.backends.cpu.kernel_abi import (I64, KernelSpec, buffer_pointer, declare_kernel,
-                                           for_range, mark_parallel)
+                                           for_range, mark_parallel, smin)
 from xlapy.backends.cpu.scalar_computation import inline_computation, supports_computation
 from xlapy.shape import dtypes
 
@@ -345,7 +345,7 @@ def _emit_scatter(module, name, instr) -> KernelSpec:
     lo, hi = fn.args[1], fn.args[2]
     w_lo = b.mul(lo, _c(block), name="w.lo")
     w_hi = b.mul(hi, _c(block), name="w.hi")
-    w_hi = b.select(b.icmp_signed(">", w_hi, _c(n_window)), _c(n_window), w_hi, name="w.end")
+    w_hi = smin(b, w_hi, _c(n_window), name="w.end")
     trailing = window_axes == list(range(urank - len(window_axes), urank))
     with for_range(b, 0, n_windows, "s") as s:
         smulti = Index(b, tuple(sshape), linear=s).multi if sshape else []

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 
 from llvmlite import ir
 
@@ -66,6 +67,7 @@ from xlapy.backends.cpu.kernel_abi import (
     buffer_pointer,
     declare_kernel,
     for_range,
+    smin,
 )
 from xlapy.shape import PrimitiveType as PT
 
@@ -360,10 +362,6 @@ def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align, span=None):
             b.store(value, ptr, align=align)
 
 
-def _min(b, x, y, name):
-    return b.select(b.icmp_signed("<", x, y), x, y, name=name)
-
-
 def _row_block(b, f, ptrs, bi, r0, count, vec, align, j_base, n, span=None):
     """Output rows r0 .. r0 + count of matrix ``bi``, columns j_base .. j_base + n (``n`` a
     number, ``j_base`` a value): in tiles, of more columns for fewer rows (the same count
@@ -413,9 +411,7 @@ def chunks(f) -> tuple[int, int]:
     from xlapy.backends.cpu import buffers, threads
 
     blocked = k_blocked(f)
-    items = 1 if blocked else -(-f.m // f.rows)
-    for d in f.batch:
-        items *= d
+    items = (1 if blocked else -(-f.m // f.rows)) * math.prod(f.batch)
     want = 2 * threads.WORKERS
     tile = f.cols * f.width
     count = 1
@@ -425,8 +421,14 @@ def chunks(f) -> tuple[int, int]:
         count = max(count, -(-f.n // KB_COLS))
     if count < 2:
         return 1, f.n
-    per = -(-(-(-f.n // count)) // tile) * tile
+    per = column_block(f.n, count, tile)
     return -(-f.n // per), per
+
+
+def column_block(n: int, parts: int, tile: int) -> int:
+    """The columns of each of (at most) ``parts`` blocks of ``n`` columns, whole tiles of
+    ``tile`` columns (the last block takes what is left)."""
+    return -(-(-(-n // parts)) // tile) * tile
 
 
 #: a k-blocked kernel's block of b: KB rows by at most KB_COLS columns (256 KiB of f32)
@@ -439,9 +441,7 @@ def work(f, rows: int | None = None, cols: int | None = None) -> int:
     whole dot, its batch included), about an element of elementwise work
     (buffers.PARALLEL_MIN_WORK): a vector FMA counts ``FMA_COST``."""
     if rows is None:
-        rows, cols = f.m, f.n
-        for size in f.batch:
-            rows *= size
+        rows, cols = f.m * math.prod(f.batch), f.n
     return max(1, rows * cols * f.k * FMA_COST // f.width)
 
 
@@ -495,7 +495,7 @@ def emit(module: ir.Module, name: str, instr) -> KernelSpec:
         # blocks of KB rows of b, each through every row block (stored, then added)
         with for_range(b, 0, -(-f.k // KB), "kb") as kb:
             p_lo = b.mul(kb, _c(KB), name="p.lo")
-            p_hi = _min(b, b.add(p_lo, _c(KB)), _c(f.k), "p.hi")
+            p_hi = smin(b, b.add(p_lo, _c(KB)), _c(f.k), "p.hi")
             first = b.icmp_unsigned("==", kb, _c(0), name="first")
             with for_range(b, 0, per, "rb") as rbk:
                 rows_of(bi, rbk, j_base, n, (p_lo, p_hi, first))
@@ -519,9 +519,7 @@ def emit(module: ir.Module, name: str, instr) -> KernelSpec:
                 with otherwise:
                     columns(bi, rb, j_base, per_c)
     b.ret_void()
-    count = 1
-    for d in f.batch:
-        count *= d
+    count = math.prod(f.batch)
     if blocked:
         return KernelSpec(name, 2, [instr.shape], count * count_c, cost=work(f, m, per_c))
     return KernelSpec(name, 2, [instr.shape], count * per * count_c,

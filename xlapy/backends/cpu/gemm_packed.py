@@ -39,6 +39,7 @@ pool's size and parallel threshold).
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 
@@ -51,6 +52,7 @@ from xlapy.backends.cpu.kernel_abi import (
     buffer_pointer,
     declare_kernel,
     for_range,
+    smin,
 )
 
 # Blocks: measured on an AVX-512 host (znver5) with benchmarks/small_gemm_sweep.py-style
@@ -94,12 +96,10 @@ def blocks(f) -> tuple[int, int]:
     the price of reading a's rows once per block."""
     nr = NV * f.width
     nc = max(nr, PACK_BYTES // (KC * f.itemsize) // nr * nr)
-    batch = 1
-    for size in f.batch:
-        batch *= size
+    batch = math.prod(f.batch)
     others = -(-f.n // nc) * batch
     from xlapy.backends.cpu import buffers, threads
-    from xlapy.backends.cpu.gemm_kernel import work
+    from xlapy.backends.cpu.gemm_kernel import column_block, work
 
     step = threads.WORKERS if ITEMS is None else max(1, ITEMS // 2)
     items = 2 * step
@@ -110,7 +110,7 @@ def blocks(f) -> tuple[int, int]:
         count = max(count, split // step * step if split >= step else split)
         if others * count < step:  # too few rows: narrower column blocks, whole panels
             want = -(-items // (count * batch))
-            nc = max(nr, -(-(-(-f.n // want)) // nr) * nr)
+            nc = max(nr, column_block(f.n, want, nr))
     return -(-(-(-f.m // count)) // MR) * MR, nc
 
 
@@ -118,10 +118,6 @@ def _splat(b, value, vec):
     one = b.insert_element(ir.Constant(vec, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
     mask = ir.Constant(ir.VectorType(ir.IntType(32), vec.count), [0] * vec.count)
     return b.shuffle_vector(one, ir.Constant(vec, ir.Undefined), mask)
-
-
-def _min(b, x, y, name):
-    return b.select(b.icmp_signed("<", x, y), x, y, name=name)
 
 
 def _pack(b, f, d, pb, buf, b_off, p0, kc, j0, cols, vec):
@@ -220,7 +216,7 @@ def _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
     fn = b.function
     a_rows = []
     for r in range(MR):
-        i = _min(b, b.add(i0, _c(r)), b.sub(d.m, _c(1)), f"t.i{r}")
+        i = smin(b, b.add(i0, _c(r)), b.sub(d.m, _c(1)), f"t.i{r}")
         a_i = b.mul(i, d.a_row, name=f"t.ai{r}")
         a_rows.append(b.add(a_off, b.add(a_i, b.mul(p0, d.a_k)), name=f"t.a{r}"))
     panel = b.mul(jp, _c(KC * nr), name="t.panel")
@@ -254,8 +250,8 @@ def _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
     b.cbranch(b.icmp_signed("<", p_next, kc), loop, done)
     b.position_at_end(done)
     jt = b.add(j0, b.mul(jp, _c(nr)), name="t.j")
-    rows = _min(b, _c(MR), b.sub(d.m, i0), "t.rows")
-    cols = _min(b, _c(nr), b.sub(d.n, jt), "t.cols")
+    rows = smin(b, _c(MR), b.sub(d.m, i0), "t.rows")
+    cols = smin(b, _c(nr), b.sub(d.n, jt), "t.cols")
     whole = b.and_(b.icmp_signed("==", rows, _c(MR)), b.icmp_signed("==", cols, _c(nr)))
     with b.if_else(whole) as (then, otherwise):
         with then:  # vector stores (the first block's sums, or added to C)
@@ -461,13 +457,13 @@ def _emit_core(module: ir.Module, name: str, f, ty) -> ir.Function:
         a_off, b_off = _decode(b, bi, d.nb, d.batch_sizes, [d.a_batch, d.b_batch], "batch")
         i0 = b.mul(icb, d.mc, name="i0")
         j0 = b.mul(jcb, d.nc, name="j0")
-        rows = _min(b, d.mc, b.sub(d.m, i0), "rows")
-        cols = _min(b, d.nc, b.sub(d.n, j0), "cols")
+        rows = smin(b, d.mc, b.sub(d.m, i0), "rows")
+        cols = smin(b, d.nc, b.sub(d.n, j0), "cols")
         groups = b.udiv(b.add(rows, _c(MR - 1)), _c(MR), name="groups")
         panels = b.udiv(b.add(cols, _c(nr - 1)), _c(nr), name="panels")
         with for_range(b, 0, d.k_blocks, "kb") as kb:
             p0 = b.mul(kb, _c(KC), name="p0")
-            kc = _min(b, _c(KC), b.sub(d.k, p0), "kc")
+            kc = smin(b, _c(KC), b.sub(d.k, p0), "kc")
             first = b.icmp_signed("==", kb, _c(0), name="first")
             _pack(b, f, d, ptrs[1], buf, b_off, p0, kc, j0, cols, vec)
             with for_range(b, 0, panels, "jp") as jp:
@@ -498,9 +494,7 @@ def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
     b.ret_void()
     from xlapy.backends.cpu.gemm_kernel import work
 
-    count = 1
-    for dim in f.batch:
-        count *= dim
+    count = math.prod(f.batch)
     return KernelSpec(name, 2, [f.shape], count * -(-f.m // mc) * -(-f.n // nc),
                       cost=work(f, min(mc, f.m), min(nc, f.n)))
 

@@ -111,6 +111,16 @@ class for_range:
         return [blk for blk in blocks[first:] if blk is not self.exit]
 
 
+def smin(builder: ir.IRBuilder, x, y, name: str = ""):
+    """The smaller of two signed integers (``select``, no branch)."""
+    return builder.select(builder.icmp_signed("<", x, y), x, y, name=name)
+
+
+def smax(builder: ir.IRBuilder, x, y, name: str = ""):
+    """The larger of two signed integers (``select``, no branch)."""
+    return builder.select(builder.icmp_signed(">", x, y), x, y, name=name)
+
+
 class _DistinctNode(ir.values.MDValue):
     """A ``distinct`` metadata node (llvmlite's ``add_metadata`` makes uniqued ones): an
     access group, or a loop ID (its first operand itself)."""
@@ -168,4 +178,4 @@ def mark_parallel(module: ir.Module, loop: for_range, buffers, hints=()) -> None
 
 
 __all__ = ["BUFS", "KERNEL_TYPE", "KernelSpec", "buffer_pointer", "declare_kernel",
-           "for_range", "mark_parallel"]
+           "for_range", "mark_parallel", "smax", "smin"]

@@ -28,7 +28,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu.indexing import Index
 from xlapy.backends.cpu.kernel_abi import (I64, KernelSpec, buffer_pointer, declare_kernel,
-                                           for_range, mark_parallel)
+                                           for_range, mark_parallel, smax, smin)
 
 
 def _dims(instr) -> tuple[int, ...]:
@@ -271,28 +271,21 @@ def _segments(roots, members, dims, split):
     concats = [c for c in concats if c.attrs["dimensions"][0] == axis]
     if axis < split:
         return None
-    cuts = {0, dims[axis]}
+    spans = {}  # id(concatenate) -> (start, stop, operand) of its non-empty operands
     for c in concats:
-        offset = 0
-        for o in c.operands:
-            offset += _dims(o)[axis]
-            cuts.add(offset)
-    cuts = sorted(cuts)
+        offset, spans[id(c)] = 0, []
+        for k, o in enumerate(c.operands):
+            size = _dims(o)[axis]
+            if size:
+                spans[id(c)].append((offset, offset + size, k))
+            offset += size
+    cuts = sorted({0, dims[axis]} | {end for s in spans.values() for _, end, _ in s})
     if len(cuts) - 1 > MAX_SEGMENTS:
         return None
     out = []
     for start, stop in zip(cuts, cuts[1:]):
-        if start == stop:
-            continue
-        chosen = {}
-        for c in concats:
-            offset = 0
-            for k, o in enumerate(c.operands):
-                size = _dims(o)[axis]
-                if offset <= start < offset + size:
-                    chosen[id(c)] = k
-                    break
-                offset += size
+        chosen = {key: next(k for lo, hi, k in s if lo <= start < hi)
+                  for key, s in spans.items()}
         out.append((start, stop, chosen))
     return axis, out
 
@@ -310,9 +303,7 @@ def _nest(b: ir.IRBuilder, dims, split: int, lo, hi, body, innermost=None, segme
     def bounds(d, start, stop):
         if d != split:
             return _c(start), _c(stop)
-        lo_ = b.select(b.icmp_signed(">", lo, _c(start)), lo, _c(start), name=f"s{d}.lo")
-        hi_ = b.select(b.icmp_signed("<", hi, _c(stop)), hi, _c(stop), name=f"s{d}.hi")
-        return lo_, hi_
+        return smax(b, lo, _c(start), name=f"s{d}.lo"), smin(b, hi, _c(stop), name=f"s{d}.hi")
 
     def level(d, multi, linear):
         if d == len(dims):
