@@ -345,3 +345,105 @@ def test_max_fusion_size_is_a_pass_option():
     fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
     assert len(fusions) == 5  # 2 ops of the chain each, and the constant and broadcast
     assert all(len(f.attrs["calls"].instructions) - len(f.operands) == 4 for f in fusions)
+
+
+# -- code duplication ------------------------------------------------------------------------
+
+
+def _halving_sums(levels: int, width: int = 1 << 12) -> str:
+    """An up-sweep as lax.associative_scan lowers it: each level adds a value's even and odd
+    elements (two strided slices of it), so a level's element reads two of the level below."""
+    lines = ["HloModule scan", "ENTRY e {", f"  v0 = f32[4,{width}] parameter(0)"]
+    for k in range(1, levels + 1):
+        n = width >> k
+        lines += [
+            f"  e{k} = f32[4,{n}] slice(v{k - 1}), slice={{[0:4], [0:{2 * n - 1}:2]}}",
+            f"  o{k} = f32[4,{n}] slice(v{k - 1}), slice={{[0:4], [1:{2 * n}:2]}}",
+            f"  {'ROOT ' if k == levels else ''}v{k} = f32[4,{n}] add(e{k}, o{k})"]
+    return "\n".join(lines + ["}"])
+
+
+def _emitted(fusion) -> dict[str, int]:
+    """Per fused instruction, how many distinct indices it is generated at per element of
+    the fusion: counted over the paths from the root, an elementwise user of the same
+    shape (or a transpose) passing its own indices on, any other user reading at new ones."""
+    comp = fusion.attrs["calls"]
+    paths = {comp.root.name: {("root",)}}
+    for instr in reversed(comp.post_order()):
+        for o in dict.fromkeys(instr.operands):
+            mine = paths.setdefault(o.name, set())
+            same = instr.opcode == "transpose" or instr.shape.dimensions == o.shape.dimensions
+            mine |= paths[instr.name] if same else {(instr.name, p) for p in paths[instr.name]}
+    return {name: len(p) for name, p in paths.items()}
+
+
+def test_fusion_bounds_how_often_a_producer_is_generated():
+    # Unbounded, this chain would generate the first level 2^11 times per element (the CPU
+    # kernel never finished compiling); each fusion now generates any producer at most
+    # ALLOWED_CODE_DUPLICATION times, XLA's kAllowedCodeDuplication.
+    from xlapy.passes.fusion import ALLOWED_CODE_DUPLICATION
+
+    assert ALLOWED_CODE_DUPLICATION == 15
+    m = check(_halving_sums(12), ["fusion"], seeds=(0,))
+    fs = fusions(m)
+    assert len(fs) >= 3
+    for f in fs:
+        counts = _emitted(f)  # parameters are loads, not generated code
+        params = {i.name for i in f.attrs["calls"].instructions if i.opcode == "parameter"}
+        assert max(n for name, n in counts.items() if name not in params) \
+            <= ALLOWED_CODE_DUPLICATION
+    # each level's add is fused into some fusion (not one kernel per level)
+    assert len(fs) < 12
+
+
+def test_broadcasts_are_fused_whatever_they_duplicate():
+    # XLA's rule: a broadcast is always fused (materialising it is worse); its operand is
+    # then the one counted. Here the broadcast is read through 16 slices.
+    slices = "\n".join(f"  sl{k} = f32[4] slice(b), slice={{[{k}:{k + 4}]}}" for k in range(16))
+    adds = "\n".join(f"  a{k} = f32[4] add(a{k - 1}, sl{k})" for k in range(1, 16))
+    m = check(f"""
+HloModule m
+ENTRY e {{
+  x = f32[] parameter(0)
+  b = f32[20] broadcast(x), dimensions={{}}
+{slices}
+  a0 = f32[4] negate(sl0)
+{adds}
+  ROOT r = f32[4] negate(a15)
+}}
+""", ["fusion"])
+    (f,) = fusions(m)
+    assert fused_ops(f)["broadcast"] == 1 and fused_ops(f)["slice"] == 16
+
+
+def test_a_pad_read_twice_is_not_fused():
+    # reflect padding then two shifted windows of it: fused, the pad would be generated
+    # twice (XLA fuses a pad or concatenate only where it is generated once)
+    m = check("""
+HloModule m
+ENTRY e {
+  x = f32[8,16] parameter(0)
+  z = f32[] constant(0)
+  p = f32[8,20] pad(x, z), padding=0_0x2_2
+  a = f32[8,16] slice(p), slice={[0:8], [0:16]}
+  b = f32[8,16] slice(p), slice={[0:8], [4:20]}
+  ROOT r = f32[8,16] add(a, b)
+}
+""", ["fusion"])
+    # the pad is materialised (a fusion of its own, with its constant); the add reads it
+    (f,) = [f for f in fusions(m) if f.attrs["calls"].root.opcode == "add"]
+    assert "pad" not in fused_ops(f)
+    assert fused_ops(f.operands[0])["pad"] == 1
+    # read once, it is fused
+    m = check("""
+HloModule m
+ENTRY e {
+  x = f32[8,16] parameter(0)
+  z = f32[] constant(0)
+  p = f32[8,20] pad(x, z), padding=0_0x2_2
+  a = f32[8,16] slice(p), slice={[0:8], [0:16]}
+  ROOT r = f32[8,16] negate(a)
+}
+""", ["fusion"])
+    (f,) = fusions(m)
+    assert fused_ops(f)["pad"] == 1

@@ -12,7 +12,9 @@ kind=kInput when rooted at a reduce/reduce-window, kLoop otherwise). Existing fu
 inside a group are inlined into the new fused computation (nested fusions merged).
 
 A group holds at most MAX_FUSION_SIZE instructions (compile time stays linear in the
-program's length; see there).
+program's length; see there), and generates no producer more than ALLOWED_CODE_DUPLICATION
+times per element, a pad or concatenate only once (XLA's FusionNodeIndexingEvaluation; a
+broadcast is fused whatever it costs, its operand is the one counted).
 
 Never fused: side-effecting ops, ops calling computations (except the reducer of a
 reduce / reduce-window), dot and convolution (left for output fusion), tuple-shaped values
@@ -45,6 +47,20 @@ _NOT_FUSIBLE = frozenset({"rng", "rng-bit-generator", "rng-get-and-update-state"
 #: 22 s of optimisation), so a longer group is cut into kernels of this size: compile time
 #: grows linearly, at the cost of one intermediate buffer per cut.
 MAX_FUSION_SIZE = 256
+
+#: The most times one producer's element may be generated per element of its fusion
+#: (XLA's FusionNodeIndexingEvaluation::kAllowedCodeDuplication). A fused producer is
+#: generated once per distinct index it is read at: elementwise users of its shape (and
+#: transposes) read it at their own index, a slice, pad, broadcast, concatenate, reverse or
+#: reshape reads it at an index of its own. Two strided slices of one value, each feeding the
+#: next level (what ``lax.associative_scan`` lowers to), double the count per level: without
+#: the bound, twelve levels in one fusion were 2^12 copies of the first level's code and the
+#: kernel never finished compiling.
+ALLOWED_CODE_DUPLICATION = 15
+#: Producers fused only where generated once and used once (XLA's
+#: ElementalIrEmitter::OpInvalidatesCache, the fusible ones): a pad or concatenate element
+#: chooses among its operands, so what it reads is not shared with other reads.
+_ONCE = frozenset({"pad", "concatenate"})
 
 
 def _is_elementwise(instr: Instruction) -> bool:
@@ -176,9 +192,13 @@ class InstructionFusion(HloPass):
         """The group of ``root``: the producers reachable through fusible operands that are
         cheap or whose every user is in the group (the least such set; a worklist, each
         member's operands looked at once, with a count of the users inside per producer),
-        at most ``limit`` of them; producers left out start groups of their own."""
+        at most ``limit`` of them, none generated more than ALLOWED_CODE_DUPLICATION times
+        per element (see ``_emissions``); producers left out start groups of their own."""
         group: dict[int, Instruction] = {id(root): root}
         users_inside: dict[int, int] = {}
+        # Per member: the members that index it (see _emissions) and its emission count.
+        indexers: dict[int, frozenset[int]] = {id(root): frozenset((0,))}
+        count: dict[int, int] = {0: 1, id(root): 1}  # 0: the fusion's own output index
         work = [root]
         while work and len(group) < limit:
             member = work.pop()
@@ -191,9 +211,33 @@ class InstructionFusion(HloPass):
                 if is_cheap(p) or inside == len(p.users):
                     if p is p.parent.root or len(group) >= limit:
                         continue
+                    users = p.users if inside == len(p.users) else [member]
+                    own, n = InstructionFusion._emissions(p, users, indexers, count)
+                    if p.opcode != "broadcast" and (n > ALLOWED_CODE_DUPLICATION or (
+                            p.opcode in _ONCE and (n > 1 or len(p.users) > 1))):
+                        continue
+                    indexers[id(p)], count[id(p)] = own, n
                     group[id(p)] = p
                     work.append(p)
         return list(group.values())
+
+    @staticmethod
+    def _emissions(p: Instruction, users, indexers: dict, count: dict):
+        """How often fused ``p`` would be generated per element of the fusion, as XLA's
+        FusionNodeIndexingEvaluation counts it: a user that reads ``p`` at its own index (an
+        elementwise op of ``p``'s shape, element type aside, or a transpose, whose index is
+        permuted) passes on the members that index it; any other user indexes ``p`` itself.
+        ``p`` is generated once per distinct indexing member, that member's count times.
+        A cheap producer (copied into each group) counts only the user that pulled it in."""
+        own: set[int] = set()
+        for u in users:
+            if u.opcode == "transpose" or (
+                    u.shape.dimensions == p.shape.dimensions and u.shape.is_array()
+                    and p.shape.is_array()):
+                own |= indexers[id(u)]
+            else:
+                own.add(id(u))
+        return frozenset(own), sum(count[i] for i in own)
 
     # -- building --------------------------------------------------------------------------
 

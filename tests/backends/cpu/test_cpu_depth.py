@@ -168,3 +168,16 @@ def _run_reduction(spec, compiled, x):
         proto(compiled.function_address(s.name))(bufs, 0, s.domain)
         s = s.then
     return outs[0]
+
+
+def test_associative_scan_levels_compile_and_match():
+    # twelve levels of strided even/odd slices and adds (lax.associative_scan's up-sweep):
+    # fusion bounds how often a level is regenerated, so the kernels stay small
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "passes"))
+    from test_fusion import _halving_sums
+
+    module = parse_hlo_module(_halving_sums(12))
+    x = np.random.default_rng(0).standard_normal((4, 4096)).astype(np.float32)
+    same(compile_cpu(module)(x), evaluate(module, x))
+    steps = be.compile_module(module).entry.steps
+    assert not any(isinstance(s, be.InterpretStep) for s in steps)
