@@ -33,7 +33,8 @@ _SUMMARIES = {
     "batch-norm-expander": "batch-norm-inference/-training/-grad become elementwise ops, "
                            "broadcasts and sums (XLA's BatchNormExpander)",
     "dot-upcast": "dots of bf16/f16/f8 become f32 dots between converts (XLA:CPU's "
-                  "FloatNormalization / ChangeOpDataType for dots)",
+                  "FloatNormalization / ChangeOpDataType for dots); integer dots whose sums "
+                  "f32 or f64 hold exactly become such float dots (exact)",
 }
 
 #: The passes whose module does not compute the same bits as their input: what each gives.

@@ -6,7 +6,8 @@
 Every pass is exact: the optimised module computes the same bits as the original (see
 each module's docstring for what it leaves alone to stay so) - except ``excess-precision``,
 which gives XLA:CPU's default bf16 numbers (xla_allow_excess_precision) on purpose,
-``dot-upcast``, whose narrow-float dots sum in f32 (as the CPU backend's dots always did), and
+``dot-upcast``, whose narrow-float dots sum in f32 (as the CPU backend's dots always did; its
+integer dots in a float are exact), and
 ``batch-norm-expander``, whose expansion computes in the operand's precision (f32 for the
 narrow floats) where the interpreter's batch norms compute in f64.
 ``PASSES`` maps the ``--passes`` names of ``xlapy opt`` to the pass classes.

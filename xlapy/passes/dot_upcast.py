@@ -1,5 +1,7 @@
-"""Narrow-float dots computed in f32, as HLO: XLA:CPU's ``FloatNormalization`` (bf16) and
-``ChangeOpDataType`` (the other narrow floats) give its dot emitter only f32 dots.
+"""Narrow-float dots computed in f32, and integer dots in a float that holds them, as HLO.
+
+XLA:CPU's ``FloatNormalization`` (bf16) and ``ChangeOpDataType`` (the other narrow floats)
+give its dot emitter only f32 dots.
 
 A ``dot`` whose operands are floats of at most 32 bits with at least one narrower (bf16,
 f16, the f8 types), and whose result is such a float, becomes
@@ -13,10 +15,25 @@ result type); only the summation order may differ, as between any two GEMMs. The
 moves such dots onto the f32 kernels (generated GEMMs, native in loops) and lets the
 result's convert fuse into its consumers.
 
+**Integer dots** whose sums a float holds exactly become float dots too, exactly: a dot of
+integer (or pred) operands with an integer result, k terms per sum, operands of at most A
+and B in magnitude (by their types: 2^(w-1) signed, 2^w - 1 unsigned, 1 pred), sums in f32
+when k * A * B <= 2^24 and in f64 when it is <= 2^53:
+
+    convert(convert(dot(convert(a, F), convert(b, F)) : F, s32 or s64), result type)
+
+Every product and every partial sum, in any order, is an integer of at most k * A * B in
+magnitude, so F holds it exactly; the float-to-integer convert is then exact (s32 where the
+bound fits it) and the last convert wraps to the result's width as the dot's own sums do
+(an integer dot sums in its result type, two's complement: the exact sum taken modulo
+2^width is the same number). So s8 x s8 -> s32 dots of up to 1024 terms (what int8
+quantised layers run) take the f32 GEMM kernels, bit for bit what the integer dot gives;
+larger bounds (s32 operands) and pred results (a pred dot ORs its ANDs) are left alone.
+
 Dots with batch dimensions or any dimension numbers are rewritten alike (the dimension
-numbers and precision config are kept). Integer, complex and f64 dots, and sparse dots
-(more than two operands), are left alone. The interpreter never runs this pass; the CPU
-backend's pipeline does (backend.PIPELINE).
+numbers and precision config are kept). Complex and f64 dots, and sparse dots (more than
+two operands), are left alone. The interpreter never runs this pass; the CPU backend's
+pipeline does (backend.PIPELINE).
 """
 
 from __future__ import annotations
@@ -47,8 +64,56 @@ def upcast(instr: Instruction) -> bool:
     return any(_narrow_float(t) for t in types)
 
 
+def _magnitude(et) -> int:
+    """The largest magnitude of a value of integer or pred type ``et``."""
+    if et == PrimitiveType.PRED:
+        return 1
+    bits = dtypes.bit_width(et)
+    return 1 << (bits - 1) if dtypes.is_signed_integral(et) else (1 << bits) - 1
+
+
+def exact_float(instr: Instruction) -> PrimitiveType | None:
+    """F32 or F64 when ``instr`` is an integer dot whose sums that float holds exactly
+    (see the module docstring), else None."""
+    if instr.opcode != "dot" or len(instr.operands) != 2 or not instr.shape.is_array():
+        return None
+    if not dtypes.is_integral(instr.shape.element_type):
+        return None
+    lhs, rhs = instr.operands
+    ets = [o.shape.element_type for o in (lhs, rhs) if o.shape.is_array()]
+    if len(ets) != 2 or not all(dtypes.is_integral(t) or t == PrimitiveType.PRED
+                                for t in ets):
+        return None
+    k = 1
+    for d in instr.attrs["dot_dimension_numbers"].lhs_contracting_dimensions:
+        k *= lhs.shape.dimensions[d]
+    bound = k * _magnitude(ets[0]) * _magnitude(ets[1])
+    return _F32 if bound <= 1 << 24 else PrimitiveType.F64 if bound <= 1 << 53 else None
+
+
+def _in_float(instr: Instruction, comp, ft: PrimitiveType) -> Instruction:
+    """Integer dot ``instr`` summed in float ``ft`` (exact_float's), back in its type."""
+    from xlapy.opdefs import make_instruction
+
+    def convert(x, et, name):
+        return comp.add_instruction(make_instruction(
+            "convert", [x], {}, shape=x.shape.with_element_type(et), name=name,
+            metadata=instr.metadata))
+
+    operands = [convert(o, ft, f"{o.name}.{ft.name.lower()}") for o in instr.operands]
+    dot = comp.add_instruction(make_instruction(
+        "dot", operands, dict(instr.attrs.items()), shape=instr.shape.with_element_type(ft),
+        name=f"{instr.name}.{ft.name.lower()}", metadata=instr.metadata))
+    whole = PrimitiveType.S32 if ft == _F32 else PrimitiveType.S64
+    value = convert(dot, whole, f"{instr.name}.sum")
+    if instr.shape.element_type != whole:
+        value = convert(value, instr.shape.element_type, f"{instr.name}.wrap")
+    return value
+
+
 class DotUpcast(HloPass):
-    """Narrow-float dots -> f32 dots between converts (see the module docstring)."""
+    """Narrow-float dots -> f32 dots between converts; integer dots -> float dots that sum
+    them exactly (see the module docstring)."""
 
     name = "dot-upcast"
 
@@ -58,8 +123,14 @@ class DotUpcast(HloPass):
         changed = False
         for comp in module.computations:
             for instr in comp.post_order():
-                if not upcast(instr) or instr.control_predecessors or \
-                        instr.control_successors:
+                if instr.control_predecessors or instr.control_successors:
+                    continue
+                ft = exact_float(instr)
+                if ft is not None:
+                    comp.replace_instruction(instr, _in_float(instr, comp, ft))
+                    changed = True
+                    continue
+                if not upcast(instr):
                     continue
                 dot = at_f32(instr, comp, _narrow_float)
                 new = dot if instr.shape.element_type == _F32 else comp.add_instruction(
@@ -70,4 +141,4 @@ class DotUpcast(HloPass):
         return changed
 
 
-__all__ = ["DotUpcast", "upcast"]
+__all__ = ["DotUpcast", "exact_float", "upcast"]
