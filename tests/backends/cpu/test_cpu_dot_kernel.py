@@ -529,3 +529,125 @@ def test_transposed_dot_is_the_swapped_dot_as_a_kernel(monkeypatch, path, t, lhs
     scale = np.abs(a).max() * np.abs(b).max()
     np.testing.assert_allclose(got, want, rtol=0, atol=4 * k * EPS[t] * scale)
     be.clear_cache()
+
+
+# -- matrix-vector products (gemv forms, swapped dots) -----------------------------------------
+
+
+def _form_of(t, a, b, out, dn):
+    return gemm_kernel.form(parse_hlo_module(_text(t, a, b, out, dn)).entry.root)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("m,k,batch", [(1, 32, ()), (5, 33, ()), (64, 100, ()), (7, 1000, ()),
+                                       (9, 47, (3,)), (130, 256, (2, 2))])
+def test_matrix_times_vector_is_the_gemv_kernel(t, m, k, batch):
+    # sums along contiguous rows of a and of the vector: vectors along k, the rows in
+    # blocks of GEMV_ROWS (a tail block), the k past the last whole vector as scalars
+    rng = np.random.default_rng(m + k)
+    a = rng.standard_normal(batch + (m, k)).astype(NP[t])
+    v = rng.standard_normal(batch + (k,)).astype(NP[t])
+    nb = len(batch)
+    bd = ",".join(map(str, range(nb)))
+    dn = (f"lhs_batch_dims={{{bd}}}, rhs_batch_dims={{{bd}}}, " if nb else "") + \
+        f"lhs_contracting_dims={{{nb + 1}}}, rhs_contracting_dims={{{nb}}}"
+    text = _text(t, a.shape, v.shape, batch + (m,), dn)
+    f = gemm_kernel.form(parse_hlo_module(text).entry.root)
+    width = gemm_kernel.lanes(gemm_kernel.PT.F32 if t == "f32" else gemm_kernel.PT.F64)
+    assert f.kind == ("gemv" if k >= 2 * width else "small")
+    _check(text, a, v, t, k)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_a_few_columns_stored_along_k_are_the_gemv_kernel(t):
+    # b [n, k] contracting its minor dimension (x @ w.T with a narrow w), n below a tile
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((37, 300)).astype(NP[t])
+    b = rng.standard_normal((5, 300)).astype(NP[t])
+    dn = "lhs_contracting_dims={1}, rhs_contracting_dims={1}"
+    assert _form_of(t, a.shape, b.shape, (37, 5), dn).kind == "gemv"
+    _check(_text(t, a.shape, b.shape, (37, 5), dn), a, b, t, 300)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_transposed_matrix_times_vector_is_the_swapped_skinny_dot(t):
+    # a [k, m] contracting dimension 0 (a.T @ v): dot(v, a) has the same result, one row
+    # over a's contiguous columns
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((700, 300)).astype(NP[t])
+    v = rng.standard_normal((700,)).astype(NP[t])
+    dn = "lhs_contracting_dims={0}, rhs_contracting_dims={0}"
+    f = _form_of(t, a.shape, v.shape, (300,), dn)
+    assert f.swapped and f.kind == "small" and f.m == 1 and f.n == 300
+    _check(_text(t, a.shape, v.shape, (300,), dn), a, v, t, 700)
+    # with a batch dimension
+    a = rng.standard_normal((3, 90, 130)).astype(NP[t])
+    v = rng.standard_normal((3, 90)).astype(NP[t])
+    dn = ("lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={1}, "
+          "rhs_contracting_dims={1}")
+    assert _form_of(t, a.shape, v.shape, (3, 130), dn).swapped
+    _check(_text(t, a.shape, v.shape, (3, 130), dn), a, v, t, 90)
+
+
+def test_gemv_nan_and_infinity_propagate():
+    a = np.ones((9, 70), np.float32)
+    v = np.ones((70,), np.float32)
+    a[1, 3], a[2, 69], a[5, 40] = np.nan, np.inf, -np.inf
+    a[6, 10], a[6, 11] = np.inf, -np.inf  # inf - inf in one row
+    _check(_text("f32", a.shape, v.shape, (9,), "lhs_contracting_dims={1}, "
+                 "rhs_contracting_dims={0}"), a, v, "f32", 70)
+
+
+def test_power_iteration_runs_native():
+    # a matrix-vector product in a while loop body: kernels only, no library call
+    text = """HloModule p
+c {
+  s = (s32[], f32[300], f32[300,300]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(20)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT z = f32[] add(x, y)
+}
+b {
+  s = (s32[], f32[300], f32[300,300]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = f32[300] get-tuple-element(s), index=1
+  a = f32[300,300] get-tuple-element(s), index=2
+  w = f32[300] dot(a, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  sq = f32[300] multiply(w, w)
+  zero = f32[] constant(0)
+  ss = f32[] reduce(sq, zero), dimensions={0}, to_apply=add
+  nrm = f32[] sqrt(ss)
+  nb = f32[300] broadcast(nrm), dimensions={}
+  v1 = f32[300] divide(w, nb)
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], f32[300], f32[300,300]) tuple(i1, v1, a)
+}
+ENTRY e {
+  v0 = f32[300] parameter(0)
+  a0 = f32[300,300] parameter(1)
+  zero = s32[] constant(0)
+  s0 = (s32[], f32[300], f32[300,300]) tuple(zero, v0, a0)
+  r = (s32[], f32[300], f32[300,300]) while(s0), condition=c, body=b
+  ROOT v = f32[300] get-tuple-element(r), index=1
+}
+"""
+    from xlapy.backends.cpu import control_flow as cf
+
+    rng = np.random.default_rng(7)
+    mat = (rng.standard_normal((300, 300)) / 17).astype(np.float32)
+    module = parse_hlo_module(text)
+    program = be.compile_module(module)
+    (loop,) = [s for s in program.entry.steps if isinstance(s, cf.CompiledWhileStep)]
+    body = [type(s).__name__ for s in loop.body.steps]
+    assert "KernelStep" in body and "LibraryStep" not in body
+    assert "InterpretStep" not in body
+    v0 = rng.standard_normal(300).astype(np.float32)
+    got = np.asarray(Client(backend="cpu").compile(module)(v0, mat))
+    want = np.asarray(evaluate(module, v0, mat))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -34,6 +34,15 @@ each block serving every row block before the next (``k_blocked``: b read from m
 a block's sums are added to C). ``benchmarks/small_gemm_sweep.py --set loops`` measures
 them in loops against BLAS calls and XLA:CPU.
 
+*Matrix-vector* dots (a ``gemv`` form: a's and b's contracting dimensions both contiguous,
+fewer than a tile of columns, at least two vectors of k) sum along k instead: an item's
+``GEMV_ROWS`` rows times ``GEMV_UNROLL`` vector accumulators per column, each b vector
+loaded serving every row, the lanes summed at the end (a matrix read once at memory speed;
+BLAS's GEMV through a library call cost 3-6x this in a loop). A dot whose rhs has no free
+dimensions and whose lhs sums are strided (``a.T @ v``) is computed as ``dot(rhs, lhs)``,
+which has the same result (``Form.swapped``: one row over a's contiguous columns, the
+skinny kernel).
+
 Work is split over the worker pool by the runtime's measure (``work``: a vector FMA counts
 ``FMA_COST`` elementwise elements); a dot with fewer work items than two per thread (its
 batch and row blocks) cuts its columns into chunks of whole tiles (``chunks``), so a dot of
@@ -159,6 +168,23 @@ def form(instr):
     dn = instr.attrs["dot_dimension_numbers"]
     lb, rb = list(dn.lhs_batch_dimensions), list(dn.rhs_batch_dimensions)
     lc, rc = list(dn.lhs_contracting_dimensions), list(dn.rhs_contracting_dimensions)
+    got = _form(et, instr.shape, lhs, rhs, lb, rb, lc, rc)
+    if isinstance(got, Form) and got.kind == "gemv":
+        return got
+    if all(d in rb or d in rc for d in range(len(rhs))):
+        # the rhs has no free dimensions (a matrix times a vector) and the lhs's sums are
+        # not contiguous: dot(rhs, lhs) has the same result (batch, then the lhs's free
+        # dimensions), a vector times a matrix whose columns are the small kernel's
+        swapped = _form(et, instr.shape, rhs, lhs, rb, lb, rc, lc)
+        if isinstance(swapped, Form):
+            swapped.swapped = True
+            return swapped
+    return got
+
+
+def _form(et, shape, lhs, rhs, lb, rb, lc, rc):
+    """``form`` of a dot of ``lhs`` x ``rhs`` (dimension sizes) with these dimension numbers
+    (a Form or a reason string)."""
     lf = [d for d in range(len(lhs)) if d not in lb and d not in lc]
     rf = [d for d in range(len(rhs)) if d not in rb and d not in rc]
 
@@ -174,9 +200,19 @@ def form(instr):
     width = lanes(et)
     ls, rs = _strides(lhs), _strides(rhs)
     a_k, b_k, b_n = _collapse(lhs, ls, lc), _collapse(rhs, rs, rc), _collapse(rhs, rs, rf)
+    cols = COLS[vector_bits()]
+    common = dict(et=et, width=width, itemsize=_TYPES[et][1], shape=shape, m=m, n=n, k=k,
+                  batch=[lhs[d] for d in lb], a_batch=[ls[d] for d in lb],
+                  b_batch=[rs[d] for d in rb], m_dims=[lhs[d] for d in lf],
+                  a_m=[ls[d] for d in lf], a_k=a_k, b_k=b_k, b_n=b_n,
+                  a_row=_collapse(lhs, ls, lf), swapped=False)
+    if a_k == 1 and b_k == 1 and n < cols * width and k >= 2 * width and b_n is not None:
+        # every output a sum along contiguous rows of a and b (a matrix times a vector):
+        # vectors along k
+        return Form(kind="gemv", rows=GEMV_ROWS, cols=GEMV_UNROLL, **common)
     # few rows over a tile of contiguous columns: the small kernel reading b in place, at
     # any size (a tile's accumulators are independent sums even for one row)
-    skinny = m < SKINNY and b_n == 1 and n >= COLS[vector_bits()] * width
+    skinny = m < SKINNY and b_n == 1 and n >= cols * width
     small = m * n * k <= SMALL or skinny
     if not small:
         why = packed_reason(et, m, n)
@@ -184,8 +220,7 @@ def form(instr):
             return f"not small (m*n*k = {m * n * k} > {SMALL}) and {why}"
     if a_k is None or b_k is None or b_n is None:
         return "contracting or rhs free dimensions that do not read as one strided dimension"
-    a_row = _collapse(lhs, ls, lf)
-    if not small and a_row is None:
+    if not small and common["a_row"] is None:
         return f"not small (m*n*k = {m * n * k} > {SMALL}) and lhs free dimensions that " \
                f"do not read as one strided dimension (the packed GEMM's rows)"
     if small and not skinny and m * n * k > TINY and (m < ROWS or n < width or b_n != 1):
@@ -194,14 +229,8 @@ def form(instr):
     # a skinny dot above SMALL: taller tiles of as many accumulators, so each b vector
     # loaded (from L3 for a large b) serves more rows
     wide = skinny and m * n * k > SMALL
-    cols = COLS[vector_bits()]
-    return Form(kind="small" if small else "packed", et=et, width=width,
-                itemsize=_TYPES[et][1], rows=2 * ROWS if wide else ROWS,
-                cols=max(1, cols // 2) if wide else cols, shape=instr.shape,
-                m=m, n=n, k=k, batch=[lhs[d] for d in lb],
-                a_batch=[ls[d] for d in lb], b_batch=[rs[d] for d in rb],
-                m_dims=[lhs[d] for d in lf], a_m=[ls[d] for d in lf],
-                a_k=a_k, b_k=b_k, b_n=b_n, a_row=a_row)
+    return Form(kind="small" if small else "packed", rows=2 * ROWS if wide else ROWS,
+                cols=max(1, cols // 2) if wide else cols, **common)
 
 
 #: the BLAS kernel families (OpenBLAS's core names) whose GEMM uses 512-bit vectors
@@ -231,7 +260,7 @@ def planning_inputs() -> dict:
     keys stored programs by it: a process whose BLAS kernel differs plans its dots anew)."""
     return {"vector_bits": vector_bits(), "blas_vector_bits": blas_vector_bits(),
             "packed": PACKED, "small": SMALL, "tiny": TINY, "skinny": SKINNY,
-            "fma_cost": FMA_COST, "prefetch": PREFETCH}
+            "fma_cost": FMA_COST, "prefetch": PREFETCH, "gemv": [GEMV_ROWS, GEMV_UNROLL]}
 
 
 def packed_reason(et, m: int, n: int) -> str | None:
@@ -393,6 +422,93 @@ def _row_block(b, f, ptrs, bi, r0, count, vec, align, j_base, n, span=None):
                   span)
 
 
+#: a gemv form's item: GEMV_ROWS rows, each summing GEMV_UNROLL vectors along k at once
+#: (independent accumulators; each loaded b vector serves the item's rows). 8x2, 4x4, 2x4,
+#: 2x2, 1x4 and 8x1 took the same time as 4x2 on a 2048x2048 power iteration (memory speed)
+GEMV_ROWS = 4
+GEMV_UNROLL = 2
+
+
+def _hsum(b, v, name):
+    """The sum of vector ``v``'s lanes: halves added pairwise (a tree of shuffles)."""
+    i32 = ir.IntType(32)
+    n = v.type.count
+    while n > 1:
+        h = n // 2
+        lo = b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
+                              ir.Constant(ir.VectorType(i32, h), list(range(h))))
+        hi = b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
+                              ir.Constant(ir.VectorType(i32, h), list(range(h, n))))
+        v = b.fadd(lo, hi, name=f"{name}.h{h}")
+        n = h
+    return b.extract_element(v, ir.Constant(i32, 0), name=name)
+
+
+def _gemv_rows(b, f, ptrs, bi, r0, count, vec):
+    """Rows r0 .. r0 + count of matrix ``bi`` of a gemv form: for each column j, the rows'
+    sums along k in vectors (``count`` x GEMV_UNROLL accumulators, then one vector, then
+    scalars for the k past the last whole vector), each row's lanes summed at the end."""
+    pa, pb, pc = ptrs
+    w = vec.count
+    u = f.cols
+    zero = ir.Constant(vec, [0.0] * w)
+    a_off, b_off = _decode(b, bi, f.batch, [f.a_batch, f.b_batch], "batch")
+    a_rows, c_rows = [], []
+    for r in range(count):
+        i = b.add(r0, _c(r), name=f"i{r}")
+        (a_i,) = _decode(b, i, f.m_dims, [f.a_m], f"m{r}")
+        a_rows.append(b.add(a_off, a_i, name=f"arow{r}"))
+        c_rows.append(b.mul(b.add(b.mul(bi, _c(f.m)), i), _c(f.n), name=f"crow{r}"))
+    steps, whole = f.k // (u * w), f.k // w
+
+    def load(base, p, name):
+        ptr = b.gep(pa if name[0] == "a" else pb, [b.add(base, p)], inbounds=True)
+        return b.load(b.bitcast(ptr, vec.as_pointer()), align=f.itemsize, name=name)
+
+    with for_range(b, 0, f.n, "j") as j:
+        b_col = b.add(b_off, b.mul(j, _c(f.b_n)), name="bcol")
+        fn = b.function
+        head = b.block
+        loop, done = fn.append_basic_block("gv.body"), fn.append_basic_block("gv.done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        q = b.phi(I64, name="q")
+        q.add_incoming(_c(0), head)
+        accs = [[b.phi(vec, name=f"acc{r}.{v}") for v in range(u)] for r in range(count)]
+        for row in accs:
+            for acc in row:
+                acc.add_incoming(zero, head)
+        p = b.mul(q, _c(u * w), name="gv.p")
+        bvs = [load(b_col, b.add(p, _c(v * w)), f"bv{v}") for v in range(u)]
+        nexts = [[b.fadd(accs[r][v], b.fmul(load(a_rows[r], b.add(p, _c(v * w)), f"av{r}"),
+                                            bvs[v], flags=_FLAGS), flags=_FLAGS)
+                  for v in range(u)] for r in range(count)]
+        q_next = b.add(q, _c(1), name="q.next")
+        q.add_incoming(q_next, b.block)
+        for r in range(count):
+            for v in range(u):
+                accs[r][v].add_incoming(nexts[r][v], b.block)
+        b.cbranch(b.icmp_signed("<", q_next, _c(steps)), loop, done)
+        b.position_at_end(done)
+        sums = []
+        for r in range(count):
+            acc = nexts[r][0]
+            for v in range(1, u):
+                acc = b.fadd(acc, nexts[r][v])
+            for t in range(steps * u, whole):  # whole vectors past the unrolled steps
+                acc = b.fadd(acc, b.fmul(load(a_rows[r], _c(t * w), "at"),
+                                         load(b_col, _c(t * w), "bt"), flags=_FLAGS),
+                             flags=_FLAGS)
+            s = _hsum(b, acc, f"sum{r}")
+            for t in range(whole * w, f.k):  # the k past the last whole vector
+                x = b.load(b.gep(pa, [b.add(a_rows[r], _c(t))], inbounds=True))
+                y = b.load(b.gep(pb, [b.add(b_col, _c(t))], inbounds=True))
+                s = b.fadd(s, b.fmul(x, y, flags=_FLAGS), flags=_FLAGS)
+            sums.append(s)
+        for r in range(count):
+            b.store(sums[r], b.gep(pc, [b.add(c_rows[r], j)], inbounds=True))
+
+
 def k_blocked(f) -> bool:
     """Whether form ``f``'s kernel walks the contraction in blocks of ``KB`` rows of b, each
     serving every row block of the item before the next (a skinny dot over a long b with
@@ -463,12 +579,31 @@ def emit(module: ir.Module, name: str, instr) -> KernelSpec:
     align = 4 if f.et == PT.F32 else 8  # element alignment (the vectors need not be aligned)
     fn, b = declare_kernel(module, name)
     bufs, lo, hi = fn.args
-    ptrs = (buffer_pointer(b, bufs, 0, ty, "a"), buffer_pointer(b, bufs, 1, ty, "b"),
+    first, second = (1, 0) if f.swapped else (0, 1)  # a swapped dot reads rhs as its a
+    ptrs = (buffer_pointer(b, bufs, first, ty, "a"), buffer_pointer(b, bufs, second, ty, "b"),
             buffer_pointer(b, bufs, 2, ty, "c"))
     m = f.m
     rows = f.rows
     full, tail = m // rows, m % rows
     per = full + (1 if tail else 0)  # row blocks per matrix
+    if f.kind == "gemv":
+        with for_range(b, lo, hi, "item") as item:
+            bi = b.udiv(item, _c(per), name="bi") if per > 1 else item
+            rb = b.urem(item, _c(per), name="rb") if per > 1 else _c(0)
+            r0 = b.mul(rb, _c(rows), name="r0")
+            if not tail:
+                _gemv_rows(b, f, ptrs, bi, r0, rows, vec)
+            elif not full:
+                _gemv_rows(b, f, ptrs, bi, r0, tail, vec)
+            else:
+                with b.if_else(b.icmp_unsigned("<", rb, _c(full))) as (then, otherwise):
+                    with then:
+                        _gemv_rows(b, f, ptrs, bi, r0, rows, vec)
+                    with otherwise:
+                        _gemv_rows(b, f, ptrs, bi, r0, tail, vec)
+        b.ret_void()
+        return KernelSpec(name, 2, [instr.shape], math.prod(f.batch) * per,
+                          cost=work(f, min(rows, m), f.n))
     count_c, per_c = chunks(f)
     last_c = f.n - (count_c - 1) * per_c  # columns of the last chunk
 
