@@ -131,11 +131,12 @@ ENTRY e {
 
 
 def test_shared_producer_not_fused_but_cheap_ones_duplicated():
+    # an expensive producer (exponential) with users in two groups stays, feeding both
     m = check("""
 HloModule m
 ENTRY e {
   x = f32[4] parameter(0)
-  s = f32[4] sine(x)
+  s = f32[4] exponential(x)
   c = f32[] constant(2)
   b = f32[4] broadcast(c), dimensions={}
   i = f32[4] iota(), iota_dimension=0
@@ -147,14 +148,38 @@ ENTRY e {
 }
 """, ["fusion"])
     fs = fusions(m)
-    # sine has users in two groups and no fusible producer: it stays, feeding both fusions
     assert len(fs) == 2 and all(f.attrs["kind"] == FusionKind.LOOP for f in fs)
     assert Counter(i.opcode for i in m.entry.instructions) == Counter(
-        parameter=1, sine=1, fusion=2, tuple=1)
+        parameter=1, exponential=1, fusion=2, tuple=1)
     for f in fs:
         ops = fused_ops(f)
         assert ops["broadcast"] == 1 and ops["constant"] == 1 and ops["iota"] == 1
-        assert [o.opcode for o in f.operands] == ["sine"]
+        assert [o.opcode for o in f.operands] == ["exponential"]
+    round_trip(m)
+
+
+def test_cheap_shared_producers_are_computed_in_each_consumer():
+    # XLA:CPU duplicates a producer that is not expensive into each consumer group (a sine
+    # of a real, a chain of adds and xors as in threefry's rounds): nothing is left between
+    # the fusions
+    m = check("""
+HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  y = f32[4] parameter(1)
+  s = f32[4] sine(x)
+  a = f32[4] add(s, y)
+  b = f32[4] multiply(a, s)
+  u = f32[4] add(a, b)
+  v = f32[4] subtract(b, y)
+  ROOT t = (f32[4], f32[4]) tuple(u, v)
+}
+""", ["fusion"])
+    fs = fusions(m)
+    assert len(fs) == 2
+    assert Counter(i.opcode for i in m.entry.instructions) == Counter(
+        parameter=2, fusion=2, tuple=1)
+    assert all(fused_ops(f)["sine"] == 1 and fused_ops(f)["multiply"] == 1 for f in fs)
     round_trip(m)
 
 
@@ -447,3 +472,55 @@ ENTRY e {
 """, ["fusion"])
     (f,) = fusions(m)
     assert fused_ops(f)["pad"] == 1
+
+
+def test_what_is_not_copied():
+    from xlapy.passes.fusion import is_expensive, may_duplicate
+
+    # a binary producer with a user that cannot fuse it (a dot) would be read twice over:
+    # XLA's ComputeGloballyUnfusible keeps it whole; a unary one is copied
+    m = check("""
+HloModule m
+ENTRY e {
+  x = f32[4,4] parameter(0)
+  y = f32[4,4] parameter(1)
+  a = f32[4,4] add(x, y)
+  n = f32[4,4] negate(x)
+  d = f32[4,4] dot(a, n), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  u = f32[4,4] multiply(a, n)
+  ROOT t = (f32[4,4], f32[4,4]) tuple(d, u)
+}
+""", ["fusion"])
+    a = m.entry.instructions
+    by = {i.opcode: i for i in a}
+    assert "add" in by and "negate" in by  # both stay for the dot
+    (f,) = fusions(m)
+    assert fused_ops(f)["negate"] == 1 and "add" not in fused_ops(f)
+    x = xlapy.parse_hlo_module("HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n"
+                               "  e = f32[4] exponential(x)\n  c = s32[4] parameter(1)\n"
+                               "  k = s32[] constant(3)\n  kb = s32[4] broadcast(k), dimensions={}\n"
+                               "  q = s32[4] divide(c, kb)\n  r = s32[4] divide(c, c)\n"
+                               "  ROOT t = (f32[4], s32[4], s32[4]) tuple(e, q, r)\n}\n")
+    ops = {i.name: i for i in x.entry.instructions}
+    assert is_expensive(ops["e"]) and not is_expensive(ops["q"]) and is_expensive(ops["r"])
+    assert not may_duplicate(ops["e"]) and may_duplicate(ops["q"])
+
+
+def test_a_copy_read_at_two_indices_is_not_made():
+    # the shared add is read through two slices in the group (generated twice per element)
+    # and used outside: it is materialised once rather than computed again twice
+    m = check("""
+HloModule m
+ENTRY e {
+  x = f32[4,8] parameter(0)
+  y = f32[4,8] parameter(1)
+  a = f32[4,8] add(x, y)
+  sa = f32[4,4] slice(a), slice={[0:4], [0:4]}
+  sb = f32[4,4] slice(a), slice={[0:4], [4:8]}
+  b = f32[4,4] multiply(sa, sb)
+  c = f32[4,8] negate(a)
+  ROOT t = (f32[4,4], f32[4,8]) tuple(b, c)
+}
+""", ["fusion"])
+    (f,) = [f for f in fusions(m) if f.attrs["calls"].root.opcode == "multiply"]
+    assert "add" not in fused_ops(f)

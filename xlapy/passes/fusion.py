@@ -5,8 +5,12 @@ Visiting each computation's instructions consumers first, a group grows from a c
 fusion) through its operands: a producer joins the group when it is fusible (elementwise
 ops, broadcast, reshape, transpose, slice, concatenate, pad, reverse, iota, constant,
 convert, or a kLoop fusion, which is merged in) and either every user of it is in the
-group, or it is cheap to duplicate (a scalar constant, an iota, a broadcast of a scalar
-constant), in which case the group gets its own copy. A group of two or more instructions becomes one
+group, or it is cheap (a scalar constant, an iota, a broadcast of a scalar constant), or
+XLA:CPU would duplicate it (``may_duplicate``: not expensive, and reading no more than it
+writes or fusible into all its users) and the group generates it once per element; then
+the group gets its own copy, and the original stays for its other users until they too
+are fused (threefry's rounds: a chain of adds and xors feeding two outputs is two
+fusions, not one kernel per shared value). A group of two or more instructions becomes one
 ``fusion`` instruction calling a new fused computation (parameters ``param_0``, ...;
 kind=kInput when rooted at a reduce/reduce-window, kLoop otherwise). Existing fusions
 inside a group are inlined into the new fused computation (nested fusions merged).
@@ -26,10 +30,14 @@ Fusion is exact: the fused computation evaluates the same instructions.
 
 from __future__ import annotations
 
+import heapq
+import math
+
 from xlapy.hlo.attrs.enums import FusionKind
 from xlapy.hlo.ir import Computation, Instruction, Module
 from xlapy.opdefs.registry import get_opdef
 from xlapy.passes.pass_manager import HloPass
+from xlapy.shape import dtypes
 
 #: Data-movement and constant-like opcodes fusible besides the elementwise ones.
 _MOVEMENT = frozenset({"broadcast", "reshape", "transpose", "slice", "concatenate", "pad",
@@ -114,6 +122,69 @@ def is_cheap(instr: Instruction) -> bool:
     return False
 
 
+#: Elementwise ops too expensive to compute more than once (XLA's
+#: InstructionFusion::IsExpensive): a producer of these joins a group only where the group
+#: takes all of its users.
+_EXPENSIVE = frozenset({
+    "acos", "acosh", "asin", "asinh", "atan2", "atanh", "cbrt", "cosh", "erf", "exponential",
+    "exponential-minus-one", "log", "log-plus-one", "logistic", "power", "rsqrt", "sqrt",
+    "tanh"})
+#: Cheap for real numbers, expensive for complex ones (XLA's IsExpensive).
+_COMPLEX_EXPENSIVE = frozenset({"abs", "cosine", "sign", "sine", "sinh", "tan"})
+
+
+def _scalar_constant(instr: Instruction) -> bool:
+    if instr.opcode == "broadcast":
+        instr = instr.operands[0]
+    return instr.opcode == "constant" and instr.shape.is_array() and \
+        math.prod(instr.shape.dimensions) == 1
+
+
+def is_expensive(instr: Instruction) -> bool:
+    """XLA's InstructionFusion::IsExpensive for the fusible instructions: transcendental
+    ops, float division and remainder (integer ones by a constant are cheap), the complex
+    forms of abs, sign and the trigonometric ops, and existing fusions."""
+    op = instr.opcode
+    if op == "fusion" or op in _EXPENSIVE:
+        return True
+    if op in _COMPLEX_EXPENSIVE:
+        return dtypes.is_complex(instr.shape.element_type)
+    if op in ("divide", "remainder"):
+        return not dtypes.is_integral(instr.shape.element_type) or \
+            not _scalar_constant(instr.operands[1])
+    return False
+
+
+def _elements(instr: Instruction) -> int:
+    return math.prod(instr.shape.dimensions) if instr.shape.is_array() else 0
+
+
+def _effectively_unary(instr: Instruction) -> bool:
+    """At most one operand as large as the result in rank (broadcasts, iotas and scalar
+    constants aside): XLA's InstructionFusion::EffectivelyAtMostUnary."""
+    def true_rank(x):
+        return sum(1 for d in x.shape.dimensions if d != 1) if x.shape.is_array() else 0
+
+    rank = true_rank(instr)
+    return sum(1 for o in instr.operands
+               if o.opcode not in ("broadcast", "iota") and not _scalar_constant(o)
+               and true_rank(o) >= rank) <= 1
+
+
+def may_duplicate(instr: Instruction) -> bool:
+    """Whether fusible ``instr`` may be computed again in a group that does not take all of
+    its users (XLA:CPU's InstructionFusion with may_duplicate): not expensive, and either
+    it reads no more than it writes (effectively unary, or its operands no larger than
+    its result) or all of its users are fusible, so every copy of it ends up fused and it
+    is never materialised besides (XLA's ComputeGloballyUnfusible)."""
+    if is_expensive(instr):
+        return False
+    if _effectively_unary(instr) or \
+            sum(_elements(o) for o in dict.fromkeys(instr.operands)) <= _elements(instr):
+        return True
+    return all(is_fusible_consumer(u) for u in instr.users)
+
+
 def _group_kind(root: Instruction) -> FusionKind:
     if root.opcode in _INPUT_ROOTS:
         return FusionKind.INPUT
@@ -160,66 +231,107 @@ class InstructionFusion(HloPass):
 
     def _fuse_computation(self, module: Module, comp: Computation) -> bool:
         order = comp.post_order()
-        taken: set[int] = set()  # instructions fused (not duplicated) into some group
+        position = {id(i): k for k, i in enumerate(order)}
+        taken: set[int] = set()  # instructions fused (not copied) into some group
+        gone: set[int] = set()  # instructions no longer read once the groups are made
+        groups_of: dict[int, list[frozenset[int]]] = {}  # the groups each member is in
         groups: list[tuple[Instruction, list[Instruction]]] = []
-        for root in reversed(order):
-            if id(root) in taken or not is_fusible_consumer(root):
+        for root in reversed(order):  # users before their operands
+            if id(root) in taken:
+                gone.add(id(root))
                 continue
-            members = self._grow(root, taken, self.max_fusion_size)
+            if not is_fusible_consumer(root):
+                continue
+            if root is not comp.root and root.users and all(
+                    id(u) in gone and id(u) in groups_of
+                    and all(id(root) in g for g in groups_of[id(u)]) for u in root.users):
+                # every user is fused, with its own copy of this in each of its groups
+                gone.add(id(root))
+                continue
+            members, copies = self._grow(root, taken, self.max_fusion_size, position)
             if len(members) < 2:
                 continue
+            ids = frozenset(id(m) for m in members)
             for m in members:
-                if not is_cheap(m) or m is root:
+                if id(m) not in copies:
                     taken.add(id(m))
+                groups_of.setdefault(id(m), []).append(ids)
+            gone.add(id(root))
             groups.append((root, members))
         if not groups:
             return False
-        changed = False
         # Members keep their places in this post order (computed once: a post order per
         # group would make fusing a long program quadratic). Groups share no instruction but
-        # cheap duplicated ones, so materialising one leaves the others' order intact.
-        position = {id(i): k for k, i in enumerate(order)}
+        # copied ones (cheap or duplicated), which stay until their last user is fused, so
+        # materialising one group leaves the others' members in place.
+        fused: set[int] = set()
         for root, members in groups:
             # A cheap root duplicated into every group using it may be gone already.
             if root.parent is comp:
                 ordered = sorted(members, key=lambda m: position[id(m)])
                 self._materialize(module, comp, root, ordered)
-                changed = True
-        return changed
+                fused.update(id(m) for m in members)
+        for instr in reversed(order):  # copies whose users all fused them: dead now
+            if id(instr) in fused and instr.parent is comp and not instr.users and \
+                    instr is not comp.root:
+                comp.remove_instruction(instr)
+        return True
 
     @staticmethod
-    def _grow(root: Instruction, taken: set[int], limit: int) -> list[Instruction]:
-        """The group of ``root``: the producers reachable through fusible operands that are
-        cheap or whose every user is in the group (the least such set; a worklist, each
-        member's operands looked at once, with a count of the users inside per producer),
-        at most ``limit`` of them, none generated more than ALLOWED_CODE_DUPLICATION times
-        per element (see ``_emissions``); producers left out start groups of their own."""
+    def _grow(root: Instruction, taken: set[int], limit: int,
+              position: dict[int, int]) -> tuple[list[Instruction], set[int]]:
+        """The group of ``root`` and the ids of its *copies*: producers reachable through
+        fusible operands, decided users first (in reverse post order, so each producer's
+        users inside the group are decided before it). A producer whose every user is a
+        member and none a copy joins (it is fused away); one that is cheap, or that
+        ``may_duplicate`` allows, joins as a copy (it stays for its other users, computed
+        again); any other is an operand of the group. At most ``limit`` members, none
+        generated more than ALLOWED_CODE_DUPLICATION times per element (see
+        ``_emissions``), a pad or concatenate once; producers left out start groups of
+        their own."""
         group: dict[int, Instruction] = {id(root): root}
-        users_inside: dict[int, int] = {}
+        copies: set[int] = set()
         # Per member: the members that index it (see _emissions) and its emission count.
         indexers: dict[int, frozenset[int]] = {id(root): frozenset((0,))}
         count: dict[int, int] = {0: 1, id(root): 1}  # 0: the fusion's own output index
-        work = [root]
-        while work and len(group) < limit:
-            member = work.pop()
+        queued = {id(root)}
+        heap: list[tuple[int, int, Instruction]] = []
+
+        def join(p, users, whole):
+            """Add ``p`` (read by member ``users``) unless it would be generated too often."""
+            own, n = InstructionFusion._emissions(p, users, indexers, count)
+            if p.opcode != "broadcast" and (n > ALLOWED_CODE_DUPLICATION or (
+                    p.opcode in _ONCE and (n > 1 or len(p.users) > 1))):
+                return
+            if not whole and n > 1 and not is_cheap(p):
+                return  # a copy computed again, and more than once per element here
+            indexers[id(p)], count[id(p)] = own, n
+            group[id(p)] = p
+            if not whole:
+                copies.add(id(p))
+            push_operands(p)
+
+        def push_operands(member):
             for p in dict.fromkeys(member.operands):  # each distinct operand once
-                if id(p) in group or id(p) in taken or p.parent is not root.parent:
+                if id(p) in queued or id(p) in taken or p.parent is not root.parent:
                     continue
-                if not is_fusible_producer(p):
+                if not is_fusible_producer(p) or p is p.parent.root:
                     continue
-                inside = users_inside[id(p)] = users_inside.get(id(p), 0) + 1
-                if is_cheap(p) or inside == len(p.users):
-                    if p is p.parent.root or len(group) >= limit:
-                        continue
-                    users = p.users if inside == len(p.users) else [member]
-                    own, n = InstructionFusion._emissions(p, users, indexers, count)
-                    if p.opcode != "broadcast" and (n > ALLOWED_CODE_DUPLICATION or (
-                            p.opcode in _ONCE and (n > 1 or len(p.users) > 1))):
-                        continue
-                    indexers[id(p)], count[id(p)] = own, n
-                    group[id(p)] = p
-                    work.append(p)
-        return list(group.values())
+                queued.add(id(p))
+                if is_cheap(p):  # a copy whatever its other users: in at once
+                    if len(group) < limit:
+                        join(p, [member], False)
+                else:
+                    heapq.heappush(heap, (-position[id(p)], id(p), p))
+
+        push_operands(root)
+        while heap and len(group) < limit:
+            p = heapq.heappop(heap)[2]
+            users = [u for u in p.users if id(u) in group]
+            whole = len(users) == len(p.users) and not any(id(u) in copies for u in users)
+            if whole or may_duplicate(p):
+                join(p, users, whole)
+        return list(group.values()), copies
 
     @staticmethod
     def _emissions(p: Instruction, users, indexers: dict, count: dict):
@@ -228,7 +340,7 @@ class InstructionFusion(HloPass):
         elementwise op of ``p``'s shape, element type aside, or a transpose, whose index is
         permuted) passes on the members that index it; any other user indexes ``p`` itself.
         ``p`` is generated once per distinct indexing member, that member's count times.
-        A cheap producer (copied into each group) counts only the user that pulled it in."""
+        A copied producer counts only its users inside the group."""
         own: set[int] = set()
         for u in users:
             if u.opcode == "transpose" or (
