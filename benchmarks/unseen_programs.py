@@ -6,7 +6,13 @@ integer hash, a bf16 MLP layer, a loop of dynamic slices and dots, an FFT magnit
 random normals, logsumexp over rows, a bf16 layer-norm gradient - each lowered by jax,
 compiled by xlapy's CPU backend and run against XLA:CPU (``jax.jit``) in one process.
 
-    PYTHONPATH=. python benchmarks/unseen_programs.py [name,name,...]
+    PYTHONPATH=. python benchmarks/unseen_programs.py [a | b | all | name,name,...]
+
+Set ``a`` (the default) is the first twenty; set ``b``, twenty-nine more written on
+2026-11-29 after set a had been worked on (sorts, top-k, LAPACK-backed linalg, strided and
+transposed convolutions, RNG, while loops with convergence tests, matrix-vector loops,
+complex FFTs, int8 matmuls, histograms, per-example gradients, associative scans, image
+resizing, bf16 attention), to find what set a no longer shows.
 
 Prints per program xlapy's and XLA's median times, their ratio, xlapy's cold compile time
 and the largest difference from XLA's result relative to its largest magnitude (gru_scan
@@ -143,6 +149,151 @@ def _(x):
         return ((xf - m) * lax.rsqrt(v + 1e-5)).astype(jnp.bfloat16).astype(jnp.float32).sum()
     return jax.grad(f)(x)
 
+SET_B = []
+
+
+def prog_b(name, *args):
+    """A program of the second set (written after the first had been worked on)."""
+    SET_B.append(name)
+    return prog(name, *args)
+
+
+
+@prog_b('sort_1d', f32(1 << 20))
+def _(x):
+    return jnp.sort(x)
+
+@prog_b('top_k_rows', f32(2048, 4096))
+def _(x):
+    return lax.top_k(x, 8)
+
+_a = f32(64, 64, 64); _spd = (_a @ _a.transpose(0, 2, 1) + 64 * np.eye(64, dtype=np.float32)).astype(np.float32)
+@prog_b('cholesky_batch', _spd)
+def _(a):
+    return jnp.linalg.cholesky(a)
+
+@prog_b('solve_batch', f32(32, 128, 128) + 16 * np.eye(128, dtype=np.float32), f32(32, 128, 4))
+def _(a, b):
+    return jnp.linalg.solve(a, b)
+
+@prog_b('take_along', f32(4096, 512), np.random.default_rng(3).integers(0, 512, (4096, 16)).astype(np.int32))
+def _(x, i):
+    return jnp.take_along_axis(x, i, axis=1)
+
+@prog_b('conv2d_stride2', f32(32, 56, 56, 64), f32(3, 3, 64, 128))
+def _(x, k):
+    return jax.nn.relu(lax.conv_general_dilated(x, k, (2, 2), 'SAME', dimension_numbers=('NHWC', 'HWIO', 'NHWC')))
+
+@prog_b('conv_transpose', f32(16, 32, 32, 64), f32(4, 4, 64, 32))
+def _(x, k):
+    return lax.conv_transpose(x, k, (2, 2), 'SAME', dimension_numbers=('NHWC', 'HWIO', 'NHWC'))
+
+@prog_b('cumsum_axis0', f32(4096, 256))
+def _(x):
+    return jnp.cumsum(x, axis=0)
+
+@prog_b('dropout', np.array([0, 7], np.uint32), f32(4096, 1024))
+def _(key, x):
+    keep = jax.random.bernoulli(jax.random.wrap_key_data(key, impl='threefry2x32'), 0.9, x.shape)
+    return jnp.where(keep, x / 0.9, 0.0)
+
+@prog_b('newton_while', np.abs(f32(1 << 20)) + 1.0)
+def _(a):
+    def cond(s):
+        y, it = s
+        return (jnp.max(jnp.abs(y * y - a)) > 1e-3) & (it < 100)
+    def body(s):
+        y, it = s
+        return 0.5 * (y + a / y), it + 1
+    return lax.while_loop(cond, body, (a, 0))[0]
+
+@prog_b('argmax_axis0', f32(4096, 1024))
+def _(x):
+    return jnp.argmax(x, axis=0)
+
+@prog_b('power_iter', f32(2048, 2048), f32(2048))
+def _(a, v):
+    def body(i, v):
+        w = a @ v
+        return w / jnp.linalg.norm(w)
+    return lax.fori_loop(0, 50, body, v)
+
+@prog_b('tiny_batched_mm', f32(16384, 8, 8), f32(16384, 8, 8))
+def _(a, b):
+    return jnp.einsum('bij,bjk->bik', a, b)
+
+@prog_b('fft2_complex', (f32(256, 256) + 1j * f32(256, 256)).astype(np.complex64))
+def _(x):
+    return jnp.fft.fft2(x) * jnp.conj(x)
+
+@prog_b('int8_matmul', np.random.default_rng(4).integers(-128, 127, (512, 1024)).astype(np.int8), np.random.default_rng(5).integers(-128, 127, (1024, 512)).astype(np.int8))
+def _(a, b):
+    return lax.dot(a, b, preferred_element_type=jnp.int32)
+
+@prog_b('histogram', np.random.default_rng(6).integers(0, 256, 1 << 20).astype(np.int32))
+def _(b):
+    return jnp.zeros(256, jnp.int32).at[b].add(1)
+
+@prog_b('embedding_2d', f32(32000, 512), np.random.default_rng(7).integers(0, 32000, (64, 128)).astype(np.int32))
+def _(t, i):
+    return t[i]
+
+@prog_b('per_example_grads', f32(64, 256), f32(256, 256), f32(256, 10), np.random.default_rng(8).integers(0, 10, 64).astype(np.int32))
+def _(x, w1, w2, y):
+    def loss(ws, x, y):
+        h = jnp.tanh(x @ ws[0]); l = jax.nn.log_softmax(h @ ws[1])
+        return -l[y]
+    return jax.vmap(jax.grad(loss), (None, 0, 0))((w1, w2), x, y)
+
+@prog_b('assoc_scan', f32(64, 4096))
+def _(x):
+    return lax.associative_scan(jnp.add, x, axis=1)
+
+@prog_b('searchsorted', np.sort(f32(65536)), f32(1 << 20))
+def _(s, q):
+    return jnp.searchsorted(s, q)
+
+@prog_b('image_resize', f32(8, 128, 128, 3))
+def _(x):
+    return jax.image.resize(x, (8, 256, 256, 3), 'bilinear')
+
+@prog_b('roll_flip', f32(256, 4096))
+def _(x):
+    return jnp.roll(x, 3, axis=1) + jnp.flip(x, 0)
+
+@prog_b('mean_middle', f32(64, 1024, 64))
+def _(x):
+    return x.mean(1)
+
+@prog_b('nll_take', f32(4096, 1000), np.random.default_rng(9).integers(0, 1000, 4096).astype(np.int32))
+def _(l, y):
+    return -jnp.take_along_axis(jax.nn.log_softmax(l), y[:, None], 1).mean()
+
+@prog_b('inv', f32(256, 256) + 16 * np.eye(256, dtype=np.float32))
+def _(a):
+    return jnp.linalg.inv(a)
+
+@prog_b('sort_kv', f32(1024, 1024), f32(1024, 1024))
+def _(k, v):
+    return lax.sort((k, v), dimension=1, num_keys=1)
+
+@prog_b('softplus_f16', f32(2048, 2048).astype(np.float16))
+def _(x):
+    return jax.nn.softplus(x) * x
+
+@prog_b('conv1d_dilated', f32(16, 2048, 64), f32(3, 64, 64))
+def _(x, k):
+    return lax.conv_general_dilated(x, k, (1,), 'SAME', rhs_dilation=(4,), dimension_numbers=('NWC', 'WIO', 'NWC'))
+
+@prog_b('mha_bf16', f32(4, 128, 512).astype(jnp.bfloat16), f32(512, 1536).astype(jnp.bfloat16), f32(512, 512).astype(jnp.bfloat16))
+def _(x, wqkv, wo):
+    q, k, v = jnp.split(x @ wqkv, 3, -1)
+    sh = lambda t: t.reshape(4, 128, 8, 64).transpose(0, 2, 1, 3)
+    q, k, v = sh(q), sh(k), sh(v)
+    p = jax.nn.softmax(jnp.einsum('bhqd,bhkd->bhqk', q, k).astype(jnp.float32) / 8.0).astype(jnp.bfloat16)
+    o = jnp.einsum('bhqk,bhkd->bhqd', p, v).transpose(0, 2, 1, 3).reshape(4, 128, 512)
+    return o @ wo
+
 def timeit(fn, n=None):
     fn(); t = time.perf_counter(); fn(); one = time.perf_counter() - t
     n = n or max(3, min(30, int(0.5 / max(one, 1e-6))))
@@ -151,7 +302,9 @@ def timeit(fn, n=None):
         t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
     return float(np.median(ts))
 
-names = sys.argv[1].split(',') if len(sys.argv) > 1 else list(P)
+SET_A = [n for n in P if n not in SET_B]
+arg = sys.argv[1] if len(sys.argv) > 1 else "a"
+names = {"a": SET_A, "b": SET_B, "all": list(P)}.get(arg) or arg.split(',')
 print(f"jax {jax.__version__}; xlapy/XLA per program (medians), xlapy's cold compile", flush=True)
 ratios = []
 for name in names:
@@ -167,8 +320,16 @@ for name in names:
         got = exe.execute([bufs], return_buffers=True)[0]
         ty = timeit(lambda: exe.execute([bufs], return_buffers=True))
         want = j(*jargs)
-        gl = [np.asarray(g.to_numpy()).astype(np.float64) for g in (got if isinstance(got, tuple) else (got,))]
-        wl = [np.asarray(w).astype(np.float64) for w in (want if isinstance(want, tuple) else (want,))]
+        def parts(v):
+            return list(v) if isinstance(v, (tuple, list)) else [v]
+
+        def real(x):  # complex results: both parts compared
+            x = np.asarray(x)
+            return np.stack([x.real, x.imag]).astype(np.float64) if x.dtype.kind == 'c' \
+                else x.astype(np.float64)
+
+        gl = [real(g.to_numpy()) for g in parts(got)]
+        wl = [real(w) for w in parts(want)]
         err = max(float(np.max(np.abs(g - w)) / (np.max(np.abs(w)) + 1e-30)) if w.size else 0 for g, w in zip(gl, wl))
         ratios.append(ty / tx)
         print(f'{name:22s} xlapy {ty*1e3:9.3f} ms  XLA {tx*1e3:9.3f} ms  ratio {ty/tx:6.2f}x  compile {tc*1e3:7.0f} ms  relerr {err:.1e}', flush=True)
