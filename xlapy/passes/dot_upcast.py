@@ -100,10 +100,7 @@ def _in_float(instr: Instruction, comp, ft: PrimitiveType) -> Instruction:
             "convert", [x], {}, shape=x.shape.with_element_type(et), name=name,
             metadata=instr.metadata))
 
-    operands = [convert(o, ft, f"{o.name}.{ft.name.lower()}") for o in instr.operands]
-    dot = comp.add_instruction(make_instruction(
-        "dot", operands, dict(instr.attrs.items()), shape=instr.shape.with_element_type(ft),
-        name=f"{instr.name}.{ft.name.lower()}", metadata=instr.metadata))
+    dot = at_f32(instr, comp, lambda et: True, to=ft)
     whole = PrimitiveType.S32 if ft == _F32 else PrimitiveType.S64
     value = convert(dot, whole, f"{instr.name}.sum")
     if instr.shape.element_type != whole:

@@ -56,21 +56,23 @@ def _upcast(instr: Instruction) -> bool:
     return opdef.has("elementwise") and instr.opcode not in _SKIP
 
 
-def at_f32(instr: Instruction, comp, narrow=lambda et: et == _LOW) -> Instruction:
-    """``instr`` computed in f32, added to ``comp``: its array operands of an element type
-    ``narrow`` accepts (bf16 by default) converted (exactly) to f32."""
+def at_f32(instr: Instruction, comp, narrow=lambda et: et == _LOW, to=_HIGH) -> Instruction:
+    """``instr`` computed in f32 (or float type ``to``), added to ``comp``: its array
+    operands of an element type ``narrow`` accepts (bf16 by default) converted to it (exactly:
+    the callers' operands are values ``to`` holds)."""
     from xlapy.opdefs import make_instruction
 
+    suffix = to.name.lower()
     operands = []
     for op in instr.operands:
         if op.shape.is_array() and narrow(op.shape.element_type):
             op = comp.add_instruction(make_instruction(
-                "convert", [op], {}, shape=op.shape.with_element_type(_HIGH),
-                name=f"{op.name}.f32"))
+                "convert", [op], {}, shape=op.shape.with_element_type(to),
+                name=f"{op.name}.{suffix}"))
         operands.append(op)
     new = make_instruction(instr.opcode, operands, dict(instr.attrs.items()),
-                           shape=instr.shape.with_element_type(_HIGH),
-                           name=f"{instr.name}.f32", metadata=instr.metadata)
+                           shape=instr.shape.with_element_type(to),
+                           name=f"{instr.name}.{suffix}", metadata=instr.metadata)
     return comp.add_instruction(new)
 
 

@@ -554,7 +554,7 @@ def test_matrix_times_vector_is_the_gemv_kernel(t, m, k, batch):
     text = _text(t, a.shape, v.shape, batch + (m,), dn)
     f = gemm_kernel.form(parse_hlo_module(text).entry.root)
     width = gemm_kernel.lanes(gemm_kernel.PT.F32 if t == "f32" else gemm_kernel.PT.F64)
-    assert f.kind == ("gemv" if k >= 2 * width else "small")
+    assert f.kind == ("gemv" if k >= gemm_kernel.GEMV_UNROLL * width else "small")
     _check(text, a, v, t, k)
 
 

@@ -35,7 +35,7 @@ a block's sums are added to C). ``benchmarks/small_gemm_sweep.py --set loops`` m
 them in loops against BLAS calls and XLA:CPU.
 
 *Matrix-vector* dots (a ``gemv`` form: a's and b's contracting dimensions both contiguous,
-fewer than a tile of columns, at least two vectors of k) sum along k instead: an item's
+fewer than a tile of columns, at least GEMV_UNROLL vectors of k) sum along k instead: an item's
 ``GEMV_ROWS`` rows times ``GEMV_UNROLL`` vector accumulators per column, each b vector
 loaded serving every row, the lanes summed at the end (a matrix read once at memory speed;
 BLAS's GEMV through a library call cost 3-6x this in a loop). A dot whose rhs has no free
@@ -206,7 +206,8 @@ def _form(et, shape, lhs, rhs, lb, rb, lc, rc):
                   b_batch=[rs[d] for d in rb], m_dims=[lhs[d] for d in lf],
                   a_m=[ls[d] for d in lf], a_k=a_k, b_k=b_k, b_n=b_n,
                   a_row=_collapse(lhs, ls, lf), swapped=False)
-    if a_k == 1 and b_k == 1 and n < cols * width and k >= 2 * width and b_n is not None:
+    if a_k == 1 and b_k == 1 and n < cols * width and k >= GEMV_UNROLL * width and \
+            b_n is not None:
         # every output a sum along contiguous rows of a and b (a matrix times a vector):
         # vectors along k
         return Form(kind="gemv", rows=GEMV_ROWS, cols=GEMV_UNROLL, **common)
@@ -391,12 +392,9 @@ def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align, span=None):
             b.store(value, ptr, align=align)
 
 
-def _row_block(b, f, ptrs, bi, r0, count, vec, align, j_base, n, span=None):
-    """Output rows r0 .. r0 + count of matrix ``bi``, columns j_base .. j_base + n (``n`` a
-    number, ``j_base`` a value): in tiles, of more columns for fewer rows (the same count
-    of accumulators: a row of b read in longer runs, more sums in flight)."""
-    cols = f.cols * max(1, f.rows // count)
-    width = vec.count
+def _row_offsets(b, f, bi, r0, count):
+    """(b's offset, a's row offsets, C's row offsets) of rows r0 .. r0 + count of matrix
+    ``bi`` of form ``f`` (batch and lhs free dimensions decoded per row)."""
     a_off, b_off = _decode(b, bi, f.batch, [f.a_batch, f.b_batch], "batch")
     a_rows, c_rows = [], []
     for r in range(count):
@@ -404,6 +402,16 @@ def _row_block(b, f, ptrs, bi, r0, count, vec, align, j_base, n, span=None):
         (a_i,) = _decode(b, i, f.m_dims, [f.a_m], f"m{r}")
         a_rows.append(b.add(a_off, a_i, name=f"arow{r}"))
         c_rows.append(b.mul(b.add(b.mul(bi, _c(f.m)), i), _c(f.n), name=f"crow{r}"))
+    return b_off, a_rows, c_rows
+
+
+def _row_block(b, f, ptrs, bi, r0, count, vec, align, j_base, n, span=None):
+    """Output rows r0 .. r0 + count of matrix ``bi``, columns j_base .. j_base + n (``n`` a
+    number, ``j_base`` a value): in tiles, of more columns for fewer rows (the same count
+    of accumulators: a row of b read in longer runs, more sums in flight)."""
+    cols = f.cols * max(1, f.rows // count)
+    width = vec.count
+    b_off, a_rows, c_rows = _row_offsets(b, f, bi, r0, count)
     j = 0
     if f.b_n == 1:
         wide = n // (cols * width)
@@ -452,18 +460,12 @@ def _gemv_rows(b, f, ptrs, bi, r0, count, vec):
     w = vec.count
     u = f.cols
     zero = ir.Constant(vec, [0.0] * w)
-    a_off, b_off = _decode(b, bi, f.batch, [f.a_batch, f.b_batch], "batch")
-    a_rows, c_rows = [], []
-    for r in range(count):
-        i = b.add(r0, _c(r), name=f"i{r}")
-        (a_i,) = _decode(b, i, f.m_dims, [f.a_m], f"m{r}")
-        a_rows.append(b.add(a_off, a_i, name=f"arow{r}"))
-        c_rows.append(b.mul(b.add(b.mul(bi, _c(f.m)), i), _c(f.n), name=f"crow{r}"))
+    b_off, a_rows, c_rows = _row_offsets(b, f, bi, r0, count)
     steps, whole = f.k // (u * w), f.k // w
 
-    def load(base, p, name):
-        ptr = b.gep(pa if name[0] == "a" else pb, [b.add(base, p)], inbounds=True)
-        return b.load(b.bitcast(ptr, vec.as_pointer()), align=f.itemsize, name=name)
+    def load(ptr, base, p, name):
+        at = b.gep(ptr, [b.add(base, p)], inbounds=True)
+        return b.load(b.bitcast(at, vec.as_pointer()), align=f.itemsize, name=name)
 
     with for_range(b, 0, f.n, "j") as j:
         b_col = b.add(b_off, b.mul(j, _c(f.b_n)), name="bcol")
@@ -479,8 +481,8 @@ def _gemv_rows(b, f, ptrs, bi, r0, count, vec):
             for acc in row:
                 acc.add_incoming(zero, head)
         p = b.mul(q, _c(u * w), name="gv.p")
-        bvs = [load(b_col, b.add(p, _c(v * w)), f"bv{v}") for v in range(u)]
-        nexts = [[b.fadd(accs[r][v], b.fmul(load(a_rows[r], b.add(p, _c(v * w)), f"av{r}"),
+        bvs = [load(pb, b_col, b.add(p, _c(v * w)), f"bv{v}") for v in range(u)]
+        nexts = [[b.fadd(accs[r][v], b.fmul(load(pa, a_rows[r], b.add(p, _c(v * w)), f"av{r}"),
                                             bvs[v], flags=_FLAGS), flags=_FLAGS)
                   for v in range(u)] for r in range(count)]
         q_next = b.add(q, _c(1), name="q.next")
@@ -496,8 +498,8 @@ def _gemv_rows(b, f, ptrs, bi, r0, count, vec):
             for v in range(1, u):
                 acc = b.fadd(acc, nexts[r][v])
             for t in range(steps * u, whole):  # whole vectors past the unrolled steps
-                acc = b.fadd(acc, b.fmul(load(a_rows[r], _c(t * w), "at"),
-                                         load(b_col, _c(t * w), "bt"), flags=_FLAGS),
+                acc = b.fadd(acc, b.fmul(load(pa, a_rows[r], _c(t * w), "at"),
+                                         load(pb, b_col, _c(t * w), "bt"), flags=_FLAGS),
                              flags=_FLAGS)
             s = _hsum(b, acc, f"sum{r}")
             for t in range(whole * w, f.k):  # the k past the last whole vector
@@ -586,21 +588,27 @@ def emit(module: ir.Module, name: str, instr) -> KernelSpec:
     rows = f.rows
     full, tail = m // rows, m % rows
     per = full + (1 if tail else 0)  # row blocks per matrix
+
+    def by_rows(rb, body):
+        """``body(r0, count)`` for row block ``rb``: ``rows`` rows, or the tail's."""
+        r0 = b.mul(rb, _c(rows), name="r0")
+        if not tail:
+            body(r0, rows)
+        elif not full:
+            body(r0, tail)
+        else:
+            is_full = b.icmp_unsigned("<", rb, _c(full), name="full")
+            with b.if_else(is_full) as (then, otherwise):
+                with then:
+                    body(r0, rows)
+                with otherwise:
+                    body(r0, tail)
+
     if f.kind == "gemv":
         with for_range(b, lo, hi, "item") as item:
             bi = b.udiv(item, _c(per), name="bi") if per > 1 else item
             rb = b.urem(item, _c(per), name="rb") if per > 1 else _c(0)
-            r0 = b.mul(rb, _c(rows), name="r0")
-            if not tail:
-                _gemv_rows(b, f, ptrs, bi, r0, rows, vec)
-            elif not full:
-                _gemv_rows(b, f, ptrs, bi, r0, tail, vec)
-            else:
-                with b.if_else(b.icmp_unsigned("<", rb, _c(full))) as (then, otherwise):
-                    with then:
-                        _gemv_rows(b, f, ptrs, bi, r0, rows, vec)
-                    with otherwise:
-                        _gemv_rows(b, f, ptrs, bi, r0, tail, vec)
+            by_rows(rb, lambda r0, count: _gemv_rows(b, f, ptrs, bi, r0, count, vec))
         b.ret_void()
         return KernelSpec(name, 2, [instr.shape], math.prod(f.batch) * per,
                           cost=work(f, min(rows, m), f.n))
@@ -610,18 +618,8 @@ def emit(module: ir.Module, name: str, instr) -> KernelSpec:
     blocked = k_blocked(f)
 
     def rows_of(bi, rb, j_base, n, span=None):
-        r0 = b.mul(rb, _c(rows), name="r0")
-        if not tail:
-            _row_block(b, f, ptrs, bi, r0, rows, vec, align, j_base, n, span)
-        elif not full:
-            _row_block(b, f, ptrs, bi, r0, tail, vec, align, j_base, n, span)
-        else:
-            is_full = b.icmp_unsigned("<", rb, _c(full), name="full")
-            with b.if_else(is_full) as (then, otherwise):
-                with then:
-                    _row_block(b, f, ptrs, bi, r0, rows, vec, align, j_base, n, span)
-                with otherwise:
-                    _row_block(b, f, ptrs, bi, r0, tail, vec, align, j_base, n, span)
+        by_rows(rb, lambda r0, count: _row_block(b, f, ptrs, bi, r0, count, vec, align,
+                                                 j_base, n, span))
 
     def columns(bi, rb, j_base, n):
         if not blocked:
