@@ -14,9 +14,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.ir import Module
 from xlapy.interpreter.evaluator import EvalOptions
+
+
+#: Alignment of the host memory of device buffers (bytes): a cache line, and the width of an
+#: AVX-512 vector, as XLA:CPU aligns its buffers. A 64-byte vector load or store of a buffer
+#: NumPy's allocator placed 16 bytes past a line (the usual offset of a large np.empty)
+#: touches two lines; a scatter-add of 256-byte rows ran 1.5x slower so.
+ALIGN = 64
+
+
+def aligned_bytes(nbytes: int) -> tuple[np.ndarray, int]:
+    """A new uint8 array of ``nbytes + ALIGN`` bytes and the offset in it at which ``nbytes``
+    ALIGN-aligned bytes start. Views of its aligned part have the array itself as their
+    ``base`` (NumPy collapses view chains), so its reference count says whether one lives."""
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    return raw, -raw.__array_interface__["data"][0] % ALIGN
+
+
+def aligned_empty(shape, dtype) -> np.ndarray:
+    """``np.empty(shape, dtype)`` whose data starts ALIGN-aligned."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw, offset = aligned_bytes(nbytes)
+    return raw[offset:offset + nbytes].view(dtype).reshape(shape)
 
 
 class DeviceProgram:

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.base import DeviceProgram, get_backend
+from xlapy.backends.base import DeviceProgram, aligned_empty, get_backend
 from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.ir import Instruction, Module
 from xlapy.interpreter.evaluator import EvalOptions, EvaluationError, module_of
@@ -134,7 +134,11 @@ def _frozen(array: np.ndarray) -> np.ndarray:
 
 
 def _owned_copy(array) -> np.ndarray:
-    return _frozen(np.array(array, copy=True, order="C"))
+    """A read-only C-ordered copy of ``array`` in ALIGN-aligned memory (backends.base)."""
+    array = np.asarray(array)
+    copy = aligned_empty(array.shape, array.dtype)
+    np.copyto(copy, array, casting="no")
+    return _frozen(copy)
 
 
 class Buffer:

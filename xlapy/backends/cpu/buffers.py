@@ -4,7 +4,7 @@
 reused once nothing outside the pool refers to it any more (its reference count drops back:
 no array, view or memoryview of it is alive), so a result a caller still holds is never
 overwritten, while an intermediate dropped after its last use, or a result the caller let
-go, is recycled by the next call. Recycled memory is already mapped: a kernel writing a
+go, is recycled by the next call. Blocks start on a cache line (``backends.base.ALIGN``). Recycled memory is already mapped: a kernel writing a
 64 MiB result pays no page faults (a fresh mapping costs several times the kernel itself on
 this kind of VM). Small arrays come from ``np.empty`` directly (malloc recycles those).
 
@@ -16,11 +16,13 @@ call, so the pieces run at once.
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import threading
 
 import numpy as np
 
+from xlapy.backends.base import ALIGN, aligned_bytes
 from xlapy.backends.cpu import threads
 
 #: Arrays smaller than this come from np.empty.
@@ -32,17 +34,19 @@ PARALLEL_MIN_WORK = 1 << 16
 
 
 class BufferPool:
-    """Reusable output blocks, keyed by byte size (see the module docstring)."""
+    """Reusable output blocks, keyed by byte size (see the module docstring). A block is a
+    raw array and the offset of its ALIGN-aligned bytes (backends.base.aligned_bytes);
+    whatever is handed out is a view of the raw array, which therefore holds the count."""
 
     def __init__(self):
-        self._blocks: dict[int, list[np.ndarray]] = {}
+        self._blocks: dict[int, list[tuple[np.ndarray, int]]] = {}
         self._lock = threading.Lock()
         self._free_refs = None
 
     def _refs_when_free(self) -> int:
         if self._free_refs is None:
-            probe = [np.empty(1, np.uint8)]
-            for blk in probe:
+            probe = [aligned_bytes(1)]
+            for blk, _ in probe:
                 self._free_refs = sys.getrefcount(blk)
         return self._free_refs
 
@@ -57,18 +61,18 @@ class BufferPool:
         free = self._refs_when_free()
         with self._lock:
             blocks = self._blocks.setdefault(nbytes, [])
-            for blk in blocks:
+            for blk, offset in blocks:
                 if sys.getrefcount(blk) == free:
-                    return blk.view(dtype).reshape(shape)
+                    return blk[offset:offset + nbytes].view(dtype).reshape(shape)
             try:
-                blk = np.empty(nbytes, np.uint8)
+                blk, offset = aligned_bytes(nbytes)
             except (MemoryError, ValueError):  # ValueError: beyond NumPy's addressable size
                 if not blocks:
                     del self._blocks[nbytes]
                 raise _out_of_memory(shape, dtype, nbytes) from None
             if len(blocks) < POOL_PER_SIZE:
-                blocks.append(blk)
-            return blk.view(dtype).reshape(shape)
+                blocks.append((blk, offset))
+            return blk[offset:offset + nbytes].view(dtype).reshape(shape)
 
     def clear(self) -> None:
         with self._lock:
@@ -76,6 +80,18 @@ class BufferPool:
 
 
 POOL = BufferPool()
+
+
+def workspace(nbytes: int) -> tuple[np.ndarray, int]:
+    """Memory for a native function's workspace (its slots are laid out from an aligned
+    start): the array to keep alive while it runs and its ALIGN-aligned address. Large ones
+    come from the pool (aligned already), small ones from np.empty with room to align."""
+    if nbytes >= POOL_MIN_BYTES:
+        ws = POOL.empty((nbytes,), np.uint8)
+        return ws, ctypes.addressof(ctypes.c_char.from_buffer(ws))
+    ws = np.empty(max(nbytes, 1) + ALIGN, np.uint8)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(ws))
+    return ws, address + (-address % ALIGN)
 
 
 def _out_of_memory(shape, dtype: np.dtype, nbytes: int):

@@ -72,6 +72,7 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 
+from xlapy.backends import base
 from xlapy.backends.cpu import buffers, executor, threads, workers
 from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu import library as _library
@@ -101,8 +102,8 @@ I8P = I8.as_pointer()
 HOST_TYPE = ir.FunctionType(I32, [I8P, I64, I8P.as_pointer()])
 POLL_TYPE = ir.FunctionType(I32, [I8P, I64])
 
-#: Alignment of workspace slots (bytes).
-ALIGN = 64
+#: Alignment of workspace slots (bytes): the workspace itself starts so aligned.
+ALIGN = base.ALIGN
 
 
 # -- what can run natively ----------------------------------------------------------------------
@@ -1103,9 +1104,11 @@ class NativeEntry:
             outs.append(o)
             bufs[n + j] = _address(o)
         if self.ws_bytes:
-            ws = np.empty(self.ws_bytes, np.uint8) if self._small_ws else \
-                self._allocate((self.ws_bytes,), np.uint8, self.ws_instr)
-            bufs[n + m] = _address(ws)
+            if self._small_ws:
+                ws, bufs[n + m] = buffers.workspace(self.ws_bytes)
+            else:
+                ws = self._allocate((self.ws_bytes,), np.uint8, self.ws_instr)
+                bufs[n + m] = _address(ws)
         ctx = executor.context()
         bufs[n + m + 1] = ctx.address
         if self._const_ptrs:
