@@ -19,6 +19,8 @@ import test_scatter_eval as S
 from indexing_kernel_helpers import TYPES, check, compiled_whiles, run_cpu, steps_of
 from movement_eval_helpers import np_dtype, sample
 
+from xlapy.backends.cpu import gather_scatter as gs
+
 
 def _scatter(x, idx, u, combiner, update_window_dims, inserted, to_operand, ivd,
              input_batching=(), indices_batching=(), t="f32", it="s32"):
@@ -154,9 +156,10 @@ def test_a_combiner_that_is_not_elementwise_stays_interpreted():
     np.testing.assert_array_equal(got, np.array([12, 15, 0, 6], np.float32))
 
 
-def test_rows_scatter_split_over_threads_is_the_sequential_result():
+def test_rows_scatter_split_over_threads_is_the_sequential_result(monkeypatch):
     # Disjoint windows (rows into a table): split over window columns, each thread applies
     # every row in order, so duplicates are summed in XLA's order whatever the split.
+    monkeypatch.setattr(gs, "ITEM_BYTES", 64)
     rng = np.random.default_rng(11)
     x = rng.standard_normal((3001, 130)).astype(np.float32)
     idx = rng.integers(-5, 3010, (20000, 1)).astype(np.int32)
@@ -170,9 +173,11 @@ def test_rows_scatter_split_over_threads_is_the_sequential_result():
 
 
 @pytest.mark.parametrize("t,block", [("f64", 8), ("bf16", 32), ("pred", 64)])
-def test_window_blocks_follow_the_element_size(t, block):
-    """A work item is a cache line of window elements (the widest operand's); the last
-    block takes what is left; split over threads, the result is the sequential one."""
+def test_window_blocks_follow_the_element_size(monkeypatch, t, block):
+    """A work item is a whole number of cache lines of window elements (the widest
+    operand's; one line here); the last block takes what is left; split over threads,
+    the result is the sequential one."""
+    monkeypatch.setattr(gs, "ITEM_BYTES", 64)
     rng = np.random.default_rng(12)
     cols = 3 * block + 5
     x = sample(t, (700, cols))
@@ -182,6 +187,21 @@ def test_window_blocks_follow_the_element_size(t, block):
     text = S.scatter_text(t, x.shape, idx.shape, u.shape, combiner, (1,), (0,), (0,), 1)
     (step,) = steps_of(text, "scatter")
     assert step.spec.domain == 4 and step.spec.parallel
+    check(text, x, idx, u, opcode="scatter")
+
+
+@pytest.mark.parametrize("cols,domain", [(130, 1), (2048, 1), (2049, 2), (5000, 3)])
+def test_work_items_take_item_bytes_of_each_row(cols, domain):
+    """Rows narrower than ITEM_BYTES are one work item (threads splitting a row both
+    stream every update); wider ones are cut into ITEM_BYTES blocks, the last shorter."""
+    assert gs.ITEM_BYTES == 8192
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((40, cols)).astype(np.float32)
+    idx = rng.integers(-2, 42, (300, 1)).astype(np.int32)
+    u = rng.standard_normal((300, cols)).astype(np.float32)
+    text = S.scatter_text("f32", x.shape, idx.shape, u.shape, "add", (1,), (0,), (0,), 1)
+    (step,) = steps_of(text, "scatter")
+    assert step.spec.domain == domain and step.spec.cost == 300 * min(cols, 2048)
     check(text, x, idx, u, opcode="scatter")
 
 

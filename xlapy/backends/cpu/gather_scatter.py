@@ -15,7 +15,7 @@ follow XLA's evaluator and XLA:CPU:
   applied in row-major order of the update scatter positions, window elements inside; a
   window that does not fit in the operand at its start is skipped whole (not clamped). The
   update computation is inlined (scalar_computation), any number of operands (variadic
-  scatter). Work item: a block of window elements filling a cache line (16 f32). Items
+  scatter). Work item: a block of window elements of at least ITEM_BYTES (whole lines). Items
   run in parallel only when two different window elements can never reach the same
   operand element (every dimension the indices address has a window of size 1, as in
   embedding gradients); each item visits the scatter positions in order, so every target
@@ -53,6 +53,11 @@ from xlapy.shape import dtypes
 OPCODES = frozenset({"gather", "scatter", "select-and-scatter", "dynamic-update-slice"})
 
 I1 = ir.IntType(1)
+#: The least window bytes a scatter work item takes (whole cache lines). Each item walks
+#: every scatter position; items narrower than this split each update row between threads,
+#: and both threads then stream all of the updates: a scatter-add of 200,000 rows of 64 f32
+#: took 2.7 ms in four items of one line, 1.45 ms as one (XLA:CPU 1.4, one thread too).
+ITEM_BYTES = 8192
 #: The largest select-and-scatter window (elements) compiled.
 MAX_WINDOW = 1 << 16
 
@@ -324,10 +329,11 @@ def _emit_scatter(module, name, instr) -> KernelSpec:
 
     # Different window elements never meet when every addressed dimension has window 1.
     disjoint = all(wsize(d) == 1 for d in dn.scatter_dims_to_operand_dims)
-    # a work item: a block of window elements filling a cache line, so that threads never
-    # share a line of the updates or the operand and each pays the walk over the scatter
-    # positions (their indices, the fit test) once per block, not per element
-    block = max(1, min(n_window, 512 // max(dtypes.bit_width(et) for et in ets)))
+    # a work item: a block of window elements of whole cache lines, at least ITEM_BYTES,
+    # so that threads never share a line of the updates or the operand and each pays the
+    # walk over the scatter positions (their indices, the fit test) once per block
+    line = max(1, 512 // max(dtypes.bit_width(et) for et in ets))
+    block = max(1, min(n_window, line * max(1, ITEM_BYTES // 64)))
     domain = -(-n_window // block) if n_windows else 0
     spec = KernelSpec(name=name, n_inputs=2 * n + 1, outputs=outputs, domain=domain,
                       cost=max(n_windows, 1) * block, parallel=disjoint,
