@@ -205,6 +205,28 @@ def test_work_items_take_item_bytes_of_each_row(cols, domain):
     check(text, x, idx, u, opcode="scatter")
 
 
+def test_histogram_of_scalar_updates():
+    """jnp.zeros(n).at[b].add(1): one-element windows, one work item (constant window
+    bounds), duplicates counted in order, out-of-range bins dropped."""
+    rng = np.random.default_rng(14)
+    bins = rng.integers(-3, 259, (100000, 1)).astype(np.int32)
+    text = """HloModule m
+add { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT c = s32[] add(a, b) }
+ENTRY e {
+  i = s32[100000,1] parameter(0)
+  z = s32[] constant(0)
+  o = s32[256] broadcast(z), dimensions={}
+  one = s32[] constant(1)
+  u = s32[100000] broadcast(one), dimensions={}
+  ROOT s = s32[256] scatter(o, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+}"""
+    (step,) = steps_of(text, "scatter")
+    assert step.spec.domain == 1
+    got = check(text, bins, opcode="scatter")
+    inside = bins[(bins >= 0) & (bins < 256)]
+    np.testing.assert_array_equal(got, np.bincount(inside, minlength=256).astype(np.int32))
+
+
 def test_overlapping_windows_run_in_order():
     rng = np.random.default_rng(12)
     x = rng.integers(-5, 5, (30, 4)).astype(np.int32)

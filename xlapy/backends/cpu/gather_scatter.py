@@ -348,10 +348,13 @@ def _emit_scatter(module, name, instr) -> KernelSpec:
                    indices.shape, dn.index_vector_dim)
     out = [_buffer(b, bufs, 2 * n + 1 + k, et, f"out{k}") for k, et in enumerate(ets)]
     ostrides = _strides(odims)
-    lo, hi = fn.args[1], fn.args[2]
-    w_lo = b.mul(lo, _c(block), name="w.lo")
-    w_hi = b.mul(hi, _c(block), name="w.hi")
-    w_hi = smin(b, w_hi, _c(n_window), name="w.end")
+    if domain == 1:  # the whole window: constant bounds (no loop at all for one element)
+        w_lo, w_hi = _c(0), _c(n_window)
+    else:
+        lo, hi = fn.args[1], fn.args[2]
+        w_lo = b.mul(lo, _c(block), name="w.lo")
+        w_hi = b.mul(hi, _c(block), name="w.hi")
+        w_hi = smin(b, w_hi, _c(n_window), name="w.end")
     trailing = window_axes == list(range(urank - len(window_axes), urank))
     with for_range(b, 0, n_windows, "s") as s:
         smulti = Index(b, tuple(sshape), linear=s).multi if sshape else []
