@@ -165,3 +165,71 @@ ENTRY e {
         got = _run(text, data, np.int32(start))
         s = min(max(start, 0), 15)
         np.testing.assert_array_equal(got, data[s:s + 1])
+
+
+# -- block transposes -------------------------------------------------------------------------
+
+
+def _transpose_text(t: str, dims, perm) -> str:
+    out = [dims[p] for p in perm]
+    return f"""HloModule m
+ENTRY e {{
+  x = {t}[{','.join(map(str, dims))}] parameter(0)
+  ROOT t = {t}[{','.join(map(str, out))}] transpose(x), dimensions={{{','.join(map(str, perm))}}}
+}}"""
+
+
+def _block_form(text: str):
+    module = parse_hlo_module(text)
+    root = module.entry.root
+    return le._block_transpose([root], [root], list(root.operands),
+                               tuple(int(d) for d in root.shape.dimensions))
+
+
+@pytest.mark.parametrize("t,lanes", [("f32", 16), ("s32", 16), ("f64", 8), ("c64", 8),
+                                     ("bf16", 16), ("f16", 16), ("s8", 16), ("pred", 16),
+                                     ("f8e4m3fn", 16)])
+@pytest.mark.parametrize("dims,perm", [((32, 48), (1, 0)), ((2, 16, 3, 32), (2, 3, 0, 1)),
+                                       ((16, 2, 16, 16), (3, 2, 1, 0)),
+                                       ((4, 32, 1, 16), (0, 3, 2, 1))])
+def test_block_transposes_move_every_element_type_as_bits(t, lanes, dims, perm):
+    """A transpose moving the minor dimension runs as lanes x lanes blocks transposed in
+    registers (the element's bits, whatever its type; lanes = 512 bits' worth, at most 16),
+    bit for bit the interpreter's result."""
+    text = _transpose_text(t, dims, perm)
+    form = _block_form(text)
+    assert form is not None and form[3] == lanes
+    rng = np.random.default_rng(20)
+    if t == "pred":
+        x = rng.random(dims) < 0.5
+    elif t == "c64":
+        x = (_normal(rng, *dims) + 1j * _normal(rng, *dims)).astype(np.complex64)
+    else:
+        from movement_eval_helpers import sample
+
+        x = sample(t, dims)
+    got = _run(text, x)
+    same_bits(got, np.ascontiguousarray(np.transpose(x, perm)))
+
+
+@pytest.mark.parametrize("dims,perm,lanes", [((40, 24), (1, 0), 8), ((12, 20), (1, 0), 4),
+                                             ((6, 16), (1, 0), None), ((16, 16), (0, 1), None),
+                                             ((8, 4, 16), (0, 2, 1), 4)])
+def test_block_lanes_divide_both_transposed_dimensions(dims, perm, lanes):
+    """lanes halves until it divides both walked dimensions (at least 4); otherwise, and for
+    a transpose keeping the minor dimension, the element-wise nest runs."""
+    text = _transpose_text("f32", dims, perm)
+    form = _block_form(text)
+    assert (form[3] if form else None) == lanes
+    x = _normal(np.random.default_rng(21), *dims)
+    same_bits(_run(text, x), np.ascontiguousarray(np.transpose(x, perm)))
+
+
+def test_block_transpose_split_over_threads_and_a_single_block():
+    rng = np.random.default_rng(22)
+    big = _transpose_text("f32", (512, 768), (1, 0))  # 48 blocks of rows: items over threads
+    x = _normal(rng, 512, 768)
+    same_bits(_run(big, x), np.ascontiguousarray(x.T))
+    one = _transpose_text("f32", (16, 16), (1, 0))  # one block: the kernel has no loop
+    y = _normal(rng, 16, 16)
+    same_bits(_run(one, y), np.ascontiguousarray(y.T))

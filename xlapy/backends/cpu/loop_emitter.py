@@ -29,6 +29,7 @@ from xlapy.backends.cpu import elemental as el
 from xlapy.backends.cpu.indexing import Index
 from xlapy.backends.cpu.kernel_abi import (I64, KernelSpec, buffer_pointer, declare_kernel,
                                            for_range, mark_parallel, smax, smin)
+from xlapy.shape import dtypes
 
 
 def _dims(instr) -> tuple[int, ...]:
@@ -144,6 +145,10 @@ def emit_loop(module: ir.Module, name: str, roots: list, inputs: list,
         mark_parallel(module, loop, list(in_ptr.values()) + out_ptr,
                       hints=[("llvm.loop.interleave.count", 1)])
         domain, cost = n, 1
+    elif (blocks := _block_transpose(roots, members, inputs, dims)) is not None:
+        operand, c, a, lanes, bits = blocks
+        domain, cost = _nest_blocks(b, dims, tuple(roots[0].attrs["dimensions"]), c, a, lanes,
+                                    bits, in_ptr[id(operand)], out_ptr[0], lo, hi)
     else:
         tiles = _transpose_tiles(members, dims)
         if tiles is not None:
@@ -230,6 +235,120 @@ def _nest_tiled(b: ir.IRBuilder, dims, c: int, a: int, lo, hi, body) -> tuple[in
     if split is None:
         return blocks_c, n // blocks_c
     return dims[split], n // dims[split]
+
+
+#: Bits of the vectors a block transpose moves: a block is lanes x lanes elements, lanes =
+#: BLOCK_BITS / element bits (at most MAX_LANES), halved until it divides both transposed
+#: dimensions (at least MIN_LANES). At 512 bits an f32 or f64 block reads and writes whole
+#: cache lines.
+BLOCK_BITS = 512
+MAX_LANES = 16
+MIN_LANES = 4
+
+
+def _block_transpose(roots, members, inputs, dims):
+    """(operand, c, a, lanes, element bits) when the kernel is one transpose of an input buffer that moves
+    the minor dimension, both walked dimensions (c: the output dimension along the
+    operand's contiguous one; a: the output's last) multiples of ``lanes`` (a power of two,
+    at least 2): the nest then moves lanes x lanes blocks - lanes vector loads along the
+    operand's rows, a transpose in registers, lanes vector stores along the output's rows -
+    instead of one element (one strided load) at a time. None otherwise."""
+    if len(roots) != 1 or len(members) != 1 or members[0] is not roots[0]:
+        return None
+    t = roots[0]
+    rank = len(dims)
+    if t.opcode != "transpose" or rank < 2 or t.operands[0] not in inputs:
+        return None
+    perm = tuple(t.attrs["dimensions"])
+    if perm[-1] == rank - 1:
+        return None
+    bits = 8 * dtypes.to_dtype(t.shape.element_type).itemsize  # moved as bits, any type
+    if bits not in (8, 16, 32, 64):
+        return None
+    c, a = perm.index(rank - 1), rank - 1
+    lanes = min(MAX_LANES, BLOCK_BITS // bits)
+    while lanes >= MIN_LANES and (dims[c] % lanes or dims[a] % lanes):
+        lanes //= 2
+    if lanes < MIN_LANES:
+        return None
+    return t.operands[0], c, a, lanes, bits
+
+
+def _transpose_registers(b: ir.IRBuilder, rows: list) -> list:
+    """The columns of the square matrix whose rows are the vectors ``rows`` (a power of two
+    of them, as many lanes each): log2(n) rounds of pairing row i with row i + n/2 and
+    interleaving their low halves and their high halves (the perfect shuffle, applied
+    log2(n) times, is the transpose)."""
+    n = len(rows)
+    half = n // 2
+    low = [j for i in range(half) for j in (i, n + i)]
+    high = [j for i in range(half, n) for j in (i, n + i)]
+    mask = ir.VectorType(ir.IntType(32), n)
+    low, high = ir.Constant(mask, low), ir.Constant(mask, high)
+    for _ in range(n.bit_length() - 1):
+        out = []
+        for i in range(half):
+            x, y = rows[i], rows[i + half]
+            out.append(b.shuffle_vector(x, y, low))
+            out.append(b.shuffle_vector(x, y, high))
+        rows = out
+    return rows
+
+
+def _nest_blocks(b: ir.IRBuilder, dims, perm, c: int, a: int, lanes: int, bits: int, src,
+                 dst, lo, hi) -> tuple[int, int]:
+    """The loop nest of a block transpose (``_block_transpose``): the output's dimensions in
+    order, c and a in steps of ``lanes``, each step a lanes x lanes block moved through
+    registers. So the output is written as ``lanes`` sequential streams (a block's rows)
+    and the operand read as ``lanes`` of them. Work items: the first dimension (c counted in
+    blocks) larger than 1. Returns (domain, cost per item)."""
+    rank = len(dims)
+    in_dims = [0] * rank
+    for k, p in enumerate(perm):
+        in_dims[p] = dims[k]
+    in_strides, out_strides = [1] * rank, [1] * rank
+    for d in range(rank - 2, -1, -1):
+        in_strides[d] = in_strides[d + 1] * in_dims[d + 1]
+        out_strides[d] = out_strides[d + 1] * dims[d + 1]
+    s = [in_strides[perm[k]] for k in range(rank)]  # the operand's stride per output dim
+    step = [lanes if d in (c, a) else 1 for d in range(rank)]
+    extent = [dims[d] // step[d] for d in range(rank)]
+    split = next((d for d in range(rank) if extent[d] > 1), 0)
+    vec = ir.VectorType(ir.IntType(bits), lanes)
+    vptr = vec.as_pointer()
+    align = bits // 8
+
+    def block(src_at, dst_at):
+        rows = []
+        for u in range(lanes):
+            ptr = b.gep(src, [b.add(src_at, _c(u * s[a]))], inbounds=True, name=f"src{u}")
+            rows.append(b.load(b.bitcast(ptr, vptr), name=f"row{u}", align=align))
+        for t, v in enumerate(_transpose_registers(b, rows)):
+            ptr = b.gep(dst, [b.add(dst_at, _c(t * out_strides[c]))], inbounds=True,
+                        name=f"dst{t}")
+            b.store(v, b.bitcast(ptr, vptr), align=align)
+
+    def level(d, src_at, dst_at):
+        if d == rank:
+            block(src_at, dst_at)
+            return
+        if extent[d] == 1:
+            level(d + 1, src_at, dst_at)
+            return
+        start, stop = (lo, hi) if d == split else (0, extent[d])
+        with for_range(b, start, stop, f"o{d}") as i:
+            level(d + 1, b.add(src_at, b.mul(i, _c(step[d] * s[d])), name=f"src.o{d}"),
+                  b.add(dst_at, b.mul(i, _c(step[d] * out_strides[d])), name=f"dst.o{d}"))
+
+    if extent[split] == 1:  # a single block: no loop at all
+        with b.if_then(b.icmp_signed("<", lo, hi)):
+            level(rank, _c(0), _c(0))
+    else:
+        level(0, _c(0), _c(0))
+    n = 1
+    for d in dims:
+        n *= d
+    return extent[split], n // extent[split]
 
 
 #: The most segments a concatenated dimension's loop is cut into (one copy of the loop body
