@@ -31,7 +31,11 @@ def _text(t, a, b, out, dn):
 def _check(text, a, b, t, k, kernel=True):
     module = parse_hlo_module(text)
     steps = [type(s).__name__ for s in be.compile_module(module).entry.steps]
-    assert steps == (["KernelStep"] if kernel else ["LibraryStep"]), steps
+    # kernel="transposed": operands transposed first (the dot-operands pass), then a kernel
+    if kernel == "transposed":
+        assert len(steps) > 1 and set(steps) == {"KernelStep"}, steps
+    else:
+        assert steps == (["KernelStep"] if kernel else ["LibraryStep"]), steps
     got = np.asarray(Client(backend="cpu").compile(module)(a, b))
     want = np.asarray(evaluate(module, a, b))
     assert got.dtype == want.dtype and got.shape == want.shape
@@ -85,14 +89,22 @@ def test_collapsed_contracting_dimensions_and_size_one():
     _check(_text("f32", a.shape, b.shape, (4, 1, 12), dn), a, b, "f32", 15)
 
 
-def test_contracting_dimensions_that_do_not_collapse_go_to_blas():
+def test_contracting_dimensions_that_do_not_collapse_are_transposed_first():
+    """The kernel cannot read b's contracting dimensions (k1, k0: not one stride); the
+    backend's dot-operands pass transposes b so that it can (dot_operands.py)."""
     rng = np.random.default_rng(3)
     a = rng.standard_normal((4, 3, 5)).astype(np.float32)
     b = rng.standard_normal((5, 3, 8)).astype(np.float32)  # k1, k0, n: not one stride
     dn = "lhs_contracting_dims={1,2}, rhs_contracting_dims={1,0}"
-    instr = parse_hlo_module(_text("f32", a.shape, b.shape, (4, 8), dn)).entry.root
-    assert isinstance(gemm_kernel.form(instr), str)
-    _check(_text("f32", a.shape, b.shape, (4, 8), dn), a, b, "f32", 15, kernel=False)
+    text = _text("f32", a.shape, b.shape, (4, 8), dn)
+    module = parse_hlo_module(text)
+    assert isinstance(gemm_kernel.form(module.entry.root), str)
+    steps = be.compile_module(module).entry.steps
+    assert [(type(s).__name__, s.instr.opcode) for s in steps] == [
+        ("KernelStep", "transpose"), ("KernelStep", "dot")]
+    got = np.asarray(Client(backend="cpu").compile(module)(a, b))
+    np.testing.assert_allclose(got, np.asarray(evaluate(module, a, b)), rtol=0,
+                               atol=4 * 15 * EPS["f32"] * np.abs(a).max() * np.abs(b).max())
 
 
 def test_nan_and_infinity_propagate():
@@ -370,14 +382,16 @@ def test_packed_transposed_operands_and_batch_dimensions_anywhere(packed, t):
     text = _text(t, a.shape, b.shape, (2, 3, 4, 1, 5, 1, 67), dn)
     assert gemm_kernel.form(parse_hlo_module(text).entry.root).kind == "packed"
     _check(text, a, b, t, 70)
-    # lhs free dimensions that do not read as one (m0 and m1 apart): not the packed GEMM
+    # lhs free dimensions that do not read as one (m0 and m1 apart): not the packed GEMM;
+    # the dot-operands pass transposes the lhs to [B0, B1, m0, m1, k] and the rhs to
+    # [B0, B1, k, n] first
     a = rng.standard_normal((2, 4, 3, 70, 5)).astype(NP[t])  # B0, m0, B1, k, m1
     b = rng.standard_normal((3, 2, 70, 67)).astype(NP[t])  # B1, B0, k, n
     dn = ("lhs_batch_dims={0,2}, rhs_batch_dims={1,0}, lhs_contracting_dims={3}, "
           "rhs_contracting_dims={2}")
     text = _text(t, a.shape, b.shape, (2, 3, 4, 5, 67), dn)
     assert isinstance(gemm_kernel.form(parse_hlo_module(text).entry.root), str)
-    _check(text, a, b, t, 70, kernel=False)
+    _check(text, a, b, t, 70, kernel="transposed")
 
 
 def test_packed_nan_and_infinity_propagate(packed):

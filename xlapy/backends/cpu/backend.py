@@ -80,6 +80,7 @@ from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.loop_emitter import emit_loop, members_of
 from xlapy.backends.cpu.program_cache import ENGINE_BYTES, INSTRUCTION_BYTES, ProgramCache
 from xlapy.backends.cpu.program_cache import fingerprint as _fingerprint
+from xlapy.backends.cpu.dot_operands import DotOperands
 from xlapy.backends.cpu.row_fusion import RowFusion, is_row_fusion
 from xlapy.backends.cpu.scalar_computation import constant_value
 from xlapy.backends.cpu.steps import (
@@ -98,12 +99,15 @@ from xlapy.hlo.attrs.enums import FusionKind
 from xlapy.interpreter.evaluator import EvalContext
 from xlapy.interpreter.registry import get_kernel
 
-#: The passes run before planning: names of xlapy.passes.PASSES, and "row-fusion", this
-#: backend's own (backends/cpu/row_fusion.py). ``excess-precision`` (XLA:CPU's
-#: xla_allow_excess_precision, on by default) runs right after inlining, as XLA's bf16 float
-#: normalization does, unless the backend was made with allow_excess_precision=False.
-PIPELINE = ("inline", "map-inline", "batch-norm-expander", "dot-upcast", "simplify", "cse",
-            "dce", "row-fusion", "fusion")
+#: The passes run before planning: names of xlapy.passes.PASSES, and this backend's own
+#: (BACKEND_PASSES: backends/cpu/dot_operands.py, row_fusion.py). ``excess-precision``
+#: (XLA:CPU's xla_allow_excess_precision, on by default) runs right after inlining, as XLA's
+#: bf16 float normalization does, unless the backend was made with
+#: allow_excess_precision=False.
+PIPELINE = ("inline", "map-inline", "batch-norm-expander", "dot-upcast", "dot-operands",
+            "simplify", "cse", "dce", "row-fusion", "fusion")
+#: This backend's passes, by pipeline name.
+BACKEND_PASSES = {"dot-operands": DotOperands, "row-fusion": RowFusion}
 EXCESS_PRECISION_PIPELINE = PIPELINE[:3] + ("excess-precision",) + PIPELINE[3:]
 
 #: The options a CpuBackend made without them takes (the ``xlapy run`` flags set these for
@@ -634,10 +638,14 @@ def _compile(module, allow_excess_precision: bool, flush_denormals: bool,
 
     work = module.clone(suffix="")
     names = _pipeline(allow_excess_precision)
-    k = names.index("row-fusion")
-    make_pipeline(names[:k], verify=False).run(work)
-    RowFusion().run(work)
-    make_pipeline(names[k + 1:], verify=False).run(work)
+    start = 0
+    for k, name in enumerate(names + ("",)):  # the generic passes between the backend's
+        if k == len(names) or name in BACKEND_PASSES:
+            if k > start:
+                make_pipeline(names[start:k], verify=False).run(work)
+            if k < len(names):
+                BACKEND_PASSES[name]().run(work)
+            start = k + 1
     planner = Planner(work)
     entry = planner.plan(work.entry)
     native = _native.compile_entry(planner, entry)
