@@ -52,6 +52,7 @@ import re
 import numpy as np
 
 from xlapy.backends.cpu import blas, threads
+from xlapy.backends.cpu.transposes import swap_last2
 from xlapy.shape import dtypes
 
 _BUILTIN_SOURCE = "xlapy.interpreter.custom_calls_lapack"
@@ -326,12 +327,12 @@ def _col_major(a: np.ndarray, count: int) -> np.ndarray:
     """The matrices of ``a`` (logical [..., rows, cols]) in column-major order: a C-contiguous
     [count, cols, rows] copy (each matrix as Fortran reads it, leading dimension rows)."""
     rows, cols = a.shape[-2], a.shape[-1]
-    return np.ascontiguousarray(np.asarray(a).reshape(count, rows, cols).transpose(0, 2, 1))
+    return swap_last2(np.asarray(a).reshape(count, rows, cols))
 
 
 def _row_major(w: np.ndarray, shape) -> np.ndarray:
     """Column-major matrices ([count, cols, rows]) back to a logical array of ``shape``."""
-    return np.ascontiguousarray(w.transpose(0, 2, 1)).reshape(shape)
+    return swap_last2(w).reshape(shape)
 
 
 def _over_batch(count: int, cost: int, make) -> None:
