@@ -4,7 +4,8 @@ Visiting each computation's instructions consumers first, a group grows from a c
 (an elementwise or data-movement op, a reduce or reduce-window, or an existing kLoop/kInput
 fusion) through its operands: a producer joins the group when it is fusible (elementwise
 ops, broadcast, reshape, transpose, slice, concatenate, pad, reverse, iota, constant,
-convert, or a kLoop fusion, which is merged in) and either every user of it is in the
+convert, a gather of single elements - not one copying rows: ``_row_gather`` - or a kLoop
+fusion, which is merged in) and either every user of it is in the
 group, or it is cheap (a scalar constant, an iota, a broadcast of a scalar constant), or
 XLA:CPU would duplicate it (``may_duplicate``: not expensive, and reading no more than it
 writes or fusible into all its users) and the group generates it once per element; then
@@ -41,7 +42,7 @@ from xlapy.shape import dtypes
 
 #: Data-movement and constant-like opcodes fusible besides the elementwise ones.
 _MOVEMENT = frozenset({"broadcast", "reshape", "transpose", "slice", "concatenate", "pad",
-                       "iota", "constant", "convert", "reverse"})
+                       "iota", "constant", "convert", "reverse", "gather"})
 #: Consumers that make an input fusion.
 _INPUT_ROOTS = frozenset({"reduce", "reduce-window"})
 #: Control-flow attributes whose computations are fused in too.
@@ -86,9 +87,21 @@ def _fusion_kind(instr: Instruction) -> FusionKind | None:
     return instr.attrs["kind"] if instr.opcode == "fusion" else None
 
 
+def _row_gather(instr: Instruction) -> bool:
+    """A gather whose output rows are runs of its operand (the last output dimension is a
+    window dimension longer than 1: embedding lookups): left to the backend's gather kernel,
+    which copies each row from one start index; a gather of single elements (take_along,
+    searchsorted's probes) fuses with its indices' producers and its consumers."""
+    if instr.opcode != "gather" or not instr.shape.is_array() or not instr.shape.dimensions:
+        return False
+    last = len(instr.shape.dimensions) - 1
+    dn = instr.attrs["gather_dimension_numbers"]
+    return last in dn.offset_dims and int(instr.shape.dimensions[last]) > 1
+
+
 def is_fusible_producer(instr: Instruction) -> bool:
     """Can ``instr`` be fused into a consumer (as an operand)?"""
-    if not _plain(instr):
+    if not _plain(instr) or _row_gather(instr):
         return False
     if instr.opcode == "fusion":
         return _fusion_kind(instr) == FusionKind.LOOP
@@ -99,7 +112,7 @@ def is_fusible_producer(instr: Instruction) -> bool:
 
 def is_fusible_consumer(instr: Instruction) -> bool:
     """Can ``instr`` be the root of a fusion group?"""
-    if not _plain(instr):
+    if not _plain(instr) or _row_gather(instr):
         return False
     if instr.opcode == "fusion":
         return _fusion_kind(instr) in (FusionKind.LOOP, FusionKind.INPUT)

@@ -469,9 +469,14 @@ def test_reasons_name_the_emitter():
     ((_, _, reason),) = [r for r in program.interpreted() if r[1] == "ragged-dot"]
     assert reason == "no emitter has an entry for (ragged-dot, float)"
     table = {t.name: t for t in emitters.tables()}
-    assert table["elemental"].has("add", "float") and not table["elemental"].has("gather",
+    assert table["elemental"].has("add", "float") and not table["elemental"].has("scatter",
                                                                                  "float")
+    # a gather alone is the gather kernel's (its table comes first); fused, the elemental
+    # generator computes its elements
     assert table["gather_scatter"].has("gather", "float")
+    assert table["elemental"].has("gather", "float")
+    names = [t.name for t in emitters.tables()]
+    assert names.index("gather_scatter") < names.index("elemental")
     assert table["sort"].has("sort", "pred")
 
 

@@ -189,3 +189,74 @@ def test_non_default_layouts():
     x = np.arange(21, dtype=np.float32).reshape(7, 3)
     got = check(text, x, np.array([[6], [0], [2], [9], [-4]], np.int32), opcode="gather")
     np.testing.assert_array_equal(got, x[[6, 0, 2, 6, 0]])
+
+
+# -- gathers fused into loop kernels ----------------------------------------------------------
+
+
+def _fused_text(text: str, et: str, it: str) -> str:
+    """``text``'s gather between an elementwise producer of its indices and an elementwise
+    consumer (a gather of single elements then fuses with both: indexing._gather)."""
+    lines = text.splitlines()
+    k = next(n for n, line in enumerate(lines) if line.strip().startswith("ROOT g"))
+    g = lines[k].replace("ROOT g", "g").replace("gather(x, i)", "gather(x, j)")
+    ishape = next(line for line in lines if " i = " in line).split("=")[1].split(" parameter")[0]
+    oshape = g.split("=")[1].split(" gather")[0]
+    op = "not" if et == "pred" else "negate"
+    lines[k:k + 1] = [f"  j = {ishape.strip()} maximum(i, i)", g,
+                      f"  ROOT n = {oshape.strip()} {op}(g)"]
+    return "\n".join(lines)
+
+
+def _fused(x, idx, offset_dims, collapsed, start_index_map, ivd, slice_sizes,
+           operand_batching=(), indices_batching=(), et="f32", it="s32"):
+    from xlapy.backends.cpu import backend as be
+    from xlapy.interpreter import evaluate
+    from xlapy.parser import parse_hlo_module
+
+    want = G.gather_reference(x, idx, offset_dims, collapsed, start_index_map, ivd,
+                              slice_sizes, operand_batching, indices_batching)
+    text = _fused_text(G.gather_text(x.shape, np.shape(idx), want.shape, offset_dims,
+                                     collapsed, start_index_map, ivd, slice_sizes,
+                                     operand_batching, indices_batching, et, it), et, it)
+    module = parse_hlo_module(text)
+    steps = be.compile_module(module).entry.steps
+    if want.size and want.ndim and not (
+            want.ndim - 1 in offset_dims and want.shape[-1] > 1):  # not a row gather
+        fused = [s for s in steps if s.instr.opcode == "fusion"]
+        assert len(fused) == 1 and any(
+            i.opcode == "gather" for i in fused[0].instr.attrs["calls"].instructions)
+    elif want.size and want.ndim:  # a row gather: the gather kernel
+        assert any(s.instr.opcode == "gather" for s in steps)
+    got = run_cpu(text, x, idx)
+    same = np.asarray(evaluate(module, x, idx)).reshape(-1)
+    assert np.array_equal(np.asarray(got).reshape(-1).view(np.uint8), same.view(np.uint8))
+    return got
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_fused_random_configurations(seed):
+    _fused(*G.random_configuration(np.random.default_rng(100 + seed), dim_high=6,
+                                   batch_high=5, index_high=8))
+
+
+def test_fused_element_gathers_batching_and_index_positions():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    idx = rng.integers(-1, 6, (4, 2, 6, 1)).astype(np.int32)
+    _fused(x, idx, (), (1,), (1,), 3, (1, 1, 1), operand_batching=(0, 2),
+           indices_batching=(0, 2))
+    y = np.arange(16 * 11, dtype=np.float32).reshape(16, 11)
+    _fused(y, np.array([[0, 4, 2], [3, 1, 0]], np.int32), (), (0, 1), (0, 1), 0, (1, 1))
+    # whole rows (an embedding lookup): left to the gather kernel, not fused
+    rows = rng.integers(-3, 19, (5, 1)).astype(np.int32)
+    _fused(y, rows, (1,), (0,), (0,), 1, (1, 11))
+
+
+@pytest.mark.parametrize("it", ["s8", "u8", "s16", "u32", "s64", "u64"])
+def test_fused_index_types_and_extremes(it):
+    x = np.arange(10, dtype=np.float32)
+    info = np.iinfo(np_dtype(it))
+    raw = np.array([0, 9, 3, info.max, info.min, info.max - 1], dtype=np_dtype(it))
+    got = _fused(x, raw.reshape(-1, 1), (), (0,), (0,), 1, (1,), it=it)
+    assert got[3] == -x[9]  # the largest value clamps to the last element

@@ -250,6 +250,50 @@ def _dynamic_update_slice(em, instr, index):
     return base if inside is None else b.select(inside, v, base, name=instr.name)
 
 
+def _gather(em, instr, index):
+    """XLA's gather at output ``index``: the start-index vector read from the indices at the
+    output's batch position (index_vector_dim's components, signed by sign extension,
+    unsigned by value), each start clamped so its slice fits (``clamp(S, 0, dim - size)``),
+    explicit batching dimensions taking the batch position itself, the offset dimensions
+    added; the operand's element there."""
+    from xlapy.backends.cpu.elemental import TYPES
+    b = em.b
+    operand, indices = instr.operands
+    dn = instr.attrs["gather_dimension_numbers"]
+    sizes = [int(v) for v in instr.attrs["slice_sizes"]]
+    odims, idims = _dims(operand), _dims(indices)
+    rank = len(odims)
+    offset_dims = list(dn.offset_dims)
+    batch = [index.multi[k] for k in range(len(index.dims)) if k not in offset_dims]
+    offset_operand = [d for d in range(rank) if d not in dn.collapsed_slice_dims
+                      and d not in dn.operand_batching_dims]
+    ivd = dn.index_vector_dim
+    kind, ty = TYPES[indices.shape.element_type]
+    multi = []
+    for d in range(rank):
+        s = None
+        if d in dn.start_index_map:
+            at = list(batch)
+            if ivd < len(idims):
+                at.insert(ivd, _c(dn.start_index_map.index(d)))
+            v = (yield indices, Index(b, idims, multi=at))
+            if ty.width < 64:
+                v = b.sext(v, I64, name=f"{instr.name}.w{d}") if kind == "s" else b.zext(
+                    v, I64, name=f"{instr.name}.w{d}")
+            elif kind == "u":  # 2**63 or more: beyond every dimension, saturate
+                v = b.select(b.icmp_signed("<", v, _c(0)), _c(2**63 - 1), v,
+                             name=f"{instr.name}.u{d}")
+            s = _clamp(b, v, 0, max(odims[d] - sizes[d], 0), f"{instr.name}.s{d}")
+        elif d in dn.operand_batching_dims:
+            k = dn.start_indices_batching_dims[list(dn.operand_batching_dims).index(d)]
+            s = batch[k - (1 if k > ivd else 0)]
+        if d in offset_operand:
+            w = index.multi[offset_dims[offset_operand.index(d)]]
+            s = w if s is None else b.add(s, w, name=f"{instr.name}.o{d}")
+        multi.append(_c(0) if s is None else s)
+    return (yield operand, Index(b, odims, multi=multi))
+
+
 #: opcode -> generator(emitter, instr, index): a Python generator that yields ``(operand,
 #: index)`` for each operand element it needs (the emitter sends the value back) and returns
 #: the element (iota, needing none, returns it directly).
@@ -266,6 +310,7 @@ GENERATORS = {
     "iota": _iota,
     "dynamic-slice": _dynamic_slice,
     "dynamic-update-slice": _dynamic_update_slice,
+    "gather": _gather,
 }
 
 
@@ -296,6 +341,10 @@ def supports(instr) -> bool:
                    for o in instr.operands[first:])
     if op == "pad":
         return instr.operands[1].shape.element_type == shape.element_type
+    if op == "gather":
+        it = instr.operands[1].shape
+        return it.is_array() and not it.is_dynamic() and it.element_type in TYPES and \
+            TYPES[it.element_type][0] in "su"
     if op == "concatenate":
         return all(o.shape.element_type == shape.element_type for o in instr.operands)
     return True
