@@ -233,3 +233,22 @@ def test_block_transpose_split_over_threads_and_a_single_block():
     one = _transpose_text("f32", (16, 16), (1, 0))  # one block: the kernel has no loop
     y = _normal(rng, 16, 16)
     same_bits(_run(one, y), np.ascontiguousarray(y.T))
+
+
+def test_a_concatenate_of_many_operands_is_cut_into_as_many_segments():
+    """jnp.concatenate of 40 arrays (then scaled): 40 loops, one per operand, up to
+    MAX_SEGMENTS; past it, the candidates."""
+    n = 40
+    assert n <= le.MAX_SEGMENTS
+    params = [(f"p{k}", "f32[6,3]") for k in range(n)]
+    names = ", ".join(p for p, _ in params)
+    body = (f"  c = f32[6,{3 * n}] concatenate({names}), dimensions={{1}}\n"
+            f"  two = f32[] constant(2)\n  b = f32[6,{3 * n}] broadcast(two), dimensions={{}}\n"
+            f"  ROOT r = f32[6,{3 * n}] multiply(c, b)")
+    text = _fusion(params, body, f"f32[6,{3 * n}]")
+    axis, segments = _segments_of(text)
+    assert axis == 1 and len(segments) == n
+    rng = np.random.default_rng(23)
+    args = [_normal(rng, 6, 3) for _ in range(n)]
+    got = _run(text, *args)
+    np.testing.assert_array_equal(got, 2 * np.concatenate(args, axis=1))
