@@ -20,7 +20,6 @@ from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.ir import Module
 from xlapy.interpreter.evaluator import EvalOptions
 
-
 #: Alignment of the host memory of device buffers (bytes): a cache line, and the width of an
 #: AVX-512 vector, as XLA:CPU aligns its buffers. A 64-byte vector load or store of a buffer
 #: NumPy's allocator placed 16 bytes past a line (the usual offset of a large np.empty)

@@ -665,3 +665,53 @@ ENTRY e {
     got = np.asarray(Client(backend="cpu").compile(module)(v0, mat))
     want = np.asarray(evaluate(module, v0, mat))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# -- integer dots -----------------------------------------------------------------------------
+
+INT = {"s32": np.int32, "u32": np.uint32, "s64": np.int64, "u64": np.uint64}
+
+
+def _int_check(text, a, b):
+    module = parse_hlo_module(text)
+    steps = be.compile_module(module).entry.steps
+    assert [(type(s).__name__, s.instr.opcode) for s in steps] == [("KernelStep", "dot")]
+    got = np.asarray(Client(backend="cpu").compile(module)(a, b))
+    want = np.asarray(evaluate(module, a, b))
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    return got
+
+
+def _ints(rng, shape, t, big):
+    info = np.iinfo(INT[t])
+    lo, hi = (info.min, info.max) if big else (-50 if info.min else 0, 50)
+    return rng.integers(lo, hi, shape, dtype=INT[t], endpoint=True)
+
+
+@pytest.mark.parametrize("t", list(INT))
+@pytest.mark.parametrize("big", [False, True])  # big: products and sums wrap around
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (5, 9, 17), (64, 64, 64), (200, 70, 33),
+                                   (3, 300, 1), (300, 128, 80)])
+def test_integer_dots_wrap_as_xla(t, big, m, k, n):
+    """Integer dots run on the generated kernels at any size (the packed GEMM and BLAS are
+    float-only), sums and products wrapping in two's complement: bit for bit the
+    interpreter's result in any summation order."""
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    a, b = _ints(rng, (m, k), t, big), _ints(rng, (k, n), t, big)
+    text = _text(t, a.shape, b.shape, (m, n), "lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    assert isinstance(gemm_kernel.form(parse_hlo_module(text).entry.root), gemm_kernel.Form)
+    got = _int_check(text, a, b)
+    if not big:
+        np.testing.assert_array_equal(got, (a.astype(np.int64) @ b.astype(np.int64)).astype(INT[t]))
+
+
+@pytest.mark.parametrize("t", ["s32", "u64"])
+def test_integer_dots_batched_and_transposed(t):
+    rng = np.random.default_rng(7)
+    a, b = _ints(rng, (3, 40, 6), t, True), _ints(rng, (3, 5, 40), t, True)  # [B, k, m], [B, n, k]
+    dn = ("lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={1}, "
+          "rhs_contracting_dims={2}")
+    _int_check(_text(t, a.shape, b.shape, (3, 6, 5), dn), a, b)
+    v = _ints(rng, (40,), t, True)  # a matrix times a vector
+    _int_check(_text(t, (3, 5, 40), v.shape, (3, 5), "lhs_contracting_dims={2}, "
+                     "rhs_contracting_dims={0}"), b, v)

@@ -76,11 +76,11 @@ from xlapy.backends.cpu import native as _native
 from xlapy.backends.cpu import plan_cache as _plan_cache
 from xlapy.backends.cpu import reduction as _reduction
 from xlapy.backends.cpu.denormals import entry_name, flush_in_module, flushing
+from xlapy.backends.cpu.dot_operands import DotOperands
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.loop_emitter import emit_loop, members_of
 from xlapy.backends.cpu.program_cache import ENGINE_BYTES, INSTRUCTION_BYTES, ProgramCache
 from xlapy.backends.cpu.program_cache import fingerprint as _fingerprint
-from xlapy.backends.cpu.dot_operands import DotOperands
 from xlapy.backends.cpu.row_fusion import RowFusion, is_row_fusion
 from xlapy.backends.cpu.scalar_computation import constant_value
 from xlapy.backends.cpu.steps import (

@@ -26,6 +26,8 @@ with the operand's producer.
 
 from __future__ import annotations
 
+import itertools
+
 from xlapy.hlo.attrs.dot import DotDimensionNumbers
 from xlapy.hlo.ir import Instruction, Module
 from xlapy.passes.fusion import InstructionFusion
@@ -44,7 +46,7 @@ def _collapses(dims, strides, group) -> tuple[int, int] | None:
     """(size, stride) of ``group`` read as one strided dimension in the order given, None
     when it does not (size-1 dimensions read as anything)."""
     real = [d for d in group if dims[d] != 1]
-    for a, b in zip(real, real[1:]):
+    for a, b in itertools.pairwise(real):
         if strides[a] != strides[b] * dims[b]:
             return None
     size = 1

@@ -246,7 +246,7 @@ def _gemm_table() -> Table:
     def plan(planner, instr):
         return planner.instruction_kernel(instr, gemm_kernel.emit)
 
-    return Table("gemm_kernel", _entries(["dot"], ["float"], check, plan))
+    return Table("gemm_kernel", _entries(["dot"], ["float", "signed", "unsigned"], check, plan))
 
 
 def _library_table() -> Table:

@@ -92,8 +92,35 @@ TINY = 16 * 16 * 16
 #: benchmarks/small_gemm_sweep.py, 1 to 48 rows took 0.15-0.6x of BLAS's time and 0.8-1.0x
 #: of the packed GEMM's from 24 rows on
 SKINNY = 64
-_TYPES = {PT.F32: (ir.FloatType(), 4), PT.F64: (ir.DoubleType(), 8)}  # (type, bytes)
+_TYPES = {PT.F32: (ir.FloatType(), 4), PT.F64: (ir.DoubleType(), 8),  # (type, bytes)
+          PT.S32: (ir.IntType(32), 4), PT.U32: (ir.IntType(32), 4),
+          PT.S64: (ir.IntType(64), 8), PT.U64: (ir.IntType(64), 8)}
+#: Integer dots: products and sums wrap in two's complement, as XLA's integer dots do, so
+#: every order gives the same bits; they take the register-tiled kernel at any size (the
+#: packed GEMM and BLAS are float-only).
+_INTEGER = frozenset({PT.S32, PT.U32, PT.S64, PT.U64})
 _FLAGS = ("contract",)
+
+
+def _add(b, x, y, flags=(), name=""):
+    """x + y: wrapping for integers, IEEE (with ``flags``) for floats."""
+    if isinstance(x.type.element if isinstance(x.type, ir.VectorType) else x.type, ir.IntType):
+        return b.add(x, y, name=name)
+    return b.fadd(x, y, flags=flags, name=name)
+
+
+def _mul(b, x, y, flags=(), name=""):
+    """x * y: wrapping for integers, IEEE (with ``flags``) for floats."""
+    if isinstance(x.type.element if isinstance(x.type, ir.VectorType) else x.type, ir.IntType):
+        return b.mul(x, y, name=name)
+    return b.fmul(x, y, flags=flags, name=name)
+
+
+def _zero(ty):
+    """0 of scalar type ``ty`` (or of a vector type's elements, every lane)."""
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [_zero(ty.element).constant] * ty.count)
+    return ir.Constant(ty, 0 if isinstance(ty, ir.IntType) else 0.0)
 
 
 #: the vector width the kernels use, None: the host's (benchmarks set 256 to compare)
@@ -161,7 +188,7 @@ def form(instr):
     et = instr.shape.element_type if instr.shape.is_array() else None
     if et not in _TYPES or any(o.shape.element_type != et or not o.shape.is_array()
                                for o in instr.operands):
-        return "not an f32 or f64 dot of operands of its type"
+        return "not an f32, f64, s32, u32, s64 or u64 dot of operands of its type"
     if instr.shape.is_dynamic() or any(o.shape.is_dynamic() for o in instr.operands):
         return "dynamic shapes"
     lhs, rhs = (tuple(int(d) for d in o.shape.dimensions) for o in instr.operands)
@@ -214,7 +241,7 @@ def _form(et, shape, lhs, rhs, lb, rb, lc, rc):
     # few rows over a tile of contiguous columns: the small kernel reading b in place, at
     # any size (a tile's accumulators are independent sums even for one row)
     skinny = m < SKINNY and b_n == 1 and n >= cols * width
-    small = m * n * k <= SMALL or skinny
+    small = m * n * k <= SMALL or skinny or et in _INTEGER
     if not small:
         why = packed_reason(et, m, n)
         if why is not None:
@@ -224,7 +251,8 @@ def _form(et, shape, lhs, rhs, lb, rb, lc, rc):
     if not small and common["a_row"] is None:
         return f"not small (m*n*k = {m * n * k} > {SMALL}) and lhs free dimensions that " \
                f"do not read as one strided dimension (the packed GEMM's rows)"
-    if small and not skinny and m * n * k > TINY and (m < ROWS or n < width or b_n != 1):
+    if small and not skinny and m * n * k > TINY and et not in _INTEGER and (
+            m < ROWS or n < width or b_n != 1):
         return f"m*n*k = {m * n * k} > {TINY} with fewer than {ROWS} rows or {width} " \
                f"contiguous columns (BLAS keeps more sums in flight)"
     # a skinny dot above SMALL: taller tiles of as many accumulators, so each b vector
@@ -340,7 +368,7 @@ def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align, span=None):
     b.branch(loop)
     b.position_at_end(loop)
     width = vec.count if isinstance(vec, ir.VectorType) else 1
-    zero = ir.Constant(vec, [0.0] * width) if width > 1 else ir.Constant(vec, 0.0)
+    zero = _zero(vec)
     p = b.phi(I64, name="p")
     p.add_incoming(p_lo, head)
     accs = [[b.phi(vec, name=f"acc{r}.{c}") for c in range(cols)] for r in range(len(a_rows))]
@@ -371,7 +399,7 @@ def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align, span=None):
     for r, a_row in enumerate(a_rows):
         at = b.add(a_row, b.mul(p, _c(f.a_k)), name=f"aat{r}")
         av = _splat(b, b.load(b.gep(pa, [at], inbounds=True), name=f"av{r}"), vec)
-        nexts.append([b.fadd(accs[r][c], b.fmul(av, bvs[c], flags=_FLAGS), flags=_FLAGS,
+        nexts.append([_add(b, accs[r][c], _mul(b, av, bvs[c], flags=_FLAGS), flags=_FLAGS,
                              name=f"nacc{r}.{c}") for c in range(cols)])
     p_next = b.add(p, _c(1), name="p.next")
     p.add_incoming(p_next, b.block)
@@ -388,7 +416,7 @@ def _tile(b, f, ptrs, a_rows, b_base, c_rows, j0, vec, cols, align, span=None):
             value = nexts[r][c]
             if first is not None:
                 old = b.load(ptr, align=align)
-                value = b.fadd(value, b.select(first, zero, old))
+                value = _add(b, value, b.select(first, zero, old))
             b.store(value, ptr, align=align)
 
 
@@ -447,7 +475,7 @@ def _hsum(b, v, name):
                               ir.Constant(ir.VectorType(i32, h), list(range(h))))
         hi = b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
                               ir.Constant(ir.VectorType(i32, h), list(range(h, n))))
-        v = b.fadd(lo, hi, name=f"{name}.h{h}")
+        v = _add(b, lo, hi, name=f"{name}.h{h}")
         n = h
     return b.extract_element(v, ir.Constant(i32, 0), name=name)
 
@@ -459,7 +487,7 @@ def _gemv_rows(b, f, ptrs, bi, r0, count, vec):
     pa, pb, pc = ptrs
     w = vec.count
     u = f.cols
-    zero = ir.Constant(vec, [0.0] * w)
+    zero = _zero(vec)
     b_off, a_rows, c_rows = _row_offsets(b, f, bi, r0, count)
     steps, whole = f.k // (u * w), f.k // w
 
@@ -482,7 +510,7 @@ def _gemv_rows(b, f, ptrs, bi, r0, count, vec):
                 acc.add_incoming(zero, head)
         p = b.mul(q, _c(u * w), name="gv.p")
         bvs = [load(pb, b_col, b.add(p, _c(v * w)), f"bv{v}") for v in range(u)]
-        nexts = [[b.fadd(accs[r][v], b.fmul(load(pa, a_rows[r], b.add(p, _c(v * w)), f"av{r}"),
+        nexts = [[_add(b, accs[r][v], _mul(b, load(pa, a_rows[r], b.add(p, _c(v * w)), f"av{r}"),
                                             bvs[v], flags=_FLAGS), flags=_FLAGS)
                   for v in range(u)] for r in range(count)]
         q_next = b.add(q, _c(1), name="q.next")
@@ -496,16 +524,16 @@ def _gemv_rows(b, f, ptrs, bi, r0, count, vec):
         for r in range(count):
             acc = nexts[r][0]
             for v in range(1, u):
-                acc = b.fadd(acc, nexts[r][v])
+                acc = _add(b, acc, nexts[r][v])
             for t in range(steps * u, whole):  # whole vectors past the unrolled steps
-                acc = b.fadd(acc, b.fmul(load(pa, a_rows[r], _c(t * w), "at"),
+                acc = _add(b, acc, _mul(b, load(pa, a_rows[r], _c(t * w), "at"),
                                          load(pb, b_col, _c(t * w), "bt"), flags=_FLAGS),
                              flags=_FLAGS)
             s = _hsum(b, acc, f"sum{r}")
             for t in range(whole * w, f.k):  # the k past the last whole vector
                 x = b.load(b.gep(pa, [b.add(a_rows[r], _c(t))], inbounds=True))
                 y = b.load(b.gep(pb, [b.add(b_col, _c(t))], inbounds=True))
-                s = b.fadd(s, b.fmul(x, y, flags=_FLAGS), flags=_FLAGS)
+                s = _add(b, s, _mul(b, x, y, flags=_FLAGS), flags=_FLAGS)
             sums.append(s)
         for r in range(count):
             b.store(sums[r], b.gep(pc, [b.add(c_rows[r], j)], inbounds=True))
@@ -578,7 +606,7 @@ def emit(module: ir.Module, name: str, instr) -> KernelSpec:
         return gemm_packed.emit(module, name, f, _TYPES[f.et][0])
     ty, width = _TYPES[f.et][0], f.width
     vec = ir.VectorType(ty, width)
-    align = 4 if f.et == PT.F32 else 8  # element alignment (the vectors need not be aligned)
+    align = f.itemsize  # element alignment (the vectors need not be aligned)
     fn, b = declare_kernel(module, name)
     bufs, lo, hi = fn.args
     first, second = (1, 0) if f.swapped else (0, 1)  # a swapped dot reads rhs as its a
