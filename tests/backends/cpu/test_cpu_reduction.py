@@ -299,13 +299,15 @@ NARROW = [("bf16", "add", (5, 60), (1,)), ("bf16", "add", (60, 7), (0,)),
 @pytest.mark.parametrize("t,op,shape,dims", NARROW, ids=[f"{c[0]}-{c[1]}" for c in NARROW])
 def test_narrow_types(t, op, shape, dims):
     """Narrow floats are computed in f32 and rounded after every step (never reordered:
-    bit-exact for at most 64 terms per output); narrow integers wrap."""
+    bit-exact for at most 64 terms per output) - but max and min, exact in f32, are
+    recognised (vector accumulators, rounded once when stored); narrow integers wrap."""
     module = _reduce_module(t, op, shape, dims, init="1")
     root = module.entry.root
     assert reduction.supports(root)
     float_type = t[0] in "fb"
-    if float_type:  # rounding at every step: never reordered
-        assert reduction.recognised_op(root.attrs["to_apply"]) is None
+    if float_type:  # rounding at every step: never reordered, except max and min
+        want_op = op if op in ("maximum", "minimum") else None
+        assert reduction.recognised_op(root.attrs["to_apply"]) == want_op
     rng = np.random.default_rng(11)
     dt = dtypes.to_dtype(root.shape.element_type)
     x = (rng.standard_normal(shape) * 3).astype(dt) if float_type else \
@@ -318,6 +320,42 @@ def test_narrow_types(t, op, shape, dims):
     for mode in ("whole", "halves"):
         got = run_kernel(spec, compiled, _input_arrays(inputs, [x]), mode)[0].reshape(-1)
         assert got.dtype == want.dtype
+        width = np.dtype(f"u{got.dtype.itemsize}")
+        np.testing.assert_array_equal(got.view(width), want.view(width))
+
+
+@pytest.mark.parametrize("t", ["bf16", "f16", "f8e5m2"])
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+@pytest.mark.parametrize("shape,dims", [((6, 3000), (1,)), ((3000, 6), (0,)), ((70000,), (0,))])
+def test_narrow_max_min_are_recognised_and_exact(t, op, shape, dims):
+    """max/min of narrow floats: vector accumulators in f32 (and chunks for a long full
+    reduction), rounded once when stored - the interpreter's bits, NaNs, infinities and
+    signed zeros included."""
+    module = _reduce_module(t, op, shape, dims)
+    root = module.entry.root
+    assert reduction.recognised_op(root.attrs["to_apply"]) == op
+    rng = np.random.default_rng(12)
+    dt = dtypes.to_dtype(root.shape.element_type)
+    x = (rng.standard_normal(shape) * 3).astype(dt)
+    flat = x.reshape(-1)
+    flat[rng.integers(0, flat.size, 5)] = np.inf
+    flat[rng.integers(0, flat.size, 5)] = -np.inf
+    flat[rng.integers(0, flat.size, 5)] = -0.0
+    if dims == (1,):  # rows: one all NaN, one with a NaN
+        x[1] = np.nan
+        x[2, 7] = np.nan
+    elif x.ndim == 2:  # columns: one all NaN, one with a NaN
+        x[:, 4] = np.nan
+        x[11, 3] = np.nan
+    else:
+        flat[60000] = np.nan
+    batch = Batch()
+    inputs = _unique(root.operands)
+    spec = batch.add(root, inputs)
+    compiled = batch.compile()
+    want = np.asarray(evaluate(module, x)).reshape(-1)
+    for mode in ("whole", "halves"):
+        got = run_kernel(spec, compiled, _input_arrays(inputs, [x]), mode)[0].reshape(-1)
         width = np.dtype(f"u{got.dtype.itemsize}")
         np.testing.assert_array_equal(got.view(width), want.view(width))
 

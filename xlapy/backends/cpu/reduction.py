@@ -16,7 +16,8 @@ are contiguous in its dimensions' row-major order, so each segment is one loop:
 - *row reduction* (the last segment is reduced; also full reductions): a work item is one
   output element; loops over the reduced segments, the innermost contiguous. With a
   recognised associative reducer (``add``/``multiply``/``maximum``/``minimum``/``and``/``or``
-  of its two parameters, element types computed in their storage type) the accumulator
+  of its two parameters, element types computed in their storage type, and max/min of
+  narrow floats, exact in f32) the accumulator
   update carries ``reassoc`` (floats) or is an LLVM min/max intrinsic, so LLVM vectorises
   it with several independent vector accumulators, combined at the end. jax's
   argmax/argmin reducer (``arg_form``) over a minor reduced segment runs in vector lanes
@@ -143,8 +144,12 @@ def recognised_op(comp) -> str | None:
         return root.opcode if root.opcode in ("maximum", "minimum", "and", "or") else None
     if kind == "c":  # complex: the computation inlined as it is
         return None
-    if el.memory_type(et) != ty:  # computed wider than stored: rounds at every step
-        return None
+    if el.memory_type(et) != ty:  # computed wider than stored: rounds at every step...
+        if kind != "f" or root.opcode not in ("maximum", "minimum"):
+            return None
+        # ...except max and min, whose result is one of the stored values: exact in the
+        # wider type (the NaN a step would round to the format's NaN is made so when the
+        # result is stored: _store)
     if kind == "f" and root.opcode in ("and", "or"):
         return None
     return root.opcode
@@ -290,6 +295,8 @@ class Reducer:
         self.comp = comp
         self.types = types
         self.op = recognised_op(comp) if len(types) == 1 else None
+        # a recognised narrow-float max/min runs in f32 without per-step rounding
+        self.rounds_once = self.op in ("maximum", "minimum") and types[0] in el.FORMATS
 
     def exact(self, b: ir.IRBuilder, accs: list, xs: list) -> list:
         if self.op is not None:
@@ -498,7 +505,11 @@ def _out_linear(b, segs: list, vals: dict):
     return lin if lin is not None else _c(0)
 
 
-def _store(b, ptr, pos, value, et, name):
+def _store(b, ptr, pos, value, et, name, reducer=None):
+    if reducer is not None and reducer.rounds_once:
+        # a narrow float max/min accumulated without rounding: rounded once, as the
+        # reducer's last step rounds its result (exact but for a NaN's payload)
+        value = el.round_to(b, value, et, f"{name}.rnd")
     el.store_value(b, value, b.gep(ptr, [pos], inbounds=True, name=f"{name}.ptr"), et, name)
 
 
@@ -680,7 +691,7 @@ def _reduce_kernel(module, name, root, inputs, segs, reducer, column, block, chu
                 for j in range(n):
                     dst = fn.scratch[j] if chunked else fn.outs[j]
                     v = b.load(b.gep(accs[j], [m], inbounds=True))
-                    _store(b, dst, pos, v, types[j], f"out{j}")
+                    _store(b, dst, pos, v, types[j], f"out{j}", reducer)
         elif arg is not None:
             for j in range(n):
                 b.store(start_values[j], accs[j])
@@ -688,7 +699,7 @@ def _reduce_kernel(module, name, root, inputs, segs, reducer, column, block, chu
             _loops(b, red[:-1], vals, ranges, lambda: row.emit(vals, accs, reducer))
             pos = _out_linear(b, segs, vals)
             for j in range(n):
-                _store(b, fn.outs[j], pos, b.load(accs[j]), types[j], f"out{j}")
+                _store(b, fn.outs[j], pos, b.load(accs[j]), types[j], f"out{j}", reducer)
         else:
             for j in range(n):
                 b.store(start_values[j], accs[j])
@@ -710,7 +721,7 @@ def _reduce_kernel(module, name, root, inputs, segs, reducer, column, block, chu
                 pos = b.add(b.mul(chunk, _c(n_out)), pos, name="part")
             for j in range(n):
                 dst = fn.scratch[j] if chunked else fn.outs[j]
-                _store(b, dst, pos, b.load(accs[j]), types[j], f"out{j}")
+                _store(b, dst, pos, b.load(accs[j]), types[j], f"out{j}", reducer)
     b.ret_void()
     cost = (k_red // chunks) * (block if column else 1)
     then = None
@@ -735,7 +746,7 @@ def _emit_combine(module, name, root, inputs, reducer, chunks: int, n_out: int) 
             xs = [_load(b, fn.scratch[j], pos, et, f"p{c}") for j, et in enumerate(types)]
             accs = reducer.exact(b, accs, xs)
         for j, (v, et) in enumerate(zip(accs, types)):
-            _store(b, fn.outs[j], o, v, et, f"out{j}")
+            _store(b, fn.outs[j], o, v, et, f"out{j}", reducer)
     b.ret_void()
     return _spec(name, root, inputs, n_out, chunks, parallel=n_out * chunks >= (1 << 16))
 
@@ -1024,7 +1035,7 @@ def _emit_reduce_window(module, name, root, inputs) -> KernelSpec:
         with for_range(b, fn.lo, fn.hi, "item"):
             xs = [fn.value(o, Index.scalar(b)) for o in root.operands[:n]]
             for j, (v, et) in enumerate(zip(reducer.exact(b, inits, xs), types)):
-                _store(b, fn.outs[j], _c(0), v, et, f"out{j}")
+                _store(b, fn.outs[j], _c(0), v, et, f"out{j}", reducer)
         b.ret_void()
         return _spec(name, root, inputs, 1, 1)
     last = out_dims[-1]
@@ -1170,7 +1181,7 @@ def _emit_reduce_window(module, name, root, inputs) -> KernelSpec:
                 stride *= out_dims[d]
             for j in range(n):
                 v = b.load(b.gep(accs[j], [m], inbounds=True))
-                _store(b, fn.outs[j], pos, v, types[j], f"out{j}")
+                _store(b, fn.outs[j], pos, v, types[j], f"out{j}", reducer)
     b.ret_void()
     cost = block * max(1, _prod(min(wd.size, d) for wd, d in zip(window, base)))
     return _spec(name, root, inputs, n_outer * n_blocks, cost)
