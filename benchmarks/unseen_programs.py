@@ -6,13 +6,17 @@ integer hash, a bf16 MLP layer, a loop of dynamic slices and dots, an FFT magnit
 random normals, logsumexp over rows, a bf16 layer-norm gradient - each lowered by jax,
 compiled by xlapy's CPU backend and run against XLA:CPU (``jax.jit``) in one process.
 
-    PYTHONPATH=. python benchmarks/unseen_programs.py [a | b | all | name,name,...]
+    PYTHONPATH=. python benchmarks/unseen_programs.py [a | b | c | all | name,name,...]
 
 Set ``a`` (the default) is the first twenty; set ``b``, twenty-nine more written on
 2026-11-29 after set a had been worked on (sorts, top-k, LAPACK-backed linalg, strided and
 transposed convolutions, RNG, while loops with convergence tests, matrix-vector loops,
 complex FFTs, int8 matmuls, histograms, per-example gradients, associative scans, image
-resizing, bf16 attention), to find what set a no longer shows.
+resizing, bf16 attention), to find what set a no longer shows; set ``c``, twenty-nine more
+written in the session after that (column softmax, batch norm, odd-sized matmuls, loops of
+dynamic slices, bf16 reductions and layer norm, int32/f16/complex matmuls, many-operand
+concatenates, batched 3x3 products, QR/eigh/SVD, segment max, one-hot matmuls, KV-cache
+updates in a scan, int8 elementwise, top-k of wide rows).
 
 Prints per program xlapy's and XLA's median times, their ratio, xlapy's cold compile time
 and the largest difference from XLA's result relative to its largest magnitude (gru_scan
@@ -294,6 +298,144 @@ def _(x, wqkv, wo):
     o = jnp.einsum('bhqk,bhkd->bhqd', p, v).transpose(0, 2, 1, 3).reshape(4, 128, 512)
     return o @ wo
 
+SET_C = []
+
+
+def prog_c(name, *args):
+    """A program of the third set (written after the second had been worked on)."""
+    SET_C.append(name)
+    return prog(name, *args)
+
+
+@prog_c('softmax_axis0', f32(4096, 512))
+def _(x):
+    return jax.nn.softmax(x, axis=0)
+
+@prog_c('batchnorm_train', f32(32, 28, 28, 128), f32(128), f32(128))
+def _(x, g, b):
+    m = x.mean((0, 1, 2)); v = ((x - m) ** 2).mean((0, 1, 2))
+    return (x - m) * lax.rsqrt(v + 1e-5) * g + b
+
+@prog_c('matmul_odd_gelu', f32(1000, 1000), f32(1000, 1000), f32(1000))
+def _(a, b, c):
+    return jax.nn.gelu(a @ b + c)
+
+@prog_c('dyn_slice_loop', f32(1024, 1024))
+def _(x):
+    def body(i, acc):
+        return acc + lax.dynamic_slice_in_dim(x, i, 1, 0)[0] * i
+    return lax.fori_loop(0, 1024, body, jnp.zeros(1024, jnp.float32))
+
+@prog_c('bf16_reduce', f32(2048, 2048).astype(jnp.bfloat16))
+def _(x):
+    return x.sum(1), x.max(0), x.max(1)
+
+@prog_c('argsort_int', np.random.default_rng(10).integers(0, 1 << 30, (256, 4096)).astype(np.int32))
+def _(x):
+    return jnp.argsort(x, axis=1)
+
+@prog_c('concat_many', *[f32(64, 37) for _ in range(32)])
+def _(*xs):
+    return jnp.concatenate(xs, axis=1) * 2.0
+
+@prog_c('vmap_3x3', f32(65536, 3, 3), f32(65536, 3))
+def _(a, v):
+    return jnp.einsum('bij,bj->bi', a, v)
+
+@prog_c('l2_normalize_rows', f32(8192, 300))
+def _(x):
+    return x / jnp.linalg.norm(x, axis=1, keepdims=True)
+
+@prog_c('xent_loss_grad', f32(2048, 1000), np.random.default_rng(11).integers(0, 1000, 2048).astype(np.int32))
+def _(l, y):
+    return jax.grad(lambda l: -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(l), y[:, None], 1)))(l)
+
+@prog_c('conv3x3_nchw', f32(8, 64, 56, 56), f32(64, 64, 3, 3))
+def _(x, k):
+    return lax.conv_general_dilated(x, k, (1, 1), 'SAME', dimension_numbers=('NCHW', 'OIHW', 'NCHW'))
+
+@prog_c('cumsum_last', f32(512, 8192))
+def _(x):
+    return jnp.cumsum(x, axis=1)
+
+@prog_c('int_matmul_s32', np.random.default_rng(12).integers(-100, 100, (256, 256)).astype(np.int32), np.random.default_rng(13).integers(-100, 100, (256, 256)).astype(np.int32))
+def _(a, b):
+    return a @ b
+
+@prog_c('scan_ema', f32(2048, 256))
+def _(x):
+    def step(c, xt):
+        c = 0.9 * c + 0.1 * xt
+        return c, c
+    return lax.scan(step, jnp.zeros(256, jnp.float32), x)[1]
+
+@prog_c('pairwise_dist', f32(2048, 64), f32(2048, 64))
+def _(a, b):
+    return jnp.sqrt(jnp.maximum(((a[:, None, :] - b[None, :, :]) ** 2).sum(-1), 0))
+
+@prog_c('unique_count_sort', np.random.default_rng(14).integers(0, 1000, 1 << 20).astype(np.int32))
+def _(x):
+    s = jnp.sort(x)
+    return (s[1:] != s[:-1]).sum()
+
+@prog_c('bf16_layernorm', f32(4096, 1024).astype(jnp.bfloat16), f32(1024).astype(jnp.bfloat16))
+def _(x, g):
+    m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) * lax.rsqrt(v + 1e-5) * g
+
+@prog_c('f16_matmul', f32(512, 512).astype(np.float16), f32(512, 512).astype(np.float16))
+def _(a, b):
+    return a @ b
+
+@prog_c('c64_matmul', (f32(256, 256) + 1j * f32(256, 256)).astype(np.complex64), (f32(256, 256) + 1j * f32(256, 256)).astype(np.complex64))
+def _(a, b):
+    return a @ b
+
+@prog_c('qr', f32(256, 128))
+def _(a):
+    return jnp.linalg.qr(a)
+
+@prog_c('eigh', (lambda m: (m + m.T) / 2)(f32(128, 128)))
+def _(a):
+    return jnp.linalg.eigh(a)[0]
+
+@prog_c('svd_values', f32(128, 64))
+def _(a):
+    return jnp.linalg.svd(a, compute_uv=False)
+
+@prog_c('segment_max', f32(100000, 32), np.sort(np.random.default_rng(15).integers(0, 500, 100000)).astype(np.int32))
+def _(x, s):
+    return jax.ops.segment_max(x, s, num_segments=500)
+
+@prog_c('onehot_matmul', np.random.default_rng(16).integers(0, 1000, 4096).astype(np.int32), f32(1000, 256))
+def _(i, w):
+    return jax.nn.one_hot(i, 1000) @ w
+
+@prog_c('sort_bf16', f32(512, 2048).astype(jnp.bfloat16))
+def _(x):
+    return jnp.sort(x, axis=1)
+
+@prog_c('kv_cache_scan', f32(128, 8, 64), f32(256, 8, 64))
+def _(new, cache):
+    def step(c, xi):
+        i, x = xi
+        c = lax.dynamic_update_slice(c, x[None], (i, 0, 0))
+        return c, c[i].sum()
+    return lax.scan(step, cache, (jnp.arange(128), new))
+
+@prog_c('uniform_bits', np.array([0, 3], np.uint32))
+def _(k):
+    return jax.random.uniform(jax.random.wrap_key_data(k, impl='threefry2x32'), (1 << 20,))
+
+@prog_c('s8_elementwise', np.random.default_rng(17).integers(-100, 100, (4096, 1024)).astype(np.int8), np.random.default_rng(18).integers(-100, 100, (4096, 1024)).astype(np.int8))
+def _(a, b):
+    return jnp.clip(a.astype(jnp.int16) * b.astype(jnp.int16) >> 4, -128, 127).astype(jnp.int8)
+
+@prog_c('topk_wide_rows', f32(64, 50000))
+def _(x):
+    return lax.top_k(x, 5)
+
+
 def timeit(fn, n=None):
     fn(); t = time.perf_counter(); fn(); one = time.perf_counter() - t
     n = n or max(3, min(30, int(0.5 / max(one, 1e-6))))
@@ -302,9 +444,9 @@ def timeit(fn, n=None):
         t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
     return float(np.median(ts))
 
-SET_A = [n for n in P if n not in SET_B]
+SET_A = [n for n in P if n not in SET_B and n not in SET_C]
 arg = sys.argv[1] if len(sys.argv) > 1 else "a"
-names = {"a": SET_A, "b": SET_B, "all": list(P)}.get(arg) or arg.split(',')
+names = {"a": SET_A, "b": SET_B, "c": SET_C, "all": list(P)}.get(arg) or arg.split(',')
 print(f"jax {jax.__version__}; xlapy/XLA per program (medians), xlapy's cold compile", flush=True)
 ratios = []
 for name in names:
