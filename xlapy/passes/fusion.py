@@ -4,8 +4,8 @@ Visiting each computation's instructions consumers first, a group grows from a c
 (an elementwise or data-movement op, a reduce or reduce-window, or an existing kLoop/kInput
 fusion) through its operands: a producer joins the group when it is fusible (elementwise
 ops, broadcast, reshape, transpose, slice, concatenate, pad, reverse, iota, constant,
-convert, a gather of single elements - not one copying rows: ``_row_gather`` - or a kLoop
-fusion, which is merged in) and either every user of it is in the
+convert, dynamic-slice, a gather of single elements - not one copying rows:
+``_row_gather`` - or a kLoop fusion, which is merged in) and either every user of it is in the
 group, or it is cheap (a scalar constant, an iota, a broadcast of a scalar constant), or
 XLA:CPU would duplicate it (``may_duplicate``: not expensive, and reading no more than it
 writes or fusible into all its users) and the group generates it once per element; then
@@ -42,7 +42,7 @@ from xlapy.shape import dtypes
 
 #: Data-movement and constant-like opcodes fusible besides the elementwise ones.
 _MOVEMENT = frozenset({"broadcast", "reshape", "transpose", "slice", "concatenate", "pad",
-                       "iota", "constant", "convert", "reverse", "gather"})
+                       "iota", "constant", "convert", "reverse", "gather", "dynamic-slice"})
 #: Consumers that make an input fusion.
 _INPUT_ROOTS = frozenset({"reduce", "reduce-window"})
 #: Control-flow attributes whose computations are fused in too.

@@ -252,3 +252,27 @@ def test_a_concatenate_of_many_operands_is_cut_into_as_many_segments():
     args = [_normal(rng, 6, 3) for _ in range(n)]
     got = _run(text, *args)
     np.testing.assert_array_equal(got, 2 * np.concatenate(args, axis=1))
+
+
+@pytest.mark.parametrize("start", [-3, 0, 5, 97])
+def test_a_dynamic_slice_fuses_with_its_consumer(start):
+    """The fusion pass fuses a dynamic-slice (XLA:CPU does): its starts (clamped so the
+    slice fits) are loaded once, the slice generated inside its consumer's loop."""
+    from xlapy.backends.cpu import backend as be
+
+    text = """HloModule m
+ENTRY e {
+  x = f32[100,64] parameter(0)
+  i = s32[] parameter(1)
+  z = s32[] constant(0)
+  d = f32[8,64] dynamic-slice(x, i, z), dynamic_slice_sizes={8,64}
+  two = f32[] constant(2)
+  b = f32[8,64] broadcast(two), dimensions={}
+  ROOT r = f32[8,64] multiply(d, b)
+}"""
+    steps = be.compile_module(parse_hlo_module(text)).entry.steps
+    assert [s.instr.opcode for s in steps if type(s).__name__ == "KernelStep"] == ["fusion"]
+    x = _normal(np.random.default_rng(24), 100, 64)
+    got = _run(text, x, np.int32(start))
+    s = min(max(start, 0), 92)
+    np.testing.assert_array_equal(got, 2 * x[s:s + 8])
