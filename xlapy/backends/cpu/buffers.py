@@ -4,9 +4,10 @@
 reused once nothing outside the pool refers to it any more (its reference count drops back:
 no array, view or memoryview of it is alive), so a result a caller still holds is never
 overwritten, while an intermediate dropped after its last use, or a result the caller let
-go, is recycled by the next call. Blocks start on a cache line (``backends.base.ALIGN``). Recycled memory is already mapped: a kernel writing a
-64 MiB result pays no page faults (a fresh mapping costs several times the kernel itself on
-this kind of VM). Small arrays come from ``np.empty`` directly (malloc recycles those).
+go, is recycled by the next call. Blocks start on a cache line (``backends.base.ALIGN``).
+Recycled memory is already mapped: a kernel writing a 64 MiB result pays no page faults (a
+fresh mapping costs several times the kernel itself on this kind of VM). Small arrays come
+from ``np.empty`` directly (malloc recycles those).
 
 ``run_parallel(fn, bufs, domain, work)`` runs a kernel (``kernel_abi``) over its work items,
 on the backend's one worker pool (``threads``) when there is enough work: the domain is cut

@@ -247,12 +247,13 @@ MIN_LANES = 4
 
 
 def _block_transpose(roots, members, inputs, dims):
-    """(operand, c, a, lanes, element bits) when the kernel is one transpose of an input buffer that moves
-    the minor dimension, both walked dimensions (c: the output dimension along the
-    operand's contiguous one; a: the output's last) multiples of ``lanes`` (a power of two,
-    at least 2): the nest then moves lanes x lanes blocks - lanes vector loads along the
-    operand's rows, a transpose in registers, lanes vector stores along the output's rows -
-    instead of one element (one strided load) at a time. None otherwise."""
+    """(operand, c, a, lanes, element bits) when the kernel is one transpose of an input
+    buffer that moves the minor dimension, both walked dimensions (c: the output dimension
+    along the operand's contiguous one; a: the output's last) multiples of ``lanes`` (a
+    power of two, at least MIN_LANES): the nest then moves lanes x lanes blocks - lanes
+    vector loads along the operand's rows, a transpose in registers, lanes vector stores
+    along the output's rows - instead of one element (one strided load) at a time. None
+    otherwise."""
     if len(roots) != 1 or len(members) != 1 or members[0] is not roots[0]:
         return None
     t = roots[0]
