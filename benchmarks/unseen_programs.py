@@ -395,7 +395,8 @@ def _(a, b):
 def _(a):
     return jnp.linalg.qr(a)
 
-@prog_c('eigh', (lambda m: (m + m.T) / 2)(f32(128, 128)))
+_m = f32(128, 128)
+@prog_c('eigh', (_m + _m.T) / 2)
 def _(a):
     return jnp.linalg.eigh(a)[0]
 

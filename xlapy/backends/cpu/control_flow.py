@@ -229,7 +229,7 @@ class CompiledWhileStep:
                    for dims, dt, small in zip(self._dims, self._dtypes, self._small)]
         for k, r in enumerate(results):
             bufs[n + k] = _address(r)
-        ws, bufs[2 * n] = buffers.workspace(self.ws_bytes)  # ws: alive until the call returns
+        _ws, bufs[2 * n] = buffers.workspace(self.ws_bytes)  # held until the call returns
         ctx = executor.context()
         bufs[2 * n + 1] = ctx.address
         if self._const_ptrs:

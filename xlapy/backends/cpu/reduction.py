@@ -144,12 +144,11 @@ def recognised_op(comp) -> str | None:
         return root.opcode if root.opcode in ("maximum", "minimum", "and", "or") else None
     if kind == "c":  # complex: the computation inlined as it is
         return None
-    if el.memory_type(et) != ty:  # computed wider than stored: rounds at every step...
-        if kind != "f" or root.opcode not in ("maximum", "minimum"):
-            return None
-        # ...except max and min, whose result is one of the stored values: exact in the
-        # wider type (the NaN a step would round to the format's NaN is made so when the
-        # result is stored: _store)
+    # computed wider than stored: rounds at every step, except max and min, whose result
+    # is one of the stored values: exact in the wider type (the NaN a step would round to
+    # the format's NaN is made so when the result is stored: _store)
+    if el.memory_type(et) != ty and (kind != "f" or root.opcode not in ("maximum", "minimum")):
+        return None
     if kind == "f" and root.opcode in ("and", "or"):
         return None
     return root.opcode
