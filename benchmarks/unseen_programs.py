@@ -153,13 +153,17 @@ def _(x):
         return ((xf - m) * lax.rsqrt(v + 1e-5)).astype(jnp.bfloat16).astype(jnp.float32).sum()
     return jax.grad(f)(x)
 
+def in_set(members):
+    """``prog`` that also lists the program's name in ``members`` (a later set, written
+    after the earlier ones had been worked on)."""
+    def register(name, *args):
+        members.append(name)
+        return prog(name, *args)
+    return register
+
+
 SET_B = []
-
-
-def prog_b(name, *args):
-    """A program of the second set (written after the first had been worked on)."""
-    SET_B.append(name)
-    return prog(name, *args)
+prog_b = in_set(SET_B)
 
 
 
@@ -299,12 +303,7 @@ def _(x, wqkv, wo):
     return o @ wo
 
 SET_C = []
-
-
-def prog_c(name, *args):
-    """A program of the third set (written after the second had been worked on)."""
-    SET_C.append(name)
-    return prog(name, *args)
+prog_c = in_set(SET_C)
 
 
 @prog_c('softmax_axis0', f32(4096, 512))

@@ -290,6 +290,22 @@ def test_inner_loops_are_vectorised():
         assert " x float>" in text, root.operands[0].shape
 
 
+def _same_bits_as_interpreter(module, x):
+    """The reduce kernel of ``module``'s root on ``x``, run whole and in halves: the
+    interpreter's dtype and bits."""
+    root = module.entry.root
+    batch = Batch()
+    inputs = _unique(root.operands)
+    spec = batch.add(root, inputs)
+    compiled = batch.compile()
+    want = np.asarray(evaluate(module, x)).reshape(-1)
+    for mode in ("whole", "halves"):
+        got = run_kernel(spec, compiled, _input_arrays(inputs, [x]), mode)[0].reshape(-1)
+        assert got.dtype == want.dtype
+        width = np.dtype(f"u{got.dtype.itemsize}")
+        np.testing.assert_array_equal(got.view(width), want.view(width))
+
+
 NARROW = [("bf16", "add", (5, 60), (1,)), ("bf16", "add", (60, 7), (0,)),
           ("f16", "maximum", (9, 33), (0, 1)), ("f8e4m3fn", "add", (7, 20), (1,)),
           ("s8", "add", (300, 5), (0,)), ("u4", "add", (40, 3), (0,)),
@@ -312,16 +328,7 @@ def test_narrow_types(t, op, shape, dims):
     dt = dtypes.to_dtype(root.shape.element_type)
     x = (rng.standard_normal(shape) * 3).astype(dt) if float_type else \
         rng.integers(0, 15, shape).astype(dt)
-    batch = Batch()
-    inputs = _unique(root.operands)
-    spec = batch.add(root, inputs)
-    compiled = batch.compile()
-    want = np.asarray(evaluate(module, x)).reshape(-1)
-    for mode in ("whole", "halves"):
-        got = run_kernel(spec, compiled, _input_arrays(inputs, [x]), mode)[0].reshape(-1)
-        assert got.dtype == want.dtype
-        width = np.dtype(f"u{got.dtype.itemsize}")
-        np.testing.assert_array_equal(got.view(width), want.view(width))
+    _same_bits_as_interpreter(module, x)
 
 
 @pytest.mark.parametrize("t", ["bf16", "f16", "f8e5m2"])
@@ -349,15 +356,7 @@ def test_narrow_max_min_are_recognised_and_exact(t, op, shape, dims):
         x[11, 3] = np.nan
     else:
         flat[60000] = np.nan
-    batch = Batch()
-    inputs = _unique(root.operands)
-    spec = batch.add(root, inputs)
-    compiled = batch.compile()
-    want = np.asarray(evaluate(module, x)).reshape(-1)
-    for mode in ("whole", "halves"):
-        got = run_kernel(spec, compiled, _input_arrays(inputs, [x]), mode)[0].reshape(-1)
-        width = np.dtype(f"u{got.dtype.itemsize}")
-        np.testing.assert_array_equal(got.view(width), want.view(width))
+    _same_bits_as_interpreter(module, x)
 
 
 # -- variadic reduce ----------------------------------------------------------------------------

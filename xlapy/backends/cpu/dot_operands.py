@@ -26,48 +26,27 @@ with the operand's producer.
 
 from __future__ import annotations
 
-import itertools
-
 from xlapy.hlo.attrs.dot import DotDimensionNumbers
 from xlapy.hlo.ir import Instruction, Module
 from xlapy.passes.fusion import InstructionFusion
 from xlapy.passes.pass_manager import HloPass
 
 
-def _strides(dims) -> list[int]:
-    out, s = [], 1
-    for d in reversed(dims):
-        out.append(s)
-        s *= d
-    return out[::-1]
-
-
-def _collapses(dims, strides, group) -> tuple[int, int] | None:
-    """(size, stride) of ``group`` read as one strided dimension in the order given, None
-    when it does not (size-1 dimensions read as anything)."""
-    real = [d for d in group if dims[d] != 1]
-    for a, b in itertools.pairwise(real):
-        if strides[a] != strides[b] * dims[b]:
-            return None
-    size = 1
-    for d in group:
-        size *= dims[d]
-    return size, (strides[real[-1]] if real else 0)
-
-
 def readable(dims, batch, free, contracting, free_first: bool) -> bool:
     """Whether an operand of ``dims`` (row-major) reads as [batch, free, contracting]
-    matrices (``free_first``: the lhs's [m, k]; else the rhs's [k, n]) with contiguous rows
-    or columns, each group one strided dimension."""
-    strides = _strides(dims)
-    groups = [_collapses(dims, strides, g) for g in (batch, free, contracting)]
+    matrices (``free_first``: the lhs's [m, k]; else the rhs's [k, n]) that BLAS reads in
+    place, each group one strided dimension (``library._group``, ``blas.matrix_form``: the
+    rule ``library.native_gemm`` applies)."""
+    from xlapy.backends.cpu import blas, library
+
+    strides = library._row_major_strides(dims)
+    groups = [library._group(dims, strides, g) for g in (batch, free, contracting)]
     if any(g is None for g in groups):
         return False
     _, free_group, contracting_group = groups
     (rows, row_stride), (cols, col_stride) = \
         (free_group, contracting_group) if free_first else (contracting_group, free_group)
-    # a matrix with contiguous columns (row-major) or contiguous rows (column-major)
-    return cols <= 1 or col_stride == 1 or rows <= 1 or row_stride == 1
+    return blas.matrix_form(rows, cols, row_stride, col_stride) is not None
 
 
 def _order(dims, batch, free, contracting) -> list[int]:
