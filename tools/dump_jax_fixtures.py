@@ -542,6 +542,19 @@ def cumulative_ops(x):
     return lax.cumprod(x, axis=0), lax.cummax(x, axis=0), lax.cummin(x, axis=0), lax.cumlogsumexp(x, axis=0)
 
 
+@program("long cumulative sums, products and maxima (XLA:CPU's ReduceWindowRewriter tree of base 16): "
+         "bf16 rows of 1000, an f32 column of 300, a reverse f16 scan of 77, an exclusive f32 scan, "
+         "a cumprod of 40, a cummax of 5000 with ties and NaN",
+         lambda r: (normal(r, 4, 1000, scale=3, dtype=ml_dtypes.bfloat16), normal(r, 300, 3),
+                    normal(r, 2, 77, dtype=np.float16), uniform(r, 40, low=0.9, high=1.1),
+                    np.where(np.arange(5000) == 1234, np.nan,
+                             np.round(normal(r, 5000, scale=20))).astype(F32)))
+def cumulative_long(a, b, c, d, e):
+    exclusive = jnp.concatenate([jnp.zeros((1, 3), b.dtype), jnp.cumsum(b, axis=0)[:-1]], axis=0)
+    return (jnp.cumsum(a, axis=1), jnp.cumsum(b, axis=0), lax.cumsum(c, axis=1, reverse=True),
+            exclusive, lax.cumprod(d), lax.cummax(e), lax.cummin(a, axis=1, reverse=True))
+
+
 @program("lax.associative_scan: prefix sum, and a first-order linear recurrence with a tuple combiner "
          "(slice/pad/concatenate tree)", lambda r: (normal(r, 11), uniform(r, 11), normal(r, 11)))
 def associative_scan(x, a, b):

@@ -96,7 +96,7 @@ def test_list(capsys):
     names = [line.split()[0] for line in out.splitlines() if re.match(r"  \S", line)]
     assert names == ["inline", "simplify", "constant-folding", "cse", "dce", "fusion",
                      "layout-assignment", "spmd-partition", "excess-precision", "map-inline",
-                     "batch-norm-expander", "dot-upcast"]  # further description lines: indented more
+                     "batch-norm-expander", "dot-upcast", "reduce-window-rewriter"]  # further description lines: indented more
 
 
 def test_errors_are_one_line_exit_2(tmp_path, capsys, monkeypatch):
@@ -104,7 +104,8 @@ def test_errors_are_one_line_exit_2(tmp_path, capsys, monkeypatch):
     assert code == 2
     assert err == ("xlapy opt: error: --passes: unknown pass 'bogus' (known: inline, simplify, "
                    "constant-folding, cse, dce, fusion, layout-assignment, spmd-partition, "
-                   "excess-precision, map-inline, batch-norm-expander, dot-upcast)\n")
+                   "excess-precision, map-inline, batch-norm-expander, dot-upcast, "
+                   "reduce-window-rewriter)\n")
     code, _, err = _run(["opt", str(tmp_path / "missing.hlo")], capsys)
     assert code == 2 and err.startswith("xlapy opt: error: cannot read ") and err.count("\n") == 1
     code, _, err = _run(["opt"], capsys)

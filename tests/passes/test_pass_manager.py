@@ -110,7 +110,7 @@ def test_registry_names():
     assert set(PASSES) == {"dce", "cse", "simplify", "constant-folding", "inline", "fusion",
                            "layout-assignment", "spmd-partition",
                            "excess-precision", "map-inline",
-                           "batch-norm-expander", "dot-upcast"}
+                           "batch-norm-expander", "dot-upcast", "reduce-window-rewriter"}
     assert list(PASSES)[: len(DEFAULT_PASSES)] == list(DEFAULT_PASSES)
     assert all(PASSES[n]().name == n for n in PASSES)
 

@@ -35,6 +35,10 @@ _SUMMARIES = {
     "dot-upcast": "dots of bf16/f16/f8 become f32 dots between converts (XLA:CPU's "
                   "FloatNormalization / ChangeOpDataType for dots); integer dots whose sums "
                   "f32 or f64 hold exactly become such float dots (exact)",
+    "reduce-window-rewriter": "cumulative reduce-windows (jnp.cumsum/cumprod/cummax) longer "
+                              "than 16 become XLA:CPU's blocked tree of scans (XLA's "
+                              "ReduceWindowRewriter; the interpreter evaluates them as that "
+                              "tree too)",
 }
 
 #: The passes whose module does not compute the same bits as their input: what each gives.

@@ -28,6 +28,7 @@ from xlapy.passes.inline_calls import CallInliner, inline_call
 from xlapy.passes.layout_assignment import LayoutAssignment
 from xlapy.passes.map_inliner import MapInliner
 from xlapy.passes.pass_manager import HloPass, PassError, PassPipeline
+from xlapy.passes.reduce_window_rewriter import ReduceWindowRewriter
 from xlapy.passes.simplify import TABLE, AlgebraicSimplifier, Rewrite
 from xlapy.passes.spmd import SpmdPartition
 
@@ -45,6 +46,7 @@ PASSES: dict[str, type[HloPass]] = {
     "map-inline": MapInliner,
     "batch-norm-expander": BatchNormExpander,
     "dot-upcast": DotUpcast,
+    "reduce-window-rewriter": ReduceWindowRewriter,
 }
 
 #: What ``xlapy opt`` runs without ``--passes``.
@@ -87,6 +89,7 @@ __all__ = [
     "MapInliner",
     "PassError",
     "PassPipeline",
+    "ReduceWindowRewriter",
     "Rewrite",
     "SpmdPartition",
     "inline_call",

@@ -91,5 +91,5 @@ def test_cpu_golden(name, stage):
 
 
 def test_cases_cover_every_fixture():
-    assert len(NAMES) == 108, "tests/fixtures/jax changed: update this count"
+    assert len(NAMES) == 109, "tests/fixtures/jax changed: update this count"
     assert all(os.path.exists(FIXTURES / f"{n}.{s}.hlo") for n in NAMES for s in ("pre", "post"))

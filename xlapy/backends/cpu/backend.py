@@ -104,11 +104,11 @@ from xlapy.interpreter.registry import get_kernel
 #: (XLA:CPU's xla_allow_excess_precision, on by default) runs right after inlining, as XLA's
 #: bf16 float normalization does, unless the backend was made with
 #: allow_excess_precision=False.
-PIPELINE = ("inline", "map-inline", "batch-norm-expander", "dot-upcast", "dot-operands",
-            "simplify", "cse", "dce", "row-fusion", "fusion")
+PIPELINE = ("inline", "reduce-window-rewriter", "map-inline", "batch-norm-expander",
+            "dot-upcast", "dot-operands", "simplify", "cse", "dce", "row-fusion", "fusion")
 #: This backend's passes, by pipeline name.
 BACKEND_PASSES = {"dot-operands": DotOperands, "row-fusion": RowFusion}
-EXCESS_PRECISION_PIPELINE = PIPELINE[:3] + ("excess-precision",) + PIPELINE[3:]
+EXCESS_PRECISION_PIPELINE = PIPELINE[:4] + ("excess-precision",) + PIPELINE[4:]
 
 #: The options a CpuBackend made without them takes (the ``xlapy run`` flags set these for
 #: the process, as XLA_FLAGS does for XLA).

@@ -24,7 +24,12 @@ Semantics (XLA's HLO semantics, as its reference evaluator and XLA:CPU implement
   one element 1 gives 101); a window without any element gives the init value. Windows are
   read from strided views of a dilated, padded copy of the operand when that copy is small,
   else through index tables (``window_tables``) whose size grows with the output and the
-  operand, never with the window, stride, dilation or padding sizes.
+  operand, never with the window, stride, dilation or padding sizes. A cumulative window
+  longer than 16 (``jnp.cumsum``'s: one non-trivial window dimension as long as the
+  operand's, padded for a scan) is evaluated as XLA:CPU evaluates it, through the blocked
+  tree scan its ReduceWindowRewriter makes of it (``interpreter.scan_tree``; the
+  CPU backend runs the pass): windows of at most 16 in window order, block totals scanned
+  the same way, then combined - so float scans give XLA:CPU's bits, in O(n) per row.
 - select-and-scatter: per window the select function (selected, current) -> keep selected
   is applied in window (row-major) order to the elements inside the base (padding skipped),
   so ties go to the first element in row-major order, as the page (select's first argument
@@ -495,6 +500,10 @@ def _window_leaves(xs: list, inits: list, window: Window):
 
 @kernel("reduce-window")
 def reduce_window_kernel(ctx, instr, args):
+    from xlapy.interpreter import scan_tree
+
+    if scan_tree.scan_window(instr) is not None:  # a cumulative scan: XLA:CPU's tree
+        return ctx.call(scan_tree.tree_scan(instr), args)
     n = len(args) // 2
     inputs, inits = args[:n], args[n:]
     comp = instr.attrs["to_apply"]
