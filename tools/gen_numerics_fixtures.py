@@ -8,7 +8,9 @@ Two behaviours of XLA:CPU that the HLO text does not show (see docs/numerics.md)
   a transcendental kernel; softmax's exp is rounded to bf16 before it is seen), with the default flags and with
   ``XLA_FLAGS=--xla_allow_excess_precision=false`` (a separate process each: XLA reads
   XLA_FLAGS once);
-- denormals flushed (FTZ/DAZ): f32, f64, bf16 and f16 programs over denormal inputs.
+- denormals flushed (FTZ/DAZ): f32, f64, bf16 and f16 programs over denormal inputs;
+- multiply-adds contracted (FMA): f32 and f64 programs of multiplies feeding adds and
+  subtracts, and c64 products (whose parts XLA:CPU fuses too).
 
 For each program ``<name>``: ``<name>.hlo`` (jax's HLO before any XLA pass, what xlapy
 runs) and ``<name>.npz`` (``arg0..``, then ``out0..`` from XLA:CPU's default flags and, for
@@ -59,6 +61,21 @@ def _programs():
         # variance's f32 sum, with excess precision off too (docs/numerics.md)
         "bf16_layernorm_gelu": (layernorm_gelu, (rows,), True),
     }
+
+    # FMA contraction: XLA:CPU's LLVM target options allow FP-op fusion, so a multiply
+    # feeding an add or subtract in one kernel is one fused multiply-add
+    a, b, c, d = (rng.standard_normal((32, 256)).astype(np.float32) for _ in range(4))
+
+    def multiply_adds(a, b, c, d):
+        return (a * b + c, c + a * b, a * b - c, c - a * b, a * b + c * d, (a * b + c) * d + a,
+                a * 0.01 + 1, ((a * 0.5 + 0.25) * a + 0.125) * a - b, a * b + c[0],
+                (a * b + c).astype(jnp.float64) * 3)
+    progs["fma_f32"] = (multiply_adds, (a, b, c, d), False)
+    progs["fma_f64"] = (multiply_adds, tuple(v.astype(np.float64) * 1.1 for v in (a, b, c, d)),
+                        False)
+    z = [(a + 1j * b).astype(np.complex64), (c + 1j * d).astype(np.complex64),
+         (d + 1j * a).astype(np.complex64)]
+    progs["fma_c64"] = (lambda x, y, w: (x * y, x * y + w, w - x * y), tuple(z), False)
 
     def denormal_ops(x):
         zero = jnp.zeros_like(x)

@@ -120,6 +120,10 @@ def register(subparsers) -> None:
                    "XLA:CPU (true) or kept, the exact HLO semantics (false); for the cpu and "
                    "interpreter backends of the run (--backend, --reference); default: each "
                    "backend's own (cpu true, interpreter false)")
+    p.add_argument("--fma-contraction", type=_flag_bool, default=None, metavar="true|false",
+                   help="cpu backend: a multiply feeding an add or subtract in the same kernel "
+                   "is one fused multiply-add, rounded once, as XLA:CPU compiles it (true, the "
+                   "default) or two roundings, the exact HLO semantics (false)")
     p.add_argument("--reference", metavar="NAME",
                    help="also run on this backend and compare the results (exit 1 if they "
                    "differ); a difference is bisected to its first instruction; xla: real "
@@ -151,7 +155,8 @@ def register(subparsers) -> None:
 #: The numerics flags: flag -> (its argparse name, the backend option it sets).
 NUMERICS_FLAGS = {"--xla_allow_excess_precision": ("xla_allow_excess_precision",
                                                    "allow_excess_precision"),
-                  "--flush-denormals": ("flush_denormals", "flush_denormals")}
+                  "--flush-denormals": ("flush_denormals", "flush_denormals"),
+                  "--fma-contraction": ("fma_contraction", "fma_contraction")}
 
 
 def _numerics_options(backend: str) -> tuple[dict, dict] | None:

@@ -1,8 +1,10 @@
-"""XLA:CPU's default numerics on the CPU backend: excess precision and flushed denormals.
+"""XLA:CPU's default numerics on the CPU backend: excess precision, flushed denormals and
+fused multiply-adds.
 
 Fixtures: tests/fixtures/numerics (tools/gen_numerics_fixtures.py, real XLA:CPU of jaxlib
 0.10.2). The CPU backend by default gives XLA:CPU's default answers bit for bit; with
-``allow_excess_precision=False, flush_denormals=False`` it gives the interpreter's (the exact
+``allow_excess_precision=False, flush_denormals=False, fma_contraction=False`` it gives the
+interpreter's (the exact
 HLO semantics), which for the bf16 programs are XLA's with
 ``--xla_allow_excess_precision=false``.
 """
@@ -23,7 +25,8 @@ from xlapy.passes import PASSES, make_pipeline
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "numerics")
 EXCESS = ["bf16_softmax", "bf16_chain_to_f32", "bf16_div_to_f32", "bf16_explicit_roundtrip"]
 DENORMALS = ["denormals_f32", "denormals_f64", "denormals_bf16", "denormals_f16"]
-STRICT = {"allow_excess_precision": False, "flush_denormals": False}
+FMA = ["fma_f32", "fma_f64", "fma_c64"]
+STRICT = {"allow_excess_precision": False, "flush_denormals": False, "fma_contraction": False}
 
 
 @pytest.fixture(autouse=True)
@@ -35,9 +38,10 @@ def _xla_cpu_defaults(monkeypatch):
 
 def test_shipped_defaults_are_xla_cpus():
     assert cpu_backend.XLA_CPU_DEFAULTS == {"allow_excess_precision": True,
-                                            "flush_denormals": True}
+                                            "flush_denormals": True, "fma_contraction": True}
     backend = cpu_backend.CpuBackend()
-    assert backend.allow_excess_precision and backend.flush_denormals
+    assert backend.allow_excess_precision and backend.flush_denormals and \
+        backend.fma_contraction
 
 
 def _load(name):
@@ -63,7 +67,7 @@ def _outputs(arrays, prefix):
     return [arrays[f"{prefix}{i}"] for i in range(sum(k.startswith(prefix) for k in arrays))]
 
 
-@pytest.mark.parametrize("name", EXCESS + DENORMALS)
+@pytest.mark.parametrize("name", EXCESS + DENORMALS + FMA)
 def test_cpu_default_is_xla_cpu_bit_for_bit(name):
     text, args, arrays = _load(name)
     got = _run(text, args)
@@ -71,7 +75,7 @@ def test_cpu_default_is_xla_cpu_bit_for_bit(name):
         assert _differing(g, w) == 0, f"{name} output {i}"
 
 
-@pytest.mark.parametrize("name", EXCESS + DENORMALS)
+@pytest.mark.parametrize("name", EXCESS + DENORMALS + FMA)
 def test_cpu_options_off_is_the_interpreter(name):
     text, args, _ = _load(name)
     for g, w in zip(_run(text, args, **STRICT), _run(text, args, "interpreter"), strict=True):
@@ -86,7 +90,7 @@ def test_interpreter_is_xla_without_excess_precision(name):
 
 
 @pytest.mark.parametrize("name", ["bf16_softmax", "bf16_chain_to_f32", "bf16_div_to_f32"]
-                         + DENORMALS[:3])
+                         + DENORMALS[:3] + FMA)
 def test_the_defaults_matter(name):
     # the exact HLO semantics differ from XLA:CPU's defaults on these programs (so the tests
     # above can fail); f16 is the exception: XLA:CPU keeps its denormals
@@ -130,9 +134,10 @@ def test_interpreter_flush_option():
 
 def test_program_cache_key_includes_the_options():
     module = parse_hlo_module(_load("bf16_softmax")[0])
-    keys = {cpu_backend.fingerprint(module, a, f) for a in (True, False) for f in (True, False)}
-    assert len(keys) == 4
-    assert cpu_backend.fingerprint(module) == cpu_backend.fingerprint(module, True, True)
+    keys = {cpu_backend.fingerprint(module, a, f, c) for a in (True, False)
+            for f in (True, False) for c in (True, False)}
+    assert len(keys) == 8
+    assert cpu_backend.fingerprint(module) == cpu_backend.fingerprint(module, True, True, True)
 
 
 def test_excess_precision_pass():
@@ -222,3 +227,19 @@ ENTRY e {
     assert not got.any()
     (kept,) = _run(text, [x], flush_denormals=False)
     assert (kept == np.float32(2.0 ** -133)).all()
+
+
+def test_multiply_adds_are_contracted_once_each():
+    """Each output of fma_f32/fma_f64 (a*b+c, c+a*b, a*b-c, c-a*b, a*b+c*d, chains, a scalar
+    constant, a broadcast row, a result converted to f64 after the add) and of fma_c64 (a
+    complex product's parts) is XLA:CPU's fused multiply-add; with fma_contraction off
+    alone, the two roundings the HLO asks for."""
+    for name in FMA:
+        text, args, arrays = _load(name)
+        want = _outputs(arrays, "out")
+        fused = _run(text, args, allow_excess_precision=False, flush_denormals=False)
+        assert all(_differing(g, w) == 0 for g, w in zip(fused, want, strict=True)), name
+        plain = _run(text, args, fma_contraction=False)
+        exact = _run(text, args, "interpreter")
+        assert all(_differing(g, w) == 0 for g, w in zip(plain, exact, strict=True)), name
+        assert all(_differing(g, w) > 0 for g, w in zip(plain, want)), name

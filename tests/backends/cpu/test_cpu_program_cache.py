@@ -438,7 +438,7 @@ def test_a_client_compile_fingerprints_the_module_once(monkeypatch):
     x = np.zeros(11, np.float32)
     assert Client(backend="cpu").compile(text)(x).tolist() == [4.0] * 11
     assert calls == ["fingerprinted_once"]
-    key = real(parse_hlo_module(text), False, False)  # the suite's numerics (conftest)
+    key = real(parse_hlo_module(text), False, False, False)  # the suite's numerics (conftest)
     assert be.PROGRAMS.get(key, count_miss=False) is not None
     assert Client(backend="cpu").compile(text)(x).tolist() == [4.0] * 11  # a hit
     assert calls == ["fingerprinted_once"] * 2

@@ -77,6 +77,7 @@ from xlapy.backends.cpu import plan_cache as _plan_cache
 from xlapy.backends.cpu import reduction as _reduction
 from xlapy.backends.cpu.denormals import entry_name, flush_in_module, flushing
 from xlapy.backends.cpu.dot_operands import DotOperands
+from xlapy.backends.cpu.elemental import CONTRACT
 from xlapy.backends.cpu.jit import get_jit
 from xlapy.backends.cpu.loop_emitter import emit_loop, members_of
 from xlapy.backends.cpu.program_cache import ENGINE_BYTES, INSTRUCTION_BYTES, ProgramCache
@@ -112,7 +113,8 @@ EXCESS_PRECISION_PIPELINE = PIPELINE[:4] + ("excess-precision",) + PIPELINE[4:]
 
 #: The options a CpuBackend made without them takes (the ``xlapy run`` flags set these for
 #: the process, as XLA_FLAGS does for XLA).
-XLA_CPU_DEFAULTS = {"allow_excess_precision": True, "flush_denormals": True}
+XLA_CPU_DEFAULTS = {"allow_excess_precision": True, "flush_denormals": True,
+                    "fma_contraction": True}
 DEFAULT_OPTIONS = dict(XLA_CPU_DEFAULTS)
 
 #: The compiled programs, by fingerprint (LRU, bounded: see program_cache).
@@ -125,12 +127,14 @@ def _pipeline(allow_excess_precision: bool) -> tuple:
     return EXCESS_PRECISION_PIPELINE if allow_excess_precision else PIPELINE
 
 
-def fingerprint(module, allow_excess_precision: bool = True, flush_denormals: bool = True) -> str:
+def fingerprint(module, allow_excess_precision: bool = True, flush_denormals: bool = True,
+                fma_contraction: bool = True) -> str:
     """The key of ``module``'s compiled program (program_cache.fingerprint); the backend's
-    numerics options (its pipeline, denormal flushing) are part of it."""
-    build = (_pipeline(allow_excess_precision), bool(flush_denormals))
+    numerics options (its pipeline, denormal flushing, FMA contraction) are part of it."""
+    build = (_pipeline(allow_excess_precision), bool(flush_denormals), bool(fma_contraction))
     if build not in _BUILD:
         _BUILD[build] = (f"{build[0]}\nflush_denormals={build[1]}\n"
+                         f"fma_contraction={build[2]}\n"
                          f"{json.dumps(get_jit().identity, sort_keys=True)}")
     return _fingerprint(module, _BUILD[build])
 
@@ -532,7 +536,7 @@ class RestoredProgram(CpuProgram):
 
     def __init__(self, source, options: tuple, native, compiled):
         self._source = source  # the input module
-        self._options = options  # (allow_excess_precision, flush_denormals)
+        self._options = options  # (allow_excess_precision, flush_denormals, fma_contraction)
         self._planned = None
         self.native = native
         native.make_context = functools.partial(_LazyContext, source)
@@ -560,21 +564,23 @@ class RestoredProgram(CpuProgram):
 
 
 def compile_module(module, *, allow_excess_precision: bool = True,
-                   flush_denormals: bool = True, key: str | None = None) -> CpuProgram:
+                   flush_denormals: bool = True, fma_contraction: bool = True,
+                   key: str | None = None) -> CpuProgram:
     """Compile ``module`` (not modified) for the CPU backend, or take it from the cache: in
     memory (``program_cache``), else on disk (``plan_cache``: a program compiled before,
     in any process, loaded without passes, planning or LLVM IR).
     ``allow_excess_precision``: XLA:CPU's default bf16 numerics (xlapy.passes.excess_precision);
-    ``flush_denormals``: XLA:CPU's FTZ/DAZ (xlapy.backends.cpu.denormals); both False: the
-    HLO's exact semantics, as the interpreter computes them. ``key``: the module's
+    ``flush_denormals``: XLA:CPU's FTZ/DAZ (xlapy.backends.cpu.denormals);
+    ``fma_contraction``: XLA:CPU's fused multiply-adds (``elemental.CONTRACT``); all False:
+    the HLO's exact semantics, as the interpreter computes them. ``key``: the module's
     ``fingerprint`` with these options, computed by the caller (``CpuBackend.lookup_keyed``)
     for this module unchanged since."""
     if key is None:
-        key = fingerprint(module, allow_excess_precision, flush_denormals)
+        key = fingerprint(module, allow_excess_precision, flush_denormals, fma_contraction)
     hit = PROGRAMS.get(key)
     if hit is not None:
         return hit
-    options = (bool(allow_excess_precision), bool(flush_denormals))
+    options = (bool(allow_excess_precision), bool(flush_denormals), bool(fma_contraction))
     directory = _plan_cache.cache_dir()
     program = None
     if directory is not None:
@@ -632,7 +638,7 @@ def _persist(program: CpuProgram, path: str, material: bytes) -> None:
 
 
 def _compile(module, allow_excess_precision: bool, flush_denormals: bool,
-             keep_object: bool = False) -> CpuProgram:
+             fma_contraction: bool, keep_object: bool = False) -> CpuProgram:
     """``module`` compiled: passes, plans, LLVM (see the module docstring)."""
     from xlapy.passes import make_pipeline
 
@@ -646,10 +652,14 @@ def _compile(module, allow_excess_precision: bool, flush_denormals: bool,
             if k < len(names):
                 BACKEND_PASSES[name]().run(work)
             start = k + 1
-    planner = Planner(work)
-    entry = planner.plan(work.entry)
-    native = _native.compile_entry(planner, entry)
-    compiled = planner.compile(bool(flush_denormals), keep_object=keep_object)
+    contract = CONTRACT.set(bool(fma_contraction))  # the emitters made from here on
+    try:
+        planner = Planner(work)
+        entry = planner.plan(work.entry)
+        native = _native.compile_entry(planner, entry)
+        compiled = planner.compile(bool(flush_denormals), keep_object=keep_object)
+    finally:
+        CONTRACT.reset(contract)
     program = CpuProgram(work, entry, planner.kernels, compiled, native)
     program.flush_denormals = bool(flush_denormals)
     if any(isinstance(s, _collectives.CollectiveStep) and s.form is not None
@@ -692,19 +702,25 @@ class CpuBackend(Backend):
     True unless ``xlapy run --xla_allow_excess_precision=false`` set it, as on XLA:CPU): a
     bf16 operation converted to f32 gives its f32 value unrounded, as XLA:CPU does; False:
     every rounding the HLO asks for. ``flush_denormals`` (default True, as XLA:CPU): denormal
-    inputs and results of float arithmetic are zeros (see ``denormals``). Both False: bit for
-    bit the interpreter's answers."""
+    inputs and results of float arithmetic are zeros (see ``denormals``). ``fma_contraction``
+    (default True, as XLA:CPU, whose LLVM target options allow FP-op fusion): an f32/f64
+    multiply feeding an add or subtract in the same kernel is one fused multiply-add,
+    rounded once (``elemental.CONTRACT``). All False: bit for bit the interpreter's
+    answers."""
 
     name = "cpu"
 
     def __init__(self, *, allow_excess_precision: bool | None = None,
-                 flush_denormals: bool | None = None):
+                 flush_denormals: bool | None = None, fma_contraction: bool | None = None):
         if allow_excess_precision is None:
             allow_excess_precision = DEFAULT_OPTIONS["allow_excess_precision"]
         if flush_denormals is None:
             flush_denormals = DEFAULT_OPTIONS["flush_denormals"]
+        if fma_contraction is None:
+            fma_contraction = DEFAULT_OPTIONS["fma_contraction"]
         self.allow_excess_precision = bool(allow_excess_precision)
         self.flush_denormals = bool(flush_denormals)
+        self.fma_contraction = bool(fma_contraction)
 
     def lookup(self, module) -> CpuProgram | None:
         """The cached program of ``module`` (same fingerprint), or None."""
@@ -714,13 +730,15 @@ class CpuBackend(Backend):
         """(the cached program of ``module`` or None, the module's key): ``compile(module,
         key=key)`` then does not fingerprint the module again - the module must be unchanged
         in between (Client.compile)."""
-        key = fingerprint(module, self.allow_excess_precision, self.flush_denormals)
+        key = fingerprint(module, self.allow_excess_precision, self.flush_denormals,
+                          self.fma_contraction)
         return PROGRAMS.get(key, count_miss=False), key  # compile counts it
 
     def compile(self, module, key: str | None = None) -> CpuProgram:
         get_kernel("parameter")  # load the kernels before device threads start
         return compile_module(module, allow_excess_precision=self.allow_excess_precision,
-                              flush_denormals=self.flush_denormals, key=key)
+                              flush_denormals=self.flush_denormals,
+                              fma_contraction=self.fma_contraction, key=key)
 
 
 __all__ = ["PROGRAMS", "CpuBackend", "CpuProgram", "KernelStep", "Plan", "RestoredProgram",

@@ -56,6 +56,16 @@ trigonometric/hyperbolic functions, sinh, cosh, complex, compare EQ/NE, select, 
 with the interpreter's formulas (complex_math; XLA:CPU's), libm pieces in f64 and glibc's
 C99 complex functions where the interpreter uses NumPy's (which are glibc's).
 
+Fused multiply-adds (``CONTRACT``: the backend's ``fma_contraction``, XLA:CPU's default, on
+while a program compiles; off, the semantics above are exact): XLA:CPU compiles with LLVM's
+FP-op fusion allowed, so an f32/f64 product feeding an add or subtract in the same kernel is
+rounded once. An emitter then emits ``llvm.fma`` for an add or subtract one of whose operands
+is a product its own multiply made - (x*y) + c -> fma(x, y, c), c + (x*y) -> fma(x, y, c),
+(x*y) - c -> fma(x, y, -c), c - (x*y) -> fma(-x, y, c), the left product first - and a
+complex product's parts as XLA:CPU fuses them, re = fma(re, cr, -(im*ci)), im = fma(im, cr,
+re*ci) (docs/numerics.md; pinned against real XLA:CPU by tests/backends/cpu/
+test_cpu_numerics.py).
+
 bitcast-convert between bit widths reinterprets bytes as XLA does (little-endian: a narrower
 result adds a minor dimension holding the pieces of each element, least significant first, a
 wider one joins the pieces along the operand's minor dimension).
@@ -67,6 +77,7 @@ types, complex -> real converts (the interpreter rejects them too).
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass
 from types import GeneratorType
 
@@ -582,6 +593,13 @@ def _supports_complex(instr, op, out, kind, ins, kinds) -> bool:
 # -- the generator --------------------------------------------------------------------------
 
 
+#: Whether emitters made now contract a multiply feeding an add or subtract into one fused
+#: multiply-add (XLA:CPU's default: its LLVM target options allow FP-op fusion); set by the
+#: backend while it compiles a program with ``fma_contraction`` on.
+CONTRACT: contextvars.ContextVar[bool] = contextvars.ContextVar("fma_contraction",
+                                                                default=False)
+
+
 class ElementalEmitter:
     """Generates the element of an instruction at an index (memoised per index object)."""
 
@@ -594,6 +612,9 @@ class ElementalEmitter:
         self._memo: dict[tuple[int, int], ir.Value] = {}
         self._alive: list = []  # the Index objects of memo keys (their ids must stay unique)
         self._scalar = Index.scalar(builder)
+        self.contract = CONTRACT.get()
+        # id -> (the fmul of an HLO multiply, its operands): what an add may contract
+        self._products: dict[int, tuple] = {}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -804,12 +825,19 @@ class ElementalEmitter:
 
     def _float_binary(self, op, a, c, name):
         b = self.b
+        if op in ("add", "subtract") and self.contract:
+            fused = self._contracted(op, a, c, name)
+            if fused is not None:
+                return fused
         if op == "add":
             return b.fadd(a, c, name=name)
         if op == "subtract":
             return b.fsub(a, c, name=name)
         if op == "multiply":
-            return b.fmul(a, c, name=name)
+            product = b.fmul(a, c, name=name)
+            if self.contract:
+                self._products[id(product)] = (product, a, c)
+            return product
         if op == "divide":
             return b.fdiv(a, c, name=name)
         if op == "remainder":  # fmod: exact, the dividend's sign
@@ -821,6 +849,21 @@ class ElementalEmitter:
                 return self.math.pow_f32(a, c, name)
             return self._libm("pow", [a, c], name)
         return self._libm("atan2", [a, c], name)
+
+    def _contracted(self, op, a, c, name):
+        """``a op c`` as one fused multiply-add when an operand is a product this emitter
+        made (the left one first), else None: XLA:CPU's LLVM contraction (module
+        docstring, ``CONTRACT``): (x*y) + c -> fma(x, y, c), (x*y) - c -> fma(x, y, -c),
+        a + (x*y) -> fma(x, y, a), a - (x*y) -> fma(-x, y, a)."""
+        b = self.b
+        left, right = self._products.get(id(a)), self._products.get(id(c))
+        if left is not None and left[0] is a:
+            z = c if op == "add" else b.fneg(c, name=f"{name}.neg")
+            return self._call("llvm.fma", [left[1], left[2], z], name)
+        if right is not None and right[0] is c:
+            x = right[1] if op == "add" else b.fneg(right[1], name=f"{name}.neg")
+            return self._call("llvm.fma", [x, right[2], a], name)
+        return None
 
     def _float_minmax(self, op, a, c, name):
         b = self.b
@@ -1320,6 +1363,12 @@ class ElementalEmitter:
         if op == "subtract":
             return self._pack(b.fsub(re, cr, name=f"{name}.sr"), b.fsub(im, ci, name=f"{name}.si"),
                               ty, name)
+        if op == "multiply" and self.contract:  # as XLA:CPU fuses them (measured):
+            # re = fma(re, cr, -(im * ci)), im = fma(im, cr, re * ci)
+            ii = b.fneg(b.fmul(im, ci, name=f"{name}.ii"), name=f"{name}.nii")
+            ri = b.fmul(re, ci, name=f"{name}.ri")
+            return self._pack(self._call("llvm.fma", [re, cr, ii], f"{name}.mr"),
+                              self._call("llvm.fma", [im, cr, ri], f"{name}.mi"), ty, name)
         if op == "multiply":
             return self._pack(
                 b.fsub(b.fmul(re, cr, name=f"{name}.rr"), b.fmul(im, ci, name=f"{name}.ii"),
