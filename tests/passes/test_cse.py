@@ -182,3 +182,27 @@ def test_calls_of_identical_deep_chains_merge():
                                          "b0 {\n  p = f32[4] parameter(0)\n  ROOT r = f32[4] abs(p)")
     m = check(different, ["cse"], seeds=(0,))
     assert m.entry.root.operands[0] is not m.entry.root.operands[1]
+
+
+def test_commuted_operands_merge_as_xlas_cse_when_asked():
+    """Cse(commutative=True), the CPU backend's: XLA's CSE compares binary commutative ops
+    ignoring operand order; other ops keep it."""
+    text = """
+HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  y = f32[4] parameter(1)
+  a1 = f32[4] multiply(x, y)
+  a2 = f32[4] multiply(y, x)
+  d1 = f32[4] subtract(x, y)
+  d2 = f32[4] subtract(y, x)
+  ROOT r = (f32[4], f32[4], f32[4], f32[4]) tuple(a1, a2, d1, d2)
+}
+"""
+    m = xlapy.parse_hlo_module(text)
+    assert Cse(commutative=True).run(m)
+    ops = opcodes(m)
+    assert ops["multiply"] == 1 and ops["subtract"] == 2
+    m = xlapy.parse_hlo_module(text)
+    Cse().run(m)
+    assert opcodes(m)["multiply"] == 2

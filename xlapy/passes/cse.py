@@ -8,6 +8,14 @@ including its layout, and the same sharding / frontend attributes / backend conf
 (metadata is ignored). Called computations must be the same computation or structurally
 identical ones (same instructions in the same post order, recursively).
 
+``Cse(commutative=True)`` (the CPU backend's, as XLA's CSE, which compares instructions with
+IdenticalIgnoringCommutativeOperandOrder) also merges ``op(x, y)`` with ``op(y, x)`` for XLA's
+binary commutative opcodes (add, and, multiply, maximum, minimum, or, xor). That is exact
+but for one corner - when both operands are NaN, x86 arithmetic returns the first one's sign
+and payload - which is why the registry's ``cse`` (``xlapy opt``) does not: the backend
+takes it to compute what XLA:CPU computes (its fused multiply-adds depend on how many uses
+a product has, so ``x*y`` and ``y*x`` must be one product as they are in XLA).
+
 Never merged: instructions with a side effect (their own or in a called computation),
 parameters, instructions with control edges, and elided ``{...}`` constants (their values
 are unknown, so two of them need not be equal).
@@ -19,6 +27,10 @@ from typing import Any
 
 from xlapy.hlo.ir import Computation, Instruction, Module, callees_first
 from xlapy.passes.pass_manager import HloPass, SideEffects
+
+#: XLA's HloOpcodeIsBinaryCommutative: two of these whose operands are the same two
+#: instructions in either order compute the same thing (XLA's CSE merges them).
+COMMUTATIVE = frozenset({"add", "and", "multiply", "maximum", "minimum", "or", "xor"})
 
 
 def _extras_key(instr: Instruction) -> tuple:
@@ -72,9 +84,14 @@ class _Fingerprints:
 
 
 class Cse(HloPass):
-    """Merges identical instructions within each computation (first one in post order wins)."""
+    """Merges identical instructions within each computation (first one in post order wins).
+    ``commutative``: also a binary commutative op whose operands are the other's in the
+    other order (module docstring)."""
 
     name = "cse"
+
+    def __init__(self, commutative: bool = False):
+        self.commutative = bool(commutative)
 
     def run(self, module: Module) -> bool:
         effects = SideEffects()
@@ -94,8 +111,11 @@ class Cse(HloPass):
             if instr.opcode == "constant" and instr.attrs["literal"].elided:
                 continue
             try:
-                key = (instr.opcode, tuple(id(o) for o in instr.operands), instr.shape,
-                       prints.attrs(instr), _extras_key(instr))
+                operands = tuple(id(o) for o in instr.operands)
+                if self.commutative and instr.opcode in COMMUTATIVE and len(operands) == 2:
+                    operands = tuple(sorted(operands))  # add(a, b) is add(b, a)
+                key = (instr.opcode, operands, instr.shape, prints.attrs(instr),
+                       _extras_key(instr))
                 hash(key)
             except TypeError:  # an unhashable attribute value: leave it alone
                 continue

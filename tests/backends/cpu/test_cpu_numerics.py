@@ -243,3 +243,35 @@ def test_multiply_adds_are_contracted_once_each():
         exact = _run(text, args, "interpreter")
         assert all(_differing(g, w) == 0 for g, w in zip(plain, exact, strict=True)), name
         assert all(_differing(g, w) > 0 for g, w in zip(plain, want)), name
+
+
+def test_a_product_with_two_uses_is_not_fused():
+    """LLVM fuses a product into an add only when the add is its one use: (a*b + c) * (a*b)
+    in one kernel keeps both roundings (the interpreter's bits), and jax's
+    ``helper(x, y) + helper(y, x)`` (x*y and y*x, one product after XLA's CSE, used twice)
+    gives XLA:CPU's output (fixture nested_jit_call)."""
+    text = """HloModule m
+ENTRY e {
+  a = f32[4096] parameter(0)
+  b = f32[4096] parameter(1)
+  c = f32[4096] parameter(2)
+  p = f32[4096] multiply(a, b)
+  s = f32[4096] add(p, c)
+  ROOT r = f32[4096] multiply(s, p)
+}
+"""
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(4096).astype(np.float32) for _ in range(3)]
+    (got,) = _run(text, args, allow_excess_precision=False, flush_denormals=False)
+    (want,) = _run(text, args, "interpreter")
+    assert _differing(got, want) == 0
+    fused = text.replace("ROOT r = f32[4096] multiply(s, p)", "ROOT r = f32[4096] multiply(s, c)")
+    (got,) = _run(fused, args)
+    (want,) = _run(fused, args, "interpreter")
+    assert _differing(got, want) > 0  # here the add is the product's one use: fused
+    jax_dir = os.path.join(FIXTURES, "..", "jax")
+    with open(os.path.join(jax_dir, "nested_jit_call.pre.hlo")) as f:
+        text = f.read()
+    arrays = load_npz(os.path.join(jax_dir, "nested_jit_call.npz"))
+    (got,) = _run(text, [arrays["arg0"], arrays["arg1"]])
+    assert _differing(got, arrays["out0"]) == 0

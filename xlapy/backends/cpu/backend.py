@@ -99,6 +99,7 @@ from xlapy.errors import InvalidArgumentError
 from xlapy.hlo.attrs.enums import FusionKind
 from xlapy.interpreter.evaluator import EvalContext
 from xlapy.interpreter.registry import get_kernel
+from xlapy.passes.cse import Cse
 
 #: The passes run before planning: names of xlapy.passes.PASSES, and this backend's own
 #: (BACKEND_PASSES: backends/cpu/dot_operands.py, row_fusion.py). ``excess-precision``
@@ -107,8 +108,9 @@ from xlapy.interpreter.registry import get_kernel
 #: allow_excess_precision=False.
 PIPELINE = ("inline", "reduce-window-rewriter", "map-inline", "batch-norm-expander",
             "dot-upcast", "dot-operands", "simplify", "cse", "dce", "row-fusion", "fusion")
-#: This backend's passes, by pipeline name.
-BACKEND_PASSES = {"dot-operands": DotOperands, "row-fusion": RowFusion}
+#: This backend's passes, by pipeline name (its cse merges commuted operands, as XLA's).
+BACKEND_PASSES = {"dot-operands": DotOperands, "row-fusion": RowFusion,
+                  "cse": functools.partial(Cse, commutative=True)}
 EXCESS_PRECISION_PIPELINE = PIPELINE[:4] + ("excess-precision",) + PIPELINE[4:]
 
 #: The options a CpuBackend made without them takes (the ``xlapy run`` flags set these for

@@ -59,8 +59,9 @@ C99 complex functions where the interpreter uses NumPy's (which are glibc's).
 Fused multiply-adds (``CONTRACT``: the backend's ``fma_contraction``, XLA:CPU's default, on
 while a program compiles; off, the semantics above are exact): XLA:CPU compiles with LLVM's
 FP-op fusion allowed, so an f32/f64 product feeding an add or subtract in the same kernel is
-rounded once. An emitter then emits ``llvm.fma`` for an add or subtract one of whose operands
-is a product its own multiply made - (x*y) + c -> fma(x, y, c), c + (x*y) -> fma(x, y, c),
+rounded once when the add is the product's one use (LLVM's DAG combiner). An emitter then
+emits ``llvm.fma`` for an add or subtract one of whose operands is a product its own multiply
+made and nothing else in the kernel reads (``_uses``) - (x*y) + c -> fma(x, y, c), c + (x*y) -> fma(x, y, c),
 (x*y) - c -> fma(x, y, -c), c - (x*y) -> fma(-x, y, c), the left product first - and a
 complex product's parts as XLA:CPU fuses them, re = fma(re, cr, -(im*ci)), im = fma(im, cr,
 re*ci) (docs/numerics.md; pinned against real XLA:CPU by tests/backends/cpu/
@@ -593,6 +594,10 @@ def _supports_complex(instr, op, out, kind, ins, kinds) -> bool:
 # -- the generator --------------------------------------------------------------------------
 
 
+#: Data movement whose element is its operand's element unchanged (the same IR value).
+_MOVES_VALUE = frozenset({"bitcast", "reshape", "broadcast", "transpose", "slice", "copy",
+                          "reverse"})
+
 #: Whether emitters made now contract a multiply feeding an add or subtract into one fused
 #: multiply-add (XLA:CPU's default: its LLVM target options allow FP-op fusion); set by the
 #: backend while it compiles a program with ``fma_contraction`` on.
@@ -747,7 +752,8 @@ class ElementalEmitter:
                 return self.b.xor(x, ir.Constant(I1, 1), name=name)
             return self._int_unary(op, x, kx == "s", name)
         if kind == "f":
-            return self._finish(self._float_binary(op, *args, name), out, name)
+            fusable = op == "multiply" and self.contract and self._uses(instr) == 1
+            return self._finish(self._float_binary(op, *args, name, fusable), out, name)
         if kind == "p":
             return self._pred_binary(op, *args, name)
         return self._int_binary(op, *args, kind == "s", name)
@@ -823,7 +829,22 @@ class ElementalEmitter:
             return b.fdiv(one, b.fadd(one, e, name=f"{name}.den"), name=name)
         return self._libm(_LIBM[op], [x], name)
 
-    def _float_binary(self, op, a, c, name):
+    def _uses(self, instr) -> int:
+        """How many values of this kernel read ``instr``'s element: its users here, through
+        the data movement that only moves the value (a use by an instruction generated
+        elsewhere, or a stored result, counts too). XLA:CPU's LLVM fuses a product into an
+        add or subtract only when that is the product's one use."""
+        n = int(instr.parent is not None and instr.parent.root is instr)
+        for user in instr.users:
+            if id(user) not in self.members:
+                return n + 2
+            k = sum(o is instr for o in user.operands)
+            n += k * self._uses(user) if user.opcode in _MOVES_VALUE else k
+        return n
+
+    def _float_binary(self, op, a, c, name, fusable=False):
+        """``a op c`` of f32/f64 values; ``fusable``: a multiply whose product an add or
+        subtract may fuse (``CONTRACT``)."""
         b = self.b
         if op in ("add", "subtract") and self.contract:
             fused = self._contracted(op, a, c, name)
@@ -835,7 +856,7 @@ class ElementalEmitter:
             return b.fsub(a, c, name=name)
         if op == "multiply":
             product = b.fmul(a, c, name=name)
-            if self.contract:
+            if fusable:
                 self._products[id(product)] = (product, a, c)
             return product
         if op == "divide":
@@ -852,7 +873,7 @@ class ElementalEmitter:
 
     def _contracted(self, op, a, c, name):
         """``a op c`` as one fused multiply-add when an operand is a product this emitter
-        made (the left one first), else None: XLA:CPU's LLVM contraction (module
+        made whose one use this is (the left one first), else None: XLA:CPU's LLVM contraction (module
         docstring, ``CONTRACT``): (x*y) + c -> fma(x, y, c), (x*y) - c -> fma(x, y, -c),
         a + (x*y) -> fma(x, y, a), a - (x*y) -> fma(-x, y, a)."""
         b = self.b
