@@ -10,7 +10,8 @@ Two behaviours of XLA:CPU that the HLO text does not show (see docs/numerics.md)
   XLA_FLAGS once);
 - denormals flushed (FTZ/DAZ): f32, f64, bf16 and f16 programs over denormal inputs;
 - multiply-adds contracted (FMA): f32 and f64 programs of multiplies feeding adds and
-  subtracts, and c64 products (whose parts XLA:CPU fuses too).
+  subtracts, and c64 products (whose parts XLA:CPU fuses too);
+- f16 NaNs: signalling NaNs through f32 -> f16 conversion (quieted), negate and abs (not).
 
 For each program ``<name>``: ``<name>.hlo`` (jax's HLO before any XLA pass, what xlapy
 runs) and ``<name>.npz`` (``arg0..``, then ``out0..`` from XLA:CPU's default flags and, for
@@ -76,6 +77,15 @@ def _programs():
     z = [(a + 1j * b).astype(np.complex64), (c + 1j * d).astype(np.complex64),
          (d + 1j * a).astype(np.complex64)]
     progs["fma_c64"] = (lambda x, y, w: (x * y, x * y + w, w - x * y), tuple(z), False)
+
+    # f16 NaNs: XLA:CPU converts f32 -> f16 with F16C, which quiets a signalling NaN;
+    # negate and abs flip or clear the sign bit and keep it signalling
+    snan32 = np.array([0x7F800001, 0x7FA00000, 0xFFA00000, 0x7FC00001, 0x00000001, 0x33000001,
+                       0x7F800000, 0x477FF000], np.uint32).view(np.float32)
+    snan16 = np.array([0x7C01, 0x7D00, 0xFD00, 0x7E01, 0x0001, 0x03FF, 0x7C00, 0x3C00],
+                      np.uint16).view(np.float16)
+    progs["f16_nans"] = (lambda x, h: (x.astype(jnp.float16), -h, jnp.abs(h), h * h),
+                         (snan32, snan16), False)
 
     def denormal_ops(x):
         zero = jnp.zeros_like(x)

@@ -275,3 +275,13 @@ ENTRY e {
     arrays = load_npz(os.path.join(jax_dir, "nested_jit_call.npz"))
     (got,) = _run(text, [arrays["arg0"], arrays["arg1"]])
     assert _differing(got, arrays["out0"]) == 0
+
+
+def test_f16_nans_as_xla_cpu():
+    """XLA:CPU rounds f32 -> f16 with F16C: a signalling NaN comes out quiet (sign | 0x7E00 |
+    the payload's top bits; NumPy keeps it signalling); negate and abs work on the sign bit
+    and keep it. The interpreter and the CPU backend (in either numerics) give XLA's bits."""
+    text, args, arrays = _load("f16_nans")
+    want = _outputs(arrays, "out")
+    for got in (_run(text, args), _run(text, args, **STRICT), _run(text, args, "interpreter")):
+        assert all(_differing(g, w) == 0 for g, w in zip(got, want, strict=True))

@@ -384,6 +384,11 @@ def unary(ctx, instr, args):
     kind = _kind(x.dtype)
     op = instr.opcode
     with np.errstate(all="ignore"):
+        if op in ("negate", "abs") and x.dtype == np.float16 and out == np.float16:
+            # the sign bit, as XLA:CPU (a signalling NaN stays one; f32 work would quiet it)
+            bits = x.view(np.uint16)
+            return (bits ^ 0x8000 if op == "negate" else bits & 0x7FFF).astype(np.uint16) \
+                .view(np.float16)
         if kind == "float" and op in FLOAT_UNARY:
             return _to_result(FLOAT_UNARY[op](to_work(x)), out)
         if kind == "complex" and op in COMPLEX_UNARY:

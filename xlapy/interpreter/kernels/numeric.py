@@ -40,6 +40,7 @@ __all__ = [
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
+_F16 = np.dtype(np.float16)
 _BOOL = np.dtype(np.bool_)
 _F4 = np.dtype(ml_dtypes.float4_e2m1fn)
 _E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
@@ -232,13 +233,26 @@ def _convert_from_float(x, dtype, dst):
     # float -> float
     if x.dtype == _F64 and dtype != _F32:
         if dtype in _VIA_F32:
-            return x.astype(_F32).astype(dtype)
+            return _convert_from_float(x.astype(_F32), dtype, dst)
         return _round_f64_once(x, dtype)
     if is_narrow_float(x.dtype) and is_narrow_float(dtype):
         x = x.astype(_F32)  # exact; every narrow -> narrow path goes through f32 values
     out = x.astype(dtype)
     if dtype == _F4:
         out = _fix_f4_nan(x, out)
+    elif dtype == _F16 and x.dtype == _F32:
+        out = _quiet_f16_nan(x, out)
+    return out
+
+
+def _quiet_f16_nan(x, out):
+    # XLA:CPU converts f32 -> f16 with F16C (vcvtps2ph): a NaN becomes sign | 0x7E00 | the
+    # top 9 bits of its payload - quiet, where NumPy keeps a signalling NaN signalling
+    nan = np.isnan(x)
+    if nan.any():
+        b = x.view(np.uint32)
+        h = ((b >> 16) & 0x8000) | 0x7E00 | ((b & 0x7FFFFF) >> 13)
+        out = np.where(nan, h.astype(np.uint16).view(_F16), out)
     return out
 
 
