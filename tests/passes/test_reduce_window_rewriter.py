@@ -174,25 +174,26 @@ def test_what_is_rewritten():
 
 
 def test_a_variadic_scan_combines_each_result_with_its_own_component():
-    """A running (max, index) scan: each result's map applies its own component of the
-    reducer's tuple root to the block scans and the prefixes."""
+    """A running (max, index) scan whose ties go to the later element: each result's map
+    applies its own component of the reducer's tuple root to the block scans and the
+    prefixes."""
     text = """HloModule m
-red {
-  a = f32[] parameter(0)
-  i = s32[] parameter(1)
-  b = f32[] parameter(2)
-  j = s32[] parameter(3)
-  gt = pred[] compare(b, a), direction=GT
-  v = f32[] select(gt, b, a)
-  k = s32[] select(gt, j, i)
-  ROOT r = (f32[], s32[]) tuple(v, k)
+latest_max {
+  best = f32[] parameter(0)
+  at = s32[] parameter(1)
+  v = f32[] parameter(2)
+  k = s32[] parameter(3)
+  ge = pred[] compare(v, best), direction=GE
+  new_best = f32[] select(ge, v, best)
+  new_at = s32[] select(ge, k, at)
+  ROOT pair = (f32[], s32[]) tuple(new_best, new_at)
 }
 ENTRY e {
-  x = f32[3,50] parameter(0)
-  io = s32[3,50] iota(), iota_dimension=1
-  z = f32[] constant(-inf)
-  zi = s32[] constant(-1)
-  ROOT r = (f32[3,50], s32[3,50]) reduce-window(x, io, z, zi), window={size=1x50 pad=0_0x49_0}, to_apply=red
+  x = f32[2,70] parameter(0)
+  io = s32[2,70] iota(), iota_dimension=1
+  lowest = f32[] constant(-inf)
+  none = s32[] constant(-1)
+  ROOT r = (f32[2,70], s32[2,70]) reduce-window(x, io, lowest, none), window={size=1x70 pad=0_0x69_0}, to_apply=latest_max
 }
 """
     m = check(text, ["reduce-window-rewriter"])
@@ -200,10 +201,10 @@ ENTRY e {
     assert len(maps) == 2 and all(len(i.operands) == 4 for i in maps)
     assert [i.attrs["to_apply"].root.opcode for i in maps] == ["select", "select"]
     rng = np.random.default_rng(3)
-    x = rng.integers(-3, 3, (3, 50)).astype(np.float32)  # ties
-    f = (lambda acc, v: v if v[0] > acc[0] else acc)
-    want = [_tree([(x[r, k], k) for k in range(50)], f, (-np.inf, -1), True, False)
-            for r in range(3)]
+    x = rng.integers(-3, 3, (2, 70)).astype(np.float32)  # ties
+    f = (lambda acc, v: v if v[0] >= acc[0] else acc)
+    want = [_tree([(x[r, k], k) for k in range(70)], f, (-np.inf, -1), True, False)
+            for r in range(2)]
     for backend in ("interpreter", "cpu"):
         vals, idx = Client(backend=backend).compile(xlapy.parse_hlo_module(text))(x)
         assert np.array_equal(vals, [[v for v, _ in row] for row in want]), backend
