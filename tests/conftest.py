@@ -5,7 +5,8 @@ multiply-adds fused: docs/numerics.md). The suite compares the CPU backend again
 interpreter element by element, which checks that its kernels implement the HLO exactly; so
 every test runs the CPU backend with the exact HLO semantics (the options off), except
 where a test sets the options itself (tests/backends/cpu/test_cpu_numerics.py pins XLA:CPU's
-defaults against real XLA:CPU). A test running ``xlapy run`` in process gets the CLI's defaults for its run.
+defaults against real XLA:CPU). A test running ``xlapy run`` in process gets the CLI's
+defaults for its run.
 
 The disk cache's program entries (xlapy/backends/cpu/plan_cache.py: a module compiled
 before is loaded with its plan, without planning) are off (``XLAPY_PLAN_CACHE=0``): tests

@@ -96,7 +96,8 @@ def test_list(capsys):
     names = [line.split()[0] for line in out.splitlines() if re.match(r"  \S", line)]
     assert names == ["inline", "simplify", "constant-folding", "cse", "dce", "fusion",
                      "layout-assignment", "spmd-partition", "excess-precision", "map-inline",
-                     "batch-norm-expander", "dot-upcast", "reduce-window-rewriter"]  # further description lines: indented more
+                     "batch-norm-expander", "dot-upcast", "reduce-window-rewriter"]
+    # (further description lines are indented more)
 
 
 def test_errors_are_one_line_exit_2(tmp_path, capsys, monkeypatch):

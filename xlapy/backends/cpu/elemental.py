@@ -63,10 +63,10 @@ Fused multiply-adds (``CONTRACT``: the backend's ``fma_contraction``, XLA:CPU's 
 while a program compiles; off, the semantics above are exact): XLA:CPU compiles with LLVM's
 FP-op fusion allowed, so an f32/f64 product feeding an add or subtract in the same kernel is
 rounded once when the add is the product's one use (LLVM's DAG combiner). An emitter then
-emits ``llvm.fma`` for an add or subtract one of whose operands is a product its own multiply
-made and nothing else in the kernel reads (``_uses``) - (x*y) + c -> fma(x, y, c), c + (x*y) -> fma(x, y, c),
-(x*y) - c -> fma(x, y, -c), c - (x*y) -> fma(-x, y, c), the left product first - and a
-complex product's parts as XLA:CPU fuses them, re = fma(re, cr, -(im*ci)), im = fma(im, cr,
+emits ``llvm.fma`` for an add or subtract one of whose operands is a product its own
+multiply made and nothing else in the kernel reads (``_uses``) - (x*y) + c -> fma(x, y, c),
+c + (x*y) -> fma(x, y, c), (x*y) - c -> fma(x, y, -c), c - (x*y) -> fma(-x, y, c), the left
+product first - and a complex product's parts as XLA:CPU fuses them, re = fma(re, cr, -(im*ci)), im = fma(im, cr,
 re*ci) (docs/numerics.md; pinned against real XLA:CPU by tests/backends/cpu/
 test_cpu_numerics.py).
 
@@ -907,8 +907,8 @@ class ElementalEmitter:
 
     def _contracted(self, op, a, c, name):
         """``a op c`` as one fused multiply-add when an operand is a product this emitter
-        made whose one use this is (the left one first), else None: XLA:CPU's LLVM contraction (module
-        docstring, ``CONTRACT``): (x*y) + c -> fma(x, y, c), (x*y) - c -> fma(x, y, -c),
+        made whose one use this is (the left one first), else None: XLA:CPU's LLVM
+        contraction (module docstring, ``CONTRACT``): (x*y) + c -> fma(x, y, c), (x*y) - c -> fma(x, y, -c),
         a + (x*y) -> fma(x, y, a), a - (x*y) -> fma(-x, y, a)."""
         b = self.b
         left, right = self._products.get(id(a)), self._products.get(id(c))
