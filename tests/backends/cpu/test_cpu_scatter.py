@@ -3,8 +3,9 @@ the interpreter tests' configurations (random dimension numbers with add / set /
 subtract / multiply / a two-op combiner), duplicate indices applied in XLA's order (set: the
 last wins; float sums rounded in application order), out-of-bounds windows skipped, batching
 dimensions, variadic scatter, every index type, the issue's element types, the parallel path
-(disjoint windows split over threads), in place inside compiled while loops, and the caller's
-operands and held results never written."""
+(disjoint windows split over threads), runs of one window combined on the stack (sorted
+segment ids), in place inside compiled while loops, and the caller's operands and held
+results never written."""
 
 from __future__ import annotations
 
@@ -225,6 +226,37 @@ ENTRY e {
     got = check(text, bins, opcode="scatter")
     inside = bins[(bins >= 0) & (bins < 256)]
     np.testing.assert_array_equal(got, np.bincount(inside, minlength=256).astype(np.int32))
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16", "s32", "f64"])
+@pytest.mark.parametrize("combiner", ["add", "maximum", "sub", "set", "twice_plus"])
+def test_runs_of_one_window_combine_on_the_stack(t, combiner):
+    """Sorted segment ids (runs of updates into one row), with out-of-bounds ids inside the
+    runs and a row coming back after another: the run path (gs.RUN_WINDOW) applies the
+    combiner to the same values in the same order - bit for bit the interpreter's, for a
+    non-commutative combiner (sub) and a non-associative one (twice_plus) too."""
+    rng = np.random.default_rng(21)
+    x = sample(t, (40, 16))
+    ids = np.sort(rng.integers(0, 40, 600))
+    ids[rng.choice(600, 30, replace=False)] = -1  # skipped, runs go on around them
+    ids[300:310] = 7  # row 7 again after later rows
+    idx = ids.astype(np.int32).reshape(600, 1)
+    u = sample(t, (600, 16), offset=3)
+    text = S.scatter_text(t, x.shape, idx.shape, u.shape, combiner, (1,), (0,), (0,), 1)
+    (step,) = steps_of(text, "scatter")
+    assert step.spec.domain == 1 and 16 <= gs.RUN_WINDOW
+    check(text, x, idx, u, opcode="scatter")
+
+
+def test_runs_of_overlapping_windows_flush_first():
+    """Windows two rows tall starting at rows 3, 3, 4, 3: the run at 3 is stored before the
+    window at 4 reads row 4, and row 3's third update starts from the stored values."""
+    x = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+    idx = np.array([[3], [3], [4], [3], [9], [3]], np.int32)
+    u = np.arange(6 * 2 * 16, dtype=np.float32).reshape(6, 2, 16) / 7
+    text = S.scatter_text("f32", x.shape, idx.shape, u.shape, "twice_plus", (1, 2), (),
+                          (0,), 1)
+    check(text, x, idx, u, opcode="scatter")
 
 
 def test_overlapping_windows_run_in_order():
