@@ -646,6 +646,7 @@ class ElementalEmitter:
         self.contract = CONTRACT.get()
         # id -> (the fmul of an HLO multiply, its operands): what an add may contract
         self._products: dict[int, tuple] = {}
+        self._use_counts: dict[int, int] = {}  # id -> ``_uses`` (members outlive the emitter)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -868,12 +869,17 @@ class ElementalEmitter:
         the data movement that only moves the value (a use by an instruction generated
         elsewhere, or a stored result, counts too). XLA:CPU's LLVM fuses a product into an
         add or subtract only when that is the product's one use."""
+        known = self._use_counts.get(id(instr))
+        if known is not None:
+            return known
         n = int(instr.parent is not None and instr.parent.root is instr)
         for user in instr.users:
             if id(user) not in self.members:
-                return n + 2
+                n += 2
+                break
             k = sum(o is instr for o in user.operands)
             n += k * self._uses(user) if user.opcode in _MOVES_VALUE else k
+        self._use_counts[id(instr)] = n
         return n
 
     def _float_binary(self, op, a, c, name, fusable=False):
