@@ -23,7 +23,7 @@ import threading
 
 import numpy as np
 
-from xlapy.backends.base import ALIGN, aligned_bytes
+from xlapy.backends.base import aligned_bytes
 from xlapy.backends.cpu import threads
 
 #: Arrays smaller than this come from np.empty.
@@ -90,9 +90,8 @@ def workspace(nbytes: int) -> tuple[np.ndarray, int]:
     if nbytes >= POOL_MIN_BYTES:
         ws = POOL.empty((nbytes,), np.uint8)
         return ws, ctypes.addressof(ctypes.c_char.from_buffer(ws))
-    ws = np.empty(max(nbytes, 1) + ALIGN, np.uint8)
-    address = ctypes.addressof(ctypes.c_char.from_buffer(ws))
-    return ws, address + (-address % ALIGN)
+    raw, offset = aligned_bytes(max(nbytes, 1))
+    return raw, raw.ctypes.data + offset
 
 
 def _out_of_memory(shape, dtype: np.dtype, nbytes: int):

@@ -371,10 +371,15 @@ def _emit_scatter(module, name, instr) -> KernelSpec:
         run_acc = [b.alloca(el.TYPES[et][1], size=n_window, name=f"run{k}")
                    for k, et in enumerate(ets)]
 
+    def window_offset(w):
+        """(window element ``w``'s offset from the window's base in the operand, its
+        multi-index in the window)."""
+        wmulti = Index(b, tuple(wshape), linear=w).multi if wshape else []
+        return _linear_sum(b, wmulti, [ostrides[d] for d in window_operand], "t"), wmulti
+
     def element(s, smulti, w):
         """(the target's offset from the window's base, the update's position)."""
-        wmulti = Index(b, tuple(wshape), linear=w).multi if wshape else []
-        rel = _linear_sum(b, wmulti, [ostrides[d] for d in window_operand], "t")
+        rel, wmulti = window_offset(w)
         if trailing:
             return rel, b.add(b.mul(s, _c(n_window)), w, name="upos")
         umulti = [None] * urank
@@ -386,8 +391,7 @@ def _emit_scatter(module, name, instr) -> KernelSpec:
 
     def run_flush(at):
         with for_range(b, 0, n_window, "fw") as w:
-            rel, _ = element(_c(0), [_c(0)] * len(sshape), w)
-            target = b.add(at, rel, name="ft")
+            target = b.add(at, window_offset(w)[0], name="ft")
             for k, (acc, o, et) in enumerate(zip(run_acc, out, ets)):
                 v = b.load(b.gep(acc, [w], inbounds=True), name=f"fv{k}")
                 el.store_value(b, v, _gep(b, o, target, f"fst{k}.p"), et, f"fst{k}")

@@ -102,16 +102,22 @@ _INTEGER = frozenset({PT.S32, PT.U32, PT.S64, PT.U64})
 _FLAGS = ("contract",)
 
 
+def _integer(x) -> bool:
+    """Whether ``x`` holds integers (a scalar or the elements of a vector)."""
+    return isinstance(x.type.element if isinstance(x.type, ir.VectorType) else x.type,
+                      ir.IntType)
+
+
 def _add(b, x, y, flags=(), name=""):
     """x + y: wrapping for integers, IEEE (with ``flags``) for floats."""
-    if isinstance(x.type.element if isinstance(x.type, ir.VectorType) else x.type, ir.IntType):
+    if _integer(x):
         return b.add(x, y, name=name)
     return b.fadd(x, y, flags=flags, name=name)
 
 
 def _mul(b, x, y, flags=(), name=""):
     """x * y: wrapping for integers, IEEE (with ``flags``) for floats."""
-    if isinstance(x.type.element if isinstance(x.type, ir.VectorType) else x.type, ir.IntType):
+    if _integer(x):
         return b.mul(x, y, name=name)
     return b.fmul(x, y, flags=flags, name=name)
 
