@@ -404,6 +404,37 @@ def test_packed_nan_and_infinity_propagate(packed):
                  "lhs_contracting_dims={1}, rhs_contracting_dims={0}"), a, b, "f32", 300)
 
 
+@pytest.mark.parametrize("t", [np.float32, np.float64])
+@pytest.mark.parametrize("m,n,k_in,taps,batch", [
+    (50, 70, 24, [0, 96, 192], 3),  # a dilated 1-D window: taps four rows apart
+    (1100, 130, 600, [0, 1800], 2),  # taps longer than a k block, row and column blocks
+    (7, 64, 5, [3], 1),  # one short tap at an offset
+])
+def test_packed_run_taps_batches_and_strides(t, m, n, k_in, taps, batch):
+    """gemm_packed.run (library code's entry to the core): each row's contraction read tap
+    by tap at the taps' offsets, batches with their own a and c strides, b shared, C rows
+    wider than n (only the first n columns written)."""
+    from xlapy.backends.cpu import gemm_packed
+
+    rng = np.random.default_rng(m)
+    a_row, c_row = k_in + 3, n + 5
+    span = (m - 1) * a_row + max(taps) + k_in
+    a = rng.standard_normal((batch, span + 11)).astype(t)
+    b = rng.standard_normal((len(taps) * k_in, n)).astype(t)
+    c = np.full((batch, m, c_row), 7, t)
+    gemm_packed.run(t, m=m, n=n, k_in=k_in, taps=taps, a=a.ctypes.data, a_row=a_row, a_k=1,
+                    b=b.ctypes.data, b_k=n, b_n=1, c=c.ctypes.data, c_row=c_row,
+                    batch=[(batch, a.shape[1], 0, m * c_row)])
+    rows = np.arange(m)[:, None] * a_row
+    want = np.zeros((batch, m, n))
+    for j, tap in enumerate(taps):
+        cols = tap + np.arange(k_in)[None, :]
+        want += a[:, rows + cols].astype(np.float64) @ b[j * k_in:(j + 1) * k_in]
+    tol = 1e-4 if t == np.float32 else 1e-12
+    np.testing.assert_allclose(c[:, :, :n], want, rtol=tol, atol=tol * np.abs(want).max())
+    assert (c[:, :, n:] == 7).all()
+
+
 def test_packed_rule():
     from xlapy.backends.cpu import blas
 

@@ -303,6 +303,62 @@ def test_convolution_matches_interpreter(case, t):
     _close(out, want, RTOL[t])
 
 
+@pytest.fixture
+def packed_convolutions(monkeypatch):
+    """The convolutions' GEMMs through gemm_packed's core on any host (where it applies on
+    its own: an AVX-512 host whose BLAS runs AVX2 kernels); the calls are counted."""
+    calls = []
+    run = library.gemm_packed.run
+    monkeypatch.setattr(library.gemm_packed, "applies", lambda *a: True)
+    monkeypatch.setattr(library.gemm_packed, "run",
+                        lambda *a, **k: (calls.append(k["taps"]), run(*a, **k))[1])
+    return calls
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: c[2][:40] + c[0])
+def test_convolution_through_the_packed_core_matches_interpreter(case, t,
+                                                                 packed_convolutions):
+    instr = _conv_instr(t, case)
+    rng = np.random.default_rng(len(case[2]))
+    args = [_random(f"{t}{case[0]}", rng), _random(f"{t}{case[1]}", rng)]
+    want = _interpret(instr, args)
+    out = np.full(want.shape, 3, want.dtype)
+    assert library.run(instr, args, out=out) is out
+    _close(out, want, RTOL[t])
+
+
+@pytest.mark.parametrize("flat_rows", [40, 2048])
+def test_convolution_packed_taps_threads_and_chunks(monkeypatch, packed_convolutions,
+                                                    flat_rows):
+    """The taps of a unit-stride window as one product: neighbours along the last spatial
+    dimension merged into one longer tap (3x3: three taps of 3 * C), a dilated 1-D window
+    straight into the output on both threads, feature groups (no merging)."""
+    monkeypatch.setattr(library, "FLAT_ROWS", flat_rows)
+    rng = np.random.default_rng(9)
+    cases = [("[4,34,30,32]", "[3,3,32,64]",
+              "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", 3),
+             ("[6,700,40]", "[3,40,70]",
+              "window={size=3 pad=4_4 rhs_dilate=4}, dim_labels=b0f_0io->b0f", 3),
+             ("[2,20,18,24]", "[3,3,12,64]",
+              ("window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, "
+               "feature_group_count=2"), 9)]
+    for lhs, rhs, attrs, taps in cases:
+        del packed_convolutions[:]
+        instr = _conv_instr("f32", (lhs, rhs, attrs))
+        args = [_random(f"f32{lhs}", rng), _random(f"f32{rhs}", rng)]
+        _close(library.run(instr, args), _interpret(instr, args), 2e-5)
+        assert packed_convolutions and {len(t) for t in packed_convolutions} == {taps}
+
+
+def test_merged_taps():
+    assert library._merged_taps([0, 8, 16, 80, 88, 96], 8) == (24, [0, 80])
+    assert library._merged_taps([0, 32, 64], 8) == (8, [0, 32, 64])  # dilated
+    assert library._merged_taps([0, 4, 16, 20], 4) == (8, [0, 16])  # runs of two
+    assert library._merged_taps([0, 4, 8, 20], 4) == (4, [0, 4, 8, 20])  # runs differ
+    assert library._merged_taps([5], 3) == (3, [5])
+
+
 def test_convolution_bf16_operands_to_f32_result():
     instr = _conv_instr("bf16", CONV_CASES[0], "f32")
     rng = np.random.default_rng(3)

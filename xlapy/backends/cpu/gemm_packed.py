@@ -33,16 +33,24 @@ for each of its blocks of KC, so taller items pack b fewer times (see MC). Each 
 blocks, each block summed in order: the dot's value within rounding (BLAS sums in another
 order; the interpreter in f64).
 
-Imports llvmlite and the backend's kernel ABI only (and threads.py and buffers.py for the
-pool's size and parallel threshold).
+The contraction may be read in *taps* (``_Dims``): T runs of k_in elements, each at its
+own offset into a's rows, the k blocks cut at their ends; a dot is one tap. Library code
+calls the core through ``run`` with taps: a convolution's input, read at each window
+offset, is its lhs in place (library.py's unit-stride convolutions).
+
+Imports llvmlite, NumPy (``run``'s parameter array), PrimitiveType and the backend's kernel
+ABI only (and threads.py, buffers.py and gemm_kernel.py for the pool's size, the parallel
+threshold and the packed rule).
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 import re
 import threading
 
+import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu.kernel_abi import (
@@ -54,6 +62,7 @@ from xlapy.backends.cpu.kernel_abi import (
     for_range,
     smin,
 )
+from xlapy.shape import PrimitiveType as PT
 
 # Blocks: measured on an AVX-512 host (znver5) with benchmarks/small_gemm_sweep.py-style
 # runs of 1024^3, 512x1024x1024, 64 x 256^3 and 32x128x512 f32 against XLA:CPU (6 x 4
@@ -207,9 +216,10 @@ def _transpose(b, rows):
     return rows
 
 
-def _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
+def _tile(b, f, d, ptrs, buf, tbuf, a_off, c_off, i0, jp, j0, kc, first, vec):
     """C[i0 : i0 + MR, j0 + jp * NR : ... + NR] += the block's sums, the rows and columns
-    past m and n left out (rows past m read a's last row, columns past n are zero)."""
+    past m and n left out (rows past m read a's last row, columns past n are zero).
+    ``a_off``: the block's first element of a's row 0; ``c_off``: C's row 0."""
     pa, _, pc = ptrs
     w = vec.count
     nr = NV * w
@@ -218,7 +228,7 @@ def _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
     for r in range(MR):
         i = smin(b, b.add(i0, _c(r)), b.sub(d.m, _c(1)), f"t.i{r}")
         a_i = b.mul(i, d.a_row, name=f"t.ai{r}")
-        a_rows.append(b.add(a_off, b.add(a_i, b.mul(p0, d.a_k)), name=f"t.a{r}"))
+        a_rows.append(b.add(a_off, a_i, name=f"t.a{r}"))
     panel = b.mul(jp, _c(KC * nr), name="t.panel")
     head = b.block
     loop = fn.append_basic_block("t.p")
@@ -256,7 +266,7 @@ def _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
     with b.if_else(whole) as (then, otherwise):
         with then:  # vector stores (the first block's sums, or added to C)
             for r in range(MR):
-                c_row = b.mul(b.add(b.mul(bi, d.m), b.add(i0, _c(r))), d.n)
+                c_row = b.add(c_off, b.mul(b.add(i0, _c(r)), d.c_row))
                 for v in range(NV):
                     ptr = b.gep(pc, [b.add(c_row, b.add(jt, _c(v * w)))], inbounds=True)
                     ptr = b.bitcast(ptr, vec.as_pointer())
@@ -269,7 +279,7 @@ def _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
                     ptr = b.gep(tbuf, [_c(r * nr + v * w)], inbounds=True)
                     b.store(nexts[r][v], b.bitcast(ptr, vec.as_pointer()), align=64)
             with for_range(b, 0, rows, "t.r") as r:
-                c_row = b.mul(b.add(b.mul(bi, d.m), b.add(i0, r)), d.n)
+                c_row = b.add(c_off, b.mul(b.add(i0, r), d.c_row))
                 with for_range(b, 0, cols, "t.cj") as cj:
                     x = b.load(b.gep(tbuf, [b.add(b.mul(r, _c(nr)), cj)], inbounds=True))
                     ptr = b.gep(pc, [b.add(c_row, b.add(jt, cj))], inbounds=True)
@@ -281,12 +291,18 @@ def _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i0, jp, j0, p0, kc, first, vec):
 class _Dims:
     """The numbers of one dot, read by the shared core from its parameter array (i64):
     m, n, k, a_k, b_k, b_n, mc, nc, row_blocks, col_blocks, k_blocks, b's layout class
-    (KIND_*), the counts of batch
-    and lhs free dimensions (nb, nm), then nb batch sizes, nb a strides, nb b strides, nm
-    lhs free sizes, nm a strides."""
+    (KIND_*), the counts of batch and lhs free dimensions (nb, nm), the contraction's taps
+    (its outer part: T, see below), the length of one tap (k_in) and its blocks of KC, C's
+    row stride; then nb batch sizes, nb a strides, nb b strides, nb c strides, nm lhs free
+    sizes, nm a strides, T tap offsets into a.
+
+    The contraction is T taps of k_in each (k = T * k_in; a dot has one tap of k): element
+    p = t * k_in + q of row i of a is at ``i * a_row + tap[t] + q * a_k`` (b's row p at
+    ``p * b_k`` as for any dot), so a convolution's input read at each window offset is a
+    dot's lhs in place (``run``). The k blocks never straddle two taps."""
 
     HEADER = ("m", "n", "k", "a_k", "b_k", "b_n", "mc", "nc", "row_blocks", "col_blocks",
-              "k_blocks", "kind", "nb", "nm")
+              "k_blocks", "kind", "nb", "nm", "taps", "k_in", "k_in_blocks", "c_row")
 
     def __init__(self, b, params):
         for j, field in enumerate(self.HEADER):
@@ -299,8 +315,11 @@ class _Dims:
         self.batch_sizes = at(base, "batch.sizes")
         self.a_batch = at(b.add(base, self.nb), "batch.a")
         self.b_batch = at(b.add(base, b.mul(self.nb, _c(2))), "batch.b")
-        self.m_sizes = at(b.add(base, b.mul(self.nb, _c(3))), "m.sizes")
-        self.a_m = at(b.add(b.add(base, b.mul(self.nb, _c(3))), self.nm), "m.a")
+        self.c_batch = at(b.add(base, b.mul(self.nb, _c(3))), "batch.c")
+        self.m_sizes = at(b.add(base, b.mul(self.nb, _c(4))), "m.sizes")
+        self.a_m = at(b.add(b.add(base, b.mul(self.nb, _c(4))), self.nm), "m.a")
+        self.tap = at(b.add(b.add(base, b.mul(self.nb, _c(4))), b.mul(self.nm, _c(2))),
+                      "tap")
         # the lhs free dimensions read as one strided dimension (gemm_kernel.form): a row's
         # offset is i times that stride (no per-row decode in the tiles)
         self.a_row = b.load(self.a_m, name="a.row")
@@ -308,19 +327,33 @@ class _Dims:
 
 def _params(f, mc: int, nc: int) -> list[int]:
     """The parameter array of form ``f`` (see _Dims); size-1 dimensions dropped, at least
-    one (size 1, stride 0) in each group."""
+    one (size 1, stride 0) in each group. C is the dot's result, row-major."""
     def group(sizes, *strides):
         keep = [j for j, size in enumerate(sizes) if size != 1] or None
         if keep is None:
             return [1], *([0] for _ in strides)
         return [sizes[j] for j in keep], *([s[j] for j in keep] for s in strides)
 
-    batch, a_batch, b_batch = group(f.batch, f.a_batch, f.b_batch)
-    m_sizes, a_m = [f.m], [f.a_row]
-    kind = KIND_COLUMNS if f.b_n == 1 else KIND_ALONG_K if f.b_k == 1 else KIND_OTHER
-    head = [f.m, f.n, f.k, f.a_k, f.b_k, f.b_n, mc, nc, -(-f.m // mc), -(-f.n // nc),
-            -(-f.k // KC), kind, len(batch), len(m_sizes)]
-    return head + batch + a_batch + b_batch + m_sizes + a_m
+    c_batch = [f.m * f.n * math.prod(f.batch[j + 1:]) for j in range(len(f.batch))]
+    return _table(f.m, f.n, f.a_k, f.b_k, f.b_n, mc, nc, group(f.batch, f.a_batch, f.b_batch,
+                                                               c_batch),
+                  ([f.m], [f.a_row]), [f.k], [0], f.n)
+
+
+def _table(m, n, a_k, b_k, b_n, mc, nc, batch, rows, k_in, taps, c_row) -> list[int]:
+    """The parameter array (see _Dims) of these numbers: ``batch`` (sizes, a, b and c
+    strides), ``rows`` (lhs free sizes, a strides), ``k_in`` a one-element list, ``taps``
+    the tap offsets into a."""
+    kind = KIND_COLUMNS if b_n == 1 else KIND_ALONG_K if b_k == 1 else KIND_OTHER
+    k_in = k_in[0]
+    k = k_in * len(taps)
+    k_in_blocks = -(-k_in // KC)
+    sizes, a_b, b_b, c_b = batch
+    head = [m, n, k, a_k, b_k, b_n, mc, nc, -(-m // mc), -(-n // nc),
+            k_in_blocks * len(taps), kind, len(sizes), len(rows[0]), len(taps), k_in,
+            k_in_blocks, c_row]
+    return head + list(sizes) + list(a_b) + list(b_b) + list(c_b) + list(rows[0]) + \
+        list(rows[1]) + list(taps)
 
 
 def _decode(b, item, count, sizes, strides_list, name):
@@ -454,7 +487,8 @@ def _emit_core(module: ir.Module, name: str, f, ty) -> ir.Function:
         rest = b.udiv(item, d.row_blocks, name="rest")
         jcb = b.urem(rest, d.col_blocks, name="jcb")
         bi = b.udiv(rest, d.col_blocks, name="bi")
-        a_off, b_off = _decode(b, bi, d.nb, d.batch_sizes, [d.a_batch, d.b_batch], "batch")
+        a_off, b_off, c_off = _decode(b, bi, d.nb, d.batch_sizes,
+                                      [d.a_batch, d.b_batch, d.c_batch], "batch")
         i0 = b.mul(icb, d.mc, name="i0")
         j0 = b.mul(jcb, d.nc, name="j0")
         rows = smin(b, d.mc, b.sub(d.m, i0), "rows")
@@ -462,15 +496,27 @@ def _emit_core(module: ir.Module, name: str, f, ty) -> ir.Function:
         groups = b.udiv(b.add(rows, _c(MR - 1)), _c(MR), name="groups")
         panels = b.udiv(b.add(cols, _c(nr - 1)), _c(nr), name="panels")
         with for_range(b, 0, d.k_blocks, "kb") as kb:
-            p0 = b.mul(kb, _c(KC), name="p0")
-            kc = smin(b, _c(KC), b.sub(d.k, p0), "kc")
+            tap = b.udiv(kb, d.k_in_blocks, name="tap")
+            q0 = b.mul(b.urem(kb, d.k_in_blocks), _c(KC), name="q0")
+            p0 = b.add(b.mul(tap, d.k_in), q0, name="p0")  # b's first row of the block
+            kc = smin(b, _c(KC), b.sub(d.k_in, q0), "kc")
+            a_p = b.add(b.load(b.gep(d.tap, [tap], inbounds=True)), b.mul(q0, d.a_k),
+                        name="a.p")  # the block's first element of a row of a
             first = b.icmp_signed("==", kb, _c(0), name="first")
             _pack(b, f, d, ptrs[1], buf, b_off, p0, kc, j0, cols, vec)
             with for_range(b, 0, panels, "jp") as jp:
                 with for_range(b, 0, groups, "g") as g:
                     i = b.add(i0, b.mul(g, _c(MR)), name="gi")
-                    _tile(b, f, d, ptrs, buf, tbuf, a_off, bi, i, jp, j0, p0, kc, first, vec)
+                    _tile(b, f, d, ptrs, buf, tbuf, b.add(a_off, a_p), c_off, i, jp, j0,
+                          kc, first, vec)
     b.ret_void()
+    # the core as a kernel of the runtime's ABI, its parameter array the fourth buffer
+    # (``run``: library code calls the core through the worker pool)
+    entry, eb = declare_kernel(module, f"{name}_run")
+    ebufs, elo, ehi = entry.args
+    table = eb.bitcast(eb.load(eb.gep(ebufs, [_c(3)], inbounds=True)), I64.as_pointer())
+    eb.call(fn, [ebufs, elo, ehi, table])
+    eb.ret_void()
     return fn
 
 
@@ -499,4 +545,71 @@ def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
                       cost=work(f, min(mc, f.m), min(nc, f.n)))
 
 
-__all__ = ["KC", "MC", "MR", "NV", "blocks", "emit"]
+def applies(dtype, m: int, n: int) -> bool:
+    """Whether library code (a convolution's GEMMs) should run a [m, k] x [k, n] product of
+    NumPy ``dtype`` through ``run``: where a dot of that type and size is the packed GEMM
+    (gemm_kernel.packed_reason: an AVX-512 host whose BLAS runs AVX2 kernels)."""
+    from xlapy.backends.cpu.gemm_kernel import packed_reason
+
+    et = _NUMPY_TYPES.get(np.dtype(dtype))
+    return et is not None and packed_reason(et, m, n) is None
+
+
+def run(dtype, *, m: int, n: int, k_in: int, taps, a: int, a_row: int, a_k: int, b: int,
+        b_k: int, b_n: int, c: int, c_row: int, batch=(), threads: bool = True) -> None:
+    """C = A B through the packed core, for library code (``applies`` says where): for each
+    batch index (``batch``: (size, a stride, b stride, c stride) per dimension, in
+    elements), row i < m and column j < n,
+    ``c[i * c_row + j] = sum over t, q of a[i * a_row + taps[t] + q * a_k] *
+    b[(t * k_in + q) * b_k + j * b_n]``. ``a``, ``b``, ``c`` are addresses of elements of
+    NumPy ``dtype`` (f32 or f64); C is stored, not added to. The sums go tap by tap, each
+    in blocks of KC in order. Work items go over the worker pool (``threads``; on one of
+    its threads, inline)."""
+    from xlapy.backends.cpu import threads as pool
+    from xlapy.backends.cpu.gemm_kernel import lanes, work
+
+    dt = np.dtype(dtype)
+    et = _NUMPY_TYPES[dt]
+    width = lanes(et)
+    ty = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
+    sizes = [s for s, *_ in batch if s != 1] or [1]
+    kept = [x for x in batch if x[0] != 1] or [(1, 0, 0, 0)]
+    shape = _Shape(m=m, n=n, k=k_in * len(taps), batch=sizes, width=width,
+                   itemsize=dt.itemsize)
+    mc, nc = blocks(shape)
+    values = _table(m, n, a_k, b_k, b_n, mc, nc,
+                    ([x[0] for x in kept], [x[1] for x in kept], [x[2] for x in kept],
+                     [x[3] for x in kept]), ([m], [a_row]), [k_in], list(taps), c_row)
+    table = np.asarray(values, np.int64)
+    bufs = ctypes.cast((ctypes.c_void_p * 4)(a, b, c, table.ctypes.data), ctypes.c_void_p)
+    count = math.prod(sizes) * -(-m // mc) * -(-n // nc)
+    fn = _core_entry(_CoreForm(dt.itemsize, width), ty)
+    pool.run_parallel(fn, bufs, count, work(shape), threads)
+
+
+_NUMPY_TYPES = {np.dtype(np.float32): PT.F32, np.dtype(np.float64): PT.F64}
+
+
+class _Shape:
+    """What ``blocks`` and gemm_kernel.work read of a product run through ``run``."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _core_entry(f, ty):
+    """The core's kernel-ABI entry (``_emit_core``) for form ``f``, a ctypes function."""
+    base = _core_name(f)
+    entry = _ENTRIES.get(base)
+    if entry is None:
+        _core(ir.Module(name="entry"), f, ty)
+        name, compiled = _CORES[base]
+        entry = _ENTRIES[base] = _KERNEL(compiled.function_address(f"{name}_run"))
+    return entry
+
+
+_KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+_ENTRIES: dict[str, object] = {}
+
+
+__all__ = ["KC", "MC", "MR", "NV", "applies", "blocks", "emit", "run"]

@@ -34,6 +34,10 @@ tuple-shaped result) the result is written there and ``out`` is returned.
   own (a bounded [all rows, some taps * I] scratch). A 1x1 window with unit strides is one
   GEMM on the input. Feature groups too small for GEMMs (depthwise) are broadcast
   multiply-adds. Chunks are handed out to one thread per core (single-threaded BLAS each).
+  Where a dot of the type and size would be the packed generated GEMM (an AVX-512 host
+  whose BLAS runs AVX2 kernels: ``gemm_packed.applies``), the GEMMs are its core instead
+  (``gemm_packed.run``), and a unit-stride window's taps are one product whose contraction
+  the core reads tap by tap at the taps' offsets (C written once, not once per tap).
 - sort: the comparator is pattern-matched into lexicographic keys: ``compare(T(p2i),
   T(p2i+1))`` LT or GT (either parameter order), chained by ``or(lt_i, and(eq_i, rest))``,
   where T is the same elementwise expression of the operand on both sides (identity, jax's
@@ -61,7 +65,7 @@ import threading
 
 import numpy as np
 
-from xlapy.backends.cpu import blas, lapack_calls, linalg, threads, workers
+from xlapy.backends.cpu import blas, gemm_packed, lapack_calls, linalg, threads, workers
 from xlapy.backends.cpu.blas import blas_function_pointer
 from xlapy.hlo.attrs.enums import ComparisonDirection as Dir
 from xlapy.hlo.attrs.enums import ComparisonType, FftType
@@ -535,8 +539,13 @@ def _conv_chunk(task: _ConvTask, chunk, cols: np.ndarray | None) -> None:
     y2, w2 = task.y2, task.w2
     c_ptr = y2.ctypes.data + (row0 * y2.shape[1] + task.out0) * isz
     b_ptr = w2.ctypes.data + task.out0 * isz
-    blas.gemm_rowmajor(dt, rows, task.og, kdim, a_ptr, a_form, b_ptr, ("r", w2.shape[1]),
-                       c_ptr, y2.shape[1])
+    if gemm_packed.applies(dt, rows, task.og):
+        gemm_packed.run(dt, m=rows, n=task.og, k_in=kdim, taps=[0], a=a_ptr, a_row=a_form[1],
+                        a_k=1, b=b_ptr, b_k=w2.shape[1], b_n=1, c=c_ptr, c_row=y2.shape[1],
+                        threads=False)
+    else:
+        blas.gemm_rowmajor(dt, rows, task.og, kdim, a_ptr, a_form, b_ptr, ("r", w2.shape[1]),
+                           c_ptr, y2.shape[1])
 
 
 def _run_convolution(instr, operands, out):
@@ -892,7 +901,10 @@ def _conv_flat(tasks, threads: int) -> None:
     [rows, C] matrix: for a run of consecutive rows, each tap's operand is a plain
     [rows, cg] matrix (leading dimension C), and the GEMMs of all taps accumulate into a
     small [rows, og] scratch; rows whose position lies past the output are dropped when the
-    scratch is copied out."""
+    scratch is copied out. Where the packed GEMM applies (gemm_packed.applies) the taps are
+    one product through its core (its contraction read tap by tap at their offsets: C
+    written once), straight into the output when every padded position of a batch element
+    but the last spatial dimension's first ones is an output position (1-D convolutions)."""
     t0 = tasks[0]
     xp, w2, outs, window = t0.xp, t0.w2, t0.outs, t0.window
     pdims = xp.shape[1:-1]
@@ -904,10 +916,24 @@ def _conv_flat(tasks, threads: int) -> None:
     step = max(1, FLAT_ROWS // stride[0])
     y = t0.y2.reshape((-1, *outs, o))
     inner = (slice(None),) + tuple(slice(0, n) for n in outs[1:])
-    work = [(t, n, i0, min(i0 + step, outs[0])) for t in tasks for n in range(t0.nb)
-            for i0 in range(0, outs[0], step)]
     dt = y.dtype
     isz = dt.itemsize
+    packed = gemm_packed.applies(dt, min(step * stride[0], outs[0] * stride[0]), t0.og)
+    if packed:
+        k_in, taps = _merged_taps([off * c for off in offsets], t0.cg)
+        if tuple(pdims[1:]) == tuple(outs[1:]):  # no position past the output: one product
+            for task in tasks:
+                gemm_packed.run(
+                    dt, m=outs[0] * stride[0], n=task.og, k_in=k_in, taps=taps,
+                    a=xp.ctypes.data + (task.batch0 * pdims[0] * stride[0] * c
+                                        + task.feat0) * isz, a_row=c, a_k=1,
+                    b=w2.ctypes.data + task.out0 * isz, b_k=o, b_n=1,
+                    c=y.ctypes.data + task.out0 * isz, c_row=o,
+                    batch=[(task.nb, pdims[0] * stride[0] * c, 0, _prod(outs) * o)],
+                    threads=threads > 1)
+            return
+    work = [(t, n, i0, min(i0 + step, outs[0])) for t in tasks for n in range(t0.nb)
+            for i0 in range(0, outs[0], step)]
 
     def run_chunks(next_item, local: bool) -> None:
         scratch = np.empty((step * stride[0], t0.og), dt)
@@ -916,16 +942,36 @@ def _conv_flat(tasks, threads: int) -> None:
             task, n, i0, i1 = item
             rows = (i1 - i0 - 1) * stride[0] + tail
             q0 = ((task.batch0 + n) * pdims[0] + i0) * stride[0]
-            for t, off in enumerate(offsets):
-                a = xp.ctypes.data + ((q0 + off) * c + task.feat0) * isz
-                b = w2.ctypes.data + (t * task.cg * o + task.out0) * isz
-                blas.gemm_rowmajor(dt, rows, task.og, task.cg, a, ("r", c), b, ("r", o),
-                                   scratch.ctypes.data, task.og, beta=1.0 if t else 0.0)
+            if packed:
+                gemm_packed.run(dt, m=rows, n=task.og, k_in=k_in, taps=taps,
+                                a=xp.ctypes.data + (q0 * c + task.feat0) * isz, a_row=c,
+                                a_k=1, b=w2.ctypes.data + task.out0 * isz, b_k=o, b_n=1,
+                                c=scratch.ctypes.data, c_row=task.og, threads=False)
+            else:
+                for t, off in enumerate(offsets):
+                    a = xp.ctypes.data + ((q0 + off) * c + task.feat0) * isz
+                    b = w2.ctypes.data + (t * task.cg * o + task.out0) * isz
+                    blas.gemm_rowmajor(dt, rows, task.og, task.cg, a, ("r", c), b, ("r", o),
+                                       scratch.ctypes.data, task.og, beta=1.0 if t else 0.0)
             block = scratch[:(i1 - i0) * stride[0]].reshape(i1 - i0, *pdims[1:], task.og)
             y[(n, slice(i0, i1)) + inner[1:] + (slice(task.out0, task.out0 + task.og),)] \
                 = block[inner]
 
     parallel(work, run_chunks, min(threads, len(work)))
+
+
+def _merged_taps(taps: list[int], cg: int) -> tuple[int, list[int]]:
+    """(k_in, taps) for gemm_packed.run of a contraction of ``len(taps)`` taps of ``cg``
+    contiguous input features each at these offsets (elements): runs of
+    taps each starting where the one before ends (a window's neighbours along the last
+    spatial dimension, without feature groups or dilation there) read as one longer tap,
+    so the core's C tiles are written once per run instead of once per tap."""
+    count = len(taps)
+    for run in range(count, 1, -1):
+        if count % run == 0 and all(taps[t + j] == taps[t] + j * cg
+                                    for t in range(0, count, run) for j in range(run)):
+            return run * cg, taps[::run]
+    return cg, taps
 
 
 #: The backend's worker pool (threads.parallel): BLAS calls inside are single-threaded.
