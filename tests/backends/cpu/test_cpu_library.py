@@ -351,6 +351,49 @@ def test_convolution_packed_taps_threads_and_chunks(monkeypatch, packed_convolut
         assert packed_convolutions and {len(t) for t in packed_convolutions} == {taps}
 
 
+# (lhs, rhs, window) with base dilation and unit strides: one convolution per output phase
+PHASE_CASES = [
+    ("[2,7,7,6]", "[4,4,6,5]", "size=4x4 pad=2_2x2_2 lhs_dilate=2x2"),  # conv_transpose
+    ("[2,7,7,6]", "[3,3,6,5]", "size=3x3 pad=1_2x1_2 lhs_dilate=2x2"),  # strided conv's grad
+    ("[2,9,6]", "[5,6,4]", "size=5 pad=3_1 lhs_dilate=3"),
+    ("[2,9,6]", "[5,6,4]", "size=5 pad=4_4 lhs_dilate=3 rhs_dilate=2"),
+    ("[2,9,6]", "[3,6,4]", "size=3 pad=-2_3 lhs_dilate=2 rhs_dilate=2"),  # a phase without taps
+    ("[2,9,6]", "[2,6,4]", "size=2 pad=0_-3 lhs_dilate=4"),  # cropped, empty phases
+    ("[2,6,5,4]", "[3,2,4,6]", "size=3x2 pad=2_2x0_0 lhs_dilate=2x1 rhs_reversal=1x0"),
+]
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("case", PHASE_CASES, ids=lambda c: c[2])
+def test_base_dilated_convolution_by_phases(case, t, monkeypatch):
+    lhs, rhs, win = case
+    labels = {3: "b0f_0io->b0f", 4: "b01f_01io->b01f"}[lhs.count(",") + 1]
+    instr = _conv_instr(t, (lhs, rhs, f"window={{{win}}}, dim_labels={labels}"))
+    phases = []
+    original = library._conv_phases
+    monkeypatch.setattr(library, "_conv_phases", lambda *a: (phases.append(1), original(*a))[1])
+    rng = np.random.default_rng(len(win))
+    args = [_random(f"{t}{lhs}", rng), _random(f"{t}{rhs}", rng)]
+    want = _interpret(instr, args)
+    out = np.full(want.shape, 3, want.dtype)
+    assert library.run(instr, args, out=out) is out
+    _close(out, want, RTOL[t])
+    assert phases
+
+
+def test_base_dilated_convolution_with_an_infinite_kernel_value_stays_literal():
+    """A non-finite kernel value times the holes' zeros: both xlapy paths multiply them
+    (NaN; XLA:CPU skips the holes there - docs/numerics.md)."""
+    instr = _conv_instr("f32", ("[1,4,4,2]", "[3,3,2,2]", "window={size=3x3 pad=1_1x1_1 "
+                                "lhs_dilate=2x2}, dim_labels=b01f_01io->b01f"))
+    x = np.ones((1, 4, 4, 2), np.float32)
+    k = np.ones((3, 3, 2, 2), np.float32)
+    k[0, 0, 0, 0] = np.inf
+    got = library.run(instr, [x, k])
+    np.testing.assert_array_equal(got, _interpret(instr, [x, k]))
+    assert np.isnan(got[0, 0, 0, 0])
+
+
 def test_merged_taps():
     assert library._merged_taps([0, 8, 16, 80, 88, 96], 8) == (24, [0, 80])
     assert library._merged_taps([0, 32, 64], 8) == (8, [0, 32, 64])  # dilated

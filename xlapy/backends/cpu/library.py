@@ -581,6 +581,8 @@ def _run_convolution(instr, operands, out):
     if ksizes != [wd.size for wd in window]:
         raise EvaluationError(f"{what}: kernel spatial sizes {ksizes} differ from the window "
                               f"{instr.attrs['window'].to_text()}")
+    if _phases_apply(window, w):
+        return _conv_phases(dn, window, x, w, o, cg, groups, bgc, compute, result, out)
     trivial = all(wd.padding_low == 0 and wd.padding_high == 0 and wd.base_dilation == 1
                   for wd in window)
     if trivial:
@@ -599,31 +601,142 @@ def _run_convolution(instr, operands, out):
 def _convolve(instr, dn, window, xp, w, n, o, cg, ksizes, groups, fgc, bgc, compute, result,
               out):
     nsp = len(window)
-    outs = []
-    for p, wd in zip(xp.shape[1:-1], window):
-        span = 0 if wd.size == 0 else (wd.size - 1) * wd.window_dilation + 1
-        outs.append(0 if p < span or span == 0 else (p - span) // wd.stride + 1)
+    outs = _output_sizes([p for p in xp.shape[1:-1]], window)
     nout = n // bgc
     canon_shape = (nout, *outs, o)
-    out_perm = [0] * (nsp + 2)  # result axis -> canonical axis
+    out_perm = _output_permutation(dn, nsp)
+    natural = out_perm == list(range(nsp + 2))
+    target = _direct_out(out, canon_shape, compute) if natural else None
+    y = target if target is not None else np.empty(canon_shape, compute)
+    _canonical_conv(window, xp, w, o, cg, ksizes, groups, bgc, y)
+    value = y if natural else np.transpose(y, out_perm)
+    return _finish(value, result, out)
+
+
+def _output_sizes(padded, window) -> list[int]:
+    """Output positions along each spatial dimension of a window over ``padded`` positions."""
+    outs = []
+    for p, wd in zip(padded, window):
+        span = 0 if wd.size == 0 else (wd.size - 1) * wd.window_dilation + 1
+        outs.append(0 if p < span or span == 0 else (p - span) // wd.stride + 1)
+    return outs
+
+
+def _output_permutation(dn, nsp: int) -> list[int]:
+    """result axis -> axis of the canonical output [N, spatial..., O]."""
+    out_perm = [0] * (nsp + 2)
     out_perm[dn.output_batch_dimension] = 0
     out_perm[dn.output_feature_dimension] = nsp + 1
     for i, a in enumerate(dn.output_spatial_dimensions):
         out_perm[a] = 1 + i
+    return out_perm
+
+
+def _canonical_conv(window, xp, w, o, cg, ksizes, groups, bgc, y) -> None:
+    """y [N / bgc, outs..., O] = the convolution of the padded channels-last input ``xp``
+    with the kernel ``w`` [K..., cg, O]."""
+    outs = y.shape[1:-1]
+    rows_total = _prod(y.shape[:-1])
+    if not rows_total or not o:
+        return
+    if cg == 0 or _prod(ksizes) == 0:
+        y[...] = 0
+    elif groups > 1 and bgc == 1 and cg * (o // groups) <= SMALL_GROUP:
+        _conv_small_groups(xp, np.ascontiguousarray(w), y, list(outs), window, groups, cg,
+                           o // groups)
+    else:
+        fgc = groups if bgc == 1 else 1
+        _conv_gemm(xp, w, y.reshape(rows_total, o), list(outs), window, ksizes, groups, fgc,
+                   bgc, cg, o // groups, y.shape[0])
+
+
+class _WindowDim:
+    """One spatial dimension of a window made here (``_conv_phases``), read as the
+    instruction's window dimensions are."""
+
+    def __init__(self, size, stride, padding_low, padding_high, window_dilation,
+                 base_dilation=1, window_reversal=False):
+        self.size, self.stride = size, stride
+        self.padding_low, self.padding_high = padding_low, padding_high
+        self.window_dilation, self.base_dilation = window_dilation, base_dilation
+        self.window_reversal = window_reversal
+
+
+def _phases_apply(window, w) -> bool:
+    """Whether a window with base (lhs) dilation is run as one convolution per output phase
+    (``_conv_phases``): unit strides, some base dilation, finite kernel values."""
+    if not any(wd.base_dilation > 1 for wd in window):
+        return False
+    if any(wd.stride != 1 for wd in window):
+        return False
+    return bool(np.isfinite(w).all())
+
+
+def _phase_dims(wd, n: int, out: int):
+    """The output phases along one window dimension of base dilation d = wd.base_dilation
+    (unit stride): for each r < d, (r, output positions r, r + d, ... (count), the window's
+    taps reading an input element there (first, step, count), the sub-window over the
+    undilated input) - output position r + d * u of tap j reads input element
+    u + (r + j * wdil - lo) / d when that divides."""
+    d, lo, wdil = wd.base_dilation, wd.padding_low, wd.window_dilation
+    dims = []
+    for r in range(d):
+        count = max(0, -(-(out - r) // d))
+        taps = [j for j in range(wd.size) if (r + j * wdil - lo) % d == 0]
+        if not count or not taps:
+            dims.append((r, count, None, None))
+            continue
+        step = taps[1] - taps[0] if len(taps) > 1 else 1
+        dil = step * wdil // d
+        base = (r + taps[0] * wdil - lo) // d
+        span = (len(taps) - 1) * dil + 1
+        sub = _WindowDim(len(taps), 1, -base, count - 1 + span + base - n, dil)
+        dims.append((r, count, (taps[0], step, len(taps)), sub))
+    return dims
+
+
+def _conv_phases(dn, window, x, w, o, cg, groups, bgc, compute, result, out):
+    """A window with base dilation d (a transposed convolution, an input gradient) and unit
+    strides: output positions r, r + d, ... along a dimension read input elements through
+    every d-th tap only (the others fall into the holes), so each combination of phases is
+    an ordinary convolution of the undilated input with those taps of the kernel and a
+    window dilation of its own - d^dims convolutions of 1/d^dims of the work each, their
+    outputs interleaved. As XLA:CPU computes such a convolution, the holes and the padding
+    contribute no products (``_phases_apply`` keeps non-finite kernels, whose products
+    with the zeros would be NaN, on the literal path)."""
+    nsp = len(window)
+    n = x.shape[0]
+    dilated = [max(wd.padding_low + dilated_bound(size, wd.base_dilation) + wd.padding_high, 0)
+               for size, wd in zip(x.shape[1:-1], window)]
+    outs = _output_sizes(dilated, window)
+    nout = n // bgc
+    canon_shape = (nout, *outs, o)
+    out_perm = _output_permutation(dn, nsp)
     natural = out_perm == list(range(nsp + 2))
     target = _direct_out(out, canon_shape, compute) if natural else None
     y = target if target is not None else np.empty(canon_shape, compute)
-    rows_total = nout * _prod(outs)
-    if rows_total and o:
-        if cg == 0 or _prod(ksizes) == 0:
-            y[...] = 0
-        elif groups > 1 and bgc == 1 and cg * (o // groups) <= SMALL_GROUP:
-            _conv_small_groups(xp, np.ascontiguousarray(w), y, outs, window, groups, cg,
-                               o // groups)
-        else:
-            _conv_gemm(xp, w,
-                       y.reshape(rows_total, o), outs, window, ksizes, groups, fgc, bgc, cg,
-                       o // groups, nout)
+    per_dim = [_phase_dims(wd, size, count)
+               for wd, size, count in zip(window, x.shape[1:-1], outs)]
+    for phase in itertools.product(*per_dim):
+        if any(count == 0 for _, count, _, _ in phase):
+            continue
+        place = (slice(None),) + tuple(slice(r, None, wd.base_dilation)
+                                       for (r, _, _, _), wd in zip(phase, window))
+        if any(taps is None for _, _, taps, _ in phase):
+            y[place] = 0  # no tap reads an input element there
+            continue
+        sub = [dim for _, _, _, dim in phase]
+        wsub = w[tuple(slice(t0, t0 + (cnt - 1) * step + 1, step)
+                       for _, _, (t0, step, cnt), _ in phase)]
+        xp, pooled = _padded_input(x, sub)
+        try:
+            part = np.empty((nout, *(count for _, count, _, _ in phase), o), compute)
+            _canonical_conv(sub, xp, wsub, o, cg, list(wsub.shape[:nsp]), groups, bgc, part)
+        finally:
+            if pooled is not None:
+                del xp
+                _PADDED.put(*pooled)
+        y[place] = part
     value = y if natural else np.transpose(y, out_perm)
     return _finish(value, result, out)
 
