@@ -203,6 +203,34 @@ def test_an_identity_result_does_not_share_memory_with_its_input():
     assert out.unsafe_buffer_pointer() != buf.unsafe_buffer_pointer()
 
 
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_tuple_results_of_buffer_calls_share_no_memory(backend):
+    """A flat tuple result from Buffer arguments (the per-call fast path): an input
+    returned as is, one value returned twice, a reshape of another result - every output
+    its own memory, read-only, of its element's shape; repeated calls alike."""
+    text = hlo("  x = f32[2,3] parameter(0)\n  y = f32[2,3] add(x, x)\n"
+               "  r = f32[6] reshape(y)\n  n = s32[] constant(5)\n"
+               "  ROOT t = (f32[2,3], f32[2,3], f32[2,3], f32[6], s32[]) tuple(x, y, y, r, n)",
+               comps="")
+    client = Client(backend=backend)
+    exe = client.compile(text)
+    buf = client.buffer_from_pyval(np.arange(6, dtype=np.float32).reshape(2, 3))
+    for _ in range(2):
+        (outs,) = exe.execute([[buf]], return_buffers=True)
+        assert [str(o.shape) for o in outs] == ["f32[2,3]{1,0}"] * 3 + ["f32[6]{0}", "s32[]"]
+        arrays = [o._storage.array for o in outs] + [buf._storage.array]
+        for i, a in enumerate(arrays):
+            assert not a.flags.writeable
+            for b in arrays[i + 1:]:
+                assert not np.may_share_memory(a, b)
+        same(arrays[1], 2 * arrays[0])
+        same(arrays[3], arrays[2].reshape(6))
+        assert int(arrays[4]) == 5
+    (plain,) = exe.execute([[buf]])
+    assert isinstance(plain, tuple) and len(plain) == 5
+    assert not any(np.may_share_memory(plain[1], p) for p in plain[2:4])
+
+
 def test_buffer_on_another_device_is_rejected():
     client = Client()
     exe = client.compile(DOUBLE)

@@ -655,6 +655,9 @@ class Executable:
             options = self._plain_options = EvalOptions(rng_seed=self.client.rng_seed,
                                                         timeout=timeout)
         result = self.program.run(values, options)
+        root = self.module.entry.root.shape
+        if root.is_tuple():
+            return [self._fast_tuple(result, values, root, return_buffers, device)]
         if type(result) is not np.ndarray:
             result = np.asarray(result)
         if not self._fresh_results:
@@ -664,11 +667,36 @@ class Executable:
                     break
         if not return_buffers:
             return [result]
-        shape = self.module.entry.root.shape
+        shape = root
         if tuple(shape.dimensions) != result.shape:
             shape = _runtime_shape(shape, result)
         result.flags.writeable = False
         return [Buffer(self.client, device, shape, _Storage(result))]
+
+    def _fast_tuple(self, result, values: list, root: Shape, return_buffers: bool, device):
+        """``_execute_buffers``'s result for a flat tuple of arrays: as ``_wrap`` makes it,
+        an output sharing memory with an input (unless the program's results are fresh) or
+        with an earlier output (one array returned twice, or views of one) copied."""
+        fresh = self._fresh_results
+        arrays = []
+        for value in result:
+            array = value if type(value) is np.ndarray else np.asarray(value)
+            shared = any(other is array or (
+                (other.base is not None or array.base is not None)  # two owners: distinct
+                and np.may_share_memory(array, other)) for other in arrays)
+            if not shared and not fresh:
+                shared = any(np.may_share_memory(array, v) for v in values)
+            arrays.append(np.array(array, copy=True) if shared else array)
+        if not return_buffers:
+            return tuple(arrays)
+        client = self.client
+        out = []
+        for array, shape in zip(arrays, root.tuple_shapes):
+            if tuple(shape.dimensions) != array.shape:
+                shape = _runtime_shape(shape, array)
+            array.flags.writeable = False
+            out.append(Buffer(client, device, shape, _Storage(array)))
+        return tuple(out)
 
     @property
     def _fresh_results(self) -> bool:
@@ -680,8 +708,10 @@ class Executable:
         """[(parameter shape, {id(Shape): Shape} seen matching)] when the fast path of
         ``_execute_buffers`` applies to this executable, else False."""
         entry = self.module.entry
-        if not self._plain_module() or not entry.root.shape.is_array() or \
-                entry.root.shape.is_dynamic():
+        root = entry.root.shape
+        leaves = root.tuple_shapes if root.is_tuple() else [root]
+        if not self._plain_module() or not all(s.is_array() and not s.is_dynamic()
+                                               for s in leaves):
             return False
         params = entry.parameters
         if any(not p.shape.is_array() for p in params):

@@ -1044,6 +1044,9 @@ class NativeEntry:
         self._const_ptrs = [a.ctypes.data for a in self.consts]
         self._small_ws = self.ws_bytes < buffers.POOL_MIN_BYTES
         self._tuple_root = self.shape.is_tuple()
+        # a tuple of arrays: its results are the tuple (no tree to rebuild)
+        self._flat_root = self._tuple_root and all(s.is_array()
+                                                   for s in self.shape.tuple_shapes)
         self._leaf_base = []
         k = 0
         for p in self.params:
@@ -1132,6 +1135,8 @@ class NativeEntry:
             self.fn(bufs, 0, 1)
         if not self._tuple_root:
             return outs[0]
+        if self._flat_root:
+            return tuple(outs)
         return build(self.shape, iter(outs))
 
 
