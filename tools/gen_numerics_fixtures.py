@@ -11,7 +11,8 @@ Two behaviours of XLA:CPU that the HLO text does not show (see docs/numerics.md)
 - denormals flushed (FTZ/DAZ): f32, f64, bf16 and f16 programs over denormal inputs;
 - multiply-adds contracted (FMA): f32 and f64 programs of multiplies feeding adds and
   subtracts, and c64 products (whose parts XLA:CPU fuses too);
-- f16 NaNs: signalling NaNs through f32 -> f16 conversion (quieted), negate and abs (not).
+- f16 NaNs: signalling NaNs through f32 -> f16 conversion (quieted), negate and abs (not);
+- f32 sin, cos, tan, cbrt, atan2 and pow: the C library's f32 functions (sinf, ...).
 
 For each program ``<name>``: ``<name>.hlo`` (jax's HLO before any XLA pass, what xlapy
 runs) and ``<name>.npz`` (``arg0..``, then ``out0..`` from XLA:CPU's default flags and, for
@@ -88,6 +89,19 @@ def _programs():
     progs["f16_nans"] = (lambda x, h: (x.astype(jnp.float16), -h, jnp.abs(h), h * h,
                                        jnp.maximum(h, jnp.float16(1))),
                          (snan32, snan16), False)
+
+    # the C library's f32 functions: XLA:CPU computes f32 sin, cos, tan, cbrt, atan2 and pow
+    # with sinf, cosf, ... (glibc's, bit for bit), bf16/f16 through them in f32
+    lx = np.concatenate([rng.uniform(-10, 10, 1500), rng.uniform(-1e4, 1e4, 400),
+                         rng.uniform(-0.01, 0.01, 100),
+                         [0.0, -0.0, np.inf, -np.inf, np.nan, 3e38, -1e-30]]).astype(np.float32)
+    ly = rng.uniform(-4, 4, lx.size).astype(np.float32)
+    ly[-2:] = 2.0, 0.5  # no denormal powers of 3e38 and 1e-30 (XLA:CPU flushes those)
+    progs["libm_f32"] = (
+        lambda x, y: (jnp.sin(x), jnp.cos(x), jnp.tan(x), jnp.cbrt(x), jnp.arctan2(x, y),
+                      jax.lax.pow(jnp.abs(x), y), jax.lax.pow(x, jnp.round(y)),
+                      jnp.sin(x.astype(bf16)), jnp.cos(x.astype(jnp.float16))),
+        (lx, ly), False)
 
     def denormal_ops(x):
         zero = jnp.zeros_like(x)

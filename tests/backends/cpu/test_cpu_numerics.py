@@ -285,3 +285,14 @@ def test_f16_nans_as_xla_cpu():
     want = _outputs(arrays, "out")
     for got in (_run(text, args), _run(text, args, **STRICT), _run(text, args, "interpreter")):
         assert all(_differing(g, w) == 0 for g, w in zip(got, want, strict=True))
+
+
+def test_f32_libm_functions_as_xla_cpu():
+    """XLA:CPU computes f32 sin, cos, tan, cbrt, atan2 and pow with the C library's f32
+    functions (glibc's sinf, cosf, ...; bf16 and f16 through them in f32), where rounding
+    the f64 function differs by an ulp in 1-15% of the elements. The interpreter and the
+    CPU backend (in either numerics: no denormal inputs) give XLA's bits."""
+    text, args, arrays = _load("libm_f32")
+    want = _outputs(arrays, "out")
+    for got in (_run(text, args), _run(text, args, **STRICT), _run(text, args, "interpreter")):
+        assert [_differing(g, w) for g, w in zip(got, want, strict=True)] == [0] * len(want)

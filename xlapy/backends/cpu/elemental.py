@@ -41,16 +41,17 @@ int -> narrow float through f32, f64 -> f8/f6/f4 rounded once, f64 -> bf16/f16/e
 f32, TOTALORDER on the sign-magnitude keys of the encodings.
 
 Transcendentals: exp, expm1, log, log1p, tanh, logistic (f32, f64, and narrow floats through
-f32), f32 power and f32 erf are vectorisable polynomial/range-reduction IR (``fmath``);
-measured maximum errors against the interpreter (libm/SciPy in f64, rounded): exp 1 ulp,
-log 1, expm1 2, log1p 2, tanh 2 (f32) / 3 (f64), logistic 4 (the interpreter's own
-1 / (1 + exp(-x)) rounds three times), f32 power 1, f32 erf 1 (``fmath.ULP_BOUNDS``,
-re-measured by tests/backends/cpu/test_cpu_elementwise_ops.py). Narrow results of these are
-within one ulp of the narrow type. sqrt, rsqrt (in f64 for f32) and every other operation
-are exact (bit for bit the interpreter's). sin, cos, tan, atan2, cbrt, f64 erf, the inverse
-trigonometric/hyperbolic functions, sinh, cosh, remainder (fmod) and f64 power call libm
-per element (f32 through f64, as the interpreter; glibc's f64 results may differ from
-NumPy's/SciPy's by an ulp or two).
+f32) and f32 erf are vectorisable polynomial/range-reduction IR (``fmath``); measured
+maximum errors against the interpreter (libm/SciPy in f64, rounded): exp 1 ulp, log 1,
+expm1 2, log1p 2, tanh 2 (f32) / 3 (f64), logistic 4 (the interpreter's own
+1 / (1 + exp(-x)) rounds three times), f32 erf 1 (``fmath.ULP_BOUNDS``, re-measured by
+tests/backends/cpu/test_cpu_elementwise_ops.py). Narrow results of these are within one ulp
+of the narrow type. sqrt, rsqrt (in f64 for f32) and every other operation are exact (bit
+for bit the interpreter's). f32 sin, cos, tan, cbrt, atan2 and power call the C library's
+f32 functions per element (sinf, ...: what XLA:CPU calls, bit for bit, and the
+interpreter's libm_single); f64 ones, f64 erf, the inverse trigonometric/hyperbolic
+functions, sinh, cosh and remainder (fmod) call libm per element (f32 through f64, as the
+interpreter; glibc's f64 results may differ from NumPy's/SciPy's by an ulp or two).
 
 Complex: every elementwise op the interpreter implements (add, subtract, multiply, divide
 (Smith's algorithm with XLA's fix-ups), power, atan2, negate, real, imag, abs (hypot), sign,
@@ -491,6 +492,10 @@ ELEMENTWISE = UNARY | BINARY | {"compare", "select", "clamp", "convert", "bitcas
                                 "reduce-precision", "complex", "stochastic-convert"}
 
 # libm functions of one f64 argument (f32 operands are widened and the result rounded)
+# C library functions XLA:CPU calls for f32 elements (glibc's, bit for bit: measured through
+# jax 0.10.2), where rounding the f64 function differs by an ulp in 1-15% of the elements
+_LIBM_F32 = {"sin": "sinf", "cos": "cosf", "tan": "tanf", "cbrt": "cbrtf", "atan2": "atan2f",
+             "pow": "powf"}
 _LIBM = {"cbrt": "cbrt", "sine": "sin", "cosine": "cos", "tan": "tan", "erf": "erf",
          "acos": "acos", "acosh": "acosh", "asin": "asin", "asinh": "asinh",
          "atanh": "atanh", "cosh": "cosh", "sinh": "sinh"}
@@ -659,11 +664,15 @@ class ElementalEmitter:
         fn = self._intrinsic(f"{base}.{_suffix(ty)}", ty, [a.type for a in args])
         return self.b.call(fn, args, name=name)
 
-    def _libm(self, fname: str, args, name: str):
+    def _libm(self, fname: str, args, name: str, single: bool = False):
         """libm ``fname`` of f32/f64 arguments, evaluated in f64 and rounded to args[0]'s
-        type (the interpreter's libm helper)."""
+        type (the interpreter's libm helper); ``single``: f32 arguments through the C
+        library's f32 function (_LIBM_F32: XLA:CPU's, the interpreter's libm_single)."""
         b = self.b
         ty = args[0].type
+        if single and ty == F32 and fname in _LIBM_F32:
+            fn = self._intrinsic(_LIBM_F32[fname], F32, [F32] * len(args))
+            return b.call(fn, list(args), name=name)
         wide = [a if a.type == F64 else b.fpext(a, F64, name=f"{name}.wide") for a in args]
         fn = self._intrinsic(fname, F64, [F64] * len(args))
         r = b.call(fn, wide, name=f"{name}.f64" if ty != F64 else name)
@@ -862,7 +871,7 @@ class ElementalEmitter:
             e = m.exp(b.fneg(x, name=f"{name}.neg"), f"{name}.exp")
             one = ir.Constant(ty, 1.0)
             return b.fdiv(one, b.fadd(one, e, name=f"{name}.den"), name=name)
-        return self._libm(_LIBM[op], [x], name)
+        return self._libm(_LIBM[op], [x], name, single=True)
 
     def _uses(self, instr) -> int:
         """How many values of this kernel read ``instr``'s element: its users here, through
@@ -906,10 +915,8 @@ class ElementalEmitter:
         if op in ("maximum", "minimum"):
             return self._float_minmax(op, a, c, name)
         if op == "power":
-            if a.type == F32:
-                return self.math.pow_f32(a, c, name)
-            return self._libm("pow", [a, c], name)
-        return self._libm("atan2", [a, c], name)
+            return self._libm("pow", [a, c], name, single=True)
+        return self._libm("atan2", [a, c], name, single=True)
 
     def _contracted(self, op, a, c, name):
         """``a op c`` as one fused multiply-add when an operand is a product this emitter

@@ -18,8 +18,6 @@ Methods (``FMath(builder)``):
 - ``tanh(x)``: sign(x) e / (e + 2), e = expm1(2|x|) (|x| clamped where tanh rounds to 1).
 - ``erf_f32(x)``: f32 erf in f64: x P(x^2) near 0, 1 - e^(-x^2) R(x) beyond 0.9
   (polynomial fits of erf(x)/x and erfc(x) e^(x^2)), rounded once.
-- ``pow_f32(x, y)``: f32 pow through exp(y log|x|) in f64 (the f64 exp/log above) with
-  C99's special cases, rounded once to f32.
 
 Q and T are Chebyshev fits (mpmath.chebyfit, 40 digits) of (e^r - 1 - r) / r^2 on
 |r| <= ln2/2 (degree 4 for f32, 10 for f64; fit error 6.5e-8 and 1.4e-18 on Q, i.e. 8e-9
@@ -48,7 +46,7 @@ ULP_BOUNDS = {
     ("log-plus-one", "f32"): 2, ("log-plus-one", "f64"): 2,
     ("tanh", "f32"): 2, ("tanh", "f64"): 3,
     ("logistic", "f32"): 4, ("logistic", "f64"): 4,
-    ("power", "f32"): 1, ("erf", "f32"): 1,
+    ("erf", "f32"): 1,
 }
 
 # Q(r) = (e^r - 1 - r) / r^2, highest degree first.
@@ -315,40 +313,6 @@ class FMath:
         v = b.select(b.fcmp_ordered("<", ax, ir.Constant(F64, 0.9), name=f"{name}.near0"),
                      small, large, name=f"{name}.v")
         v = b.select(self.is_nan(xd, name), xd, v, name=f"{name}.nan")
-        return b.fptrunc(v, F32, name=name)
-
-    def pow_f32(self, x, y, name: str):
-        """f32 x^y computed in f64 (exp(y log|x|)), C99 special cases, rounded once."""
-        b = self.b
-        xd = b.fpext(x, F64, name=f"{name}.xd")
-        yd = b.fpext(y, F64, name=f"{name}.yd")
-        ax = self.call("llvm.fabs", [xd], f"{name}.ax")
-        lg = self.log(ax, f"{name}.log")
-        v = self.exp(b.fmul(yd, lg, name=f"{name}.t"), f"{name}.exp")
-        fl = self.call("llvm.floor", [yd], f"{name}.fl")
-        y_int = b.fcmp_ordered("==", fl, yd, name=f"{name}.yint")  # +-inf count as even
-        half = b.fmul(yd, ir.Constant(F64, 0.5), name=f"{name}.yh")
-        y_odd = b.and_(y_int, b.fcmp_unordered("!=", self.call("llvm.floor", [half],
-                                                                  f"{name}.flh"),
-                                               half, name=f"{name}.oddh"), name=f"{name}.yodd")
-        x_neg = b.icmp_signed("<", b.bitcast(x, I32, name=f"{name}.xb"), ir.Constant(I32, 0),
-                              name=f"{name}.xneg")
-        v = b.select(b.and_(x_neg, y_odd, name=f"{name}.flip"), b.fneg(v, name=f"{name}.nv"),
-                     v, name=f"{name}.signed")
-        finite_neg = b.and_(b.fcmp_ordered("<", xd, ir.Constant(F64, 0.0), name=f"{name}.lt0"),
-                            b.fcmp_ordered("<", ax, ir.Constant(F64, float("inf")),
-                                           name=f"{name}.fin"), name=f"{name}.fneg")
-        y_frac = b.fcmp_ordered("!=", fl, yd, name=f"{name}.yfrac")  # false for NaN y
-        v = b.select(b.and_(finite_neg, y_frac, name=f"{name}.bad"), ir.Constant(F64, float("nan")),
-                     v, name=f"{name}.nan")
-        one = ir.Constant(F64, 1.0)
-        is_one = b.or_(b.fcmp_ordered("==", yd, ir.Constant(F64, 0.0), name=f"{name}.y0"),
-                       b.fcmp_ordered("==", xd, one, name=f"{name}.x1"), name=f"{name}.one1")
-        unit_inf = b.and_(b.fcmp_ordered("==", ax, one, name=f"{name}.ax1"),
-                          b.fcmp_ordered("==", self.call("llvm.fabs", [yd], f"{name}.ay"),
-                                         ir.Constant(F64, float("inf")), name=f"{name}.yinf"),
-                          name=f"{name}.uinf")
-        v = b.select(b.or_(is_one, unit_inf, name=f"{name}.isone"), one, v, name=f"{name}.v")
         return b.fptrunc(v, F32, name=name)
 
 

@@ -6,7 +6,9 @@ Semantics are XLA's (hlo_evaluator, XLA:CPU's elemental emitters, and the measur
 /work/shared/xla-cpu-behaviour.md); each table row says which function computes an opcode for
 one class of element types. Narrow floats compute in f32 and round back with XLA's
 conversion (numeric.convert); integers compute in int64/uint64 and wrap to their width;
-libm functions of f32 values are evaluated in f64 and rounded once. Complex functions follow
+libm functions of f32 values are evaluated in f64 and rounded once, except sin, cos, tan,
+cbrt, atan2 and pow, which XLA computes with the C library's f32 functions (sinf, ...:
+numeric.libm_single). Complex functions follow
 XLA:CPU's formulas (elemental_ir_emitter.cc), component by component.
 Imports numpy, the shape layer and the interpreter core; scipy.special only when erf is
 evaluated (importing it costs some 20 MiB of resident memory that every user of the
@@ -28,6 +30,7 @@ from xlapy.interpreter.kernels.numeric import (
     convert,
     from_bits,
     libm,
+    libm_single,
     to_bits,
     to_work,
     total_order_key,
@@ -102,10 +105,10 @@ FLOAT_UNARY: dict[str, Callable] = {
     "asin": lambda x: libm(np.arcsin, x),
     "asinh": lambda x: libm(np.arcsinh, x),
     "atanh": lambda x: libm(np.arctanh, x),
-    "cbrt": lambda x: libm(np.cbrt, x),
+    "cbrt": lambda x: libm_single("cbrtf", np.cbrt, x),
     "ceil": np.ceil,
     "cosh": lambda x: libm(np.cosh, x),
-    "cosine": lambda x: libm(np.cos, x),
+    "cosine": lambda x: libm_single("cosf", np.cos, x),
     "erf": lambda x: libm(_erf, x),
     "exponential": lambda x: libm(np.exp, x),
     "exponential-minus-one": lambda x: libm(np.expm1, x),
@@ -121,10 +124,10 @@ FLOAT_UNARY: dict[str, Callable] = {
     "round-nearest-even": np.rint,  # halves to even
     "rsqrt": lambda x: libm(_rsqrt, x),
     "sign": _sign,  # sign(-0) = -0; NaN keeps its sign bit
-    "sine": lambda x: libm(np.sin, x),
+    "sine": lambda x: libm_single("sinf", np.sin, x),
     "sinh": lambda x: libm(np.sinh, x),
     "sqrt": lambda x: libm(np.sqrt, x),
-    "tan": lambda x: libm(np.tan, x),
+    "tan": lambda x: libm_single("tanf", np.tan, x),
     "tanh": lambda x: libm(np.tanh, x),
 }
 
@@ -346,8 +349,9 @@ FLOAT_BINARY: dict[str, Callable] = {
     "remainder": np.fmod,  # the dividend's sign; x % 0 = NaN
     "maximum": _float_max,
     "minimum": _float_min,
-    "power": lambda a, b: libm(np.power, a, b),  # C99 pow: pow(1, NaN) = 1, pow(NaN, 0) = 1
-    "atan2": lambda a, b: libm(np.arctan2, a, b),
+    # C99 pow: pow(1, NaN) = 1, pow(NaN, 0) = 1
+    "power": lambda a, b: libm_single("powf", np.power, a, b),
+    "atan2": lambda a, b: libm_single("atan2f", np.arctan2, a, b),
 }
 
 def _complex_pick(pick, ar, ai, br, bi):
