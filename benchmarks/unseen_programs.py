@@ -436,6 +436,111 @@ def _(x):
     return lax.top_k(x, 5)
 
 
+SET_D = []
+prog_d = in_set(SET_D)
+
+
+@prog_d('dus_rows_loop', f32(2000, 512), f32(512))
+def _(buf, row):
+    return lax.fori_loop(0, 500, lambda i, b: b.at[(i * 7) % 2000].set(row * i), buf)
+
+@prog_d('scan_stack_outputs', f32(1000, 256), f32(256))
+def _(xs, h):
+    return lax.scan(lambda h, x: (jnp.tanh(h * 0.9 + x), h * 2.0), h, xs)
+
+@prog_d('cummax_rev_axis0', f32(2048, 512))
+def _(x):
+    return lax.cummax(x, axis=0, reverse=True)
+
+@prog_d('cumsum_bf16_long', f32(16, 65536).astype(jnp.bfloat16))
+def _(x):
+    return jnp.cumsum(x, axis=1)
+
+@prog_d('weighted_bincount', np.random.default_rng(20).integers(0, 1000, 1 << 20).astype(np.int32), f32(1 << 20))
+def _(i, w):
+    return jnp.zeros(1000, jnp.float32).at[i].add(w)
+
+@prog_d('scatter_add_wide_rows', f32(10000, 1024), np.random.default_rng(21).integers(0, 10000, 4096).astype(np.int32), f32(4096, 1024))
+def _(t, i, g):
+    return t.at[i].add(g)
+
+@prog_d('topk_k64', f32(512, 32768))
+def _(x):
+    return lax.top_k(x, 64)
+
+@prog_d('topk_k1_bf16', f32(8192, 1024).astype(jnp.bfloat16))
+def _(x):
+    return lax.top_k(x, 1)
+
+@prog_d('lstm_h256_b8', f32(64, 8, 256), f32(256, 1024) * 0.05, f32(256, 1024) * 0.05, f32(1024) * 0.05)
+def _(xs, wx, wh, b):
+    def loss(wx, wh):
+        def step(c, x):
+            h, cc = c
+            g = x @ wx + h @ wh + b
+            i, f, o, u = jnp.split(g, 4, -1)
+            cc = jax.nn.sigmoid(f) * cc + jax.nn.sigmoid(i) * jnp.tanh(u)
+            h = jax.nn.sigmoid(o) * jnp.tanh(cc)
+            return (h, cc), h
+        z = jnp.zeros((8, 256), jnp.float32)
+        return (lax.scan(step, (z, z), xs)[1] ** 2).sum()
+    return jax.grad(loss, argnums=(0, 1))(wx, wh)
+
+@prog_d('per_call_3in_5out', f32(128), f32(128), f32(128))
+def _(a, b, c):
+    s = a * b + c
+    return s, jnp.maximum(s, 0), s.sum(), a - c, jnp.exp(-b * b)
+
+@prog_d('gather_narrow_rows', f32(1 << 20, 16), np.random.default_rng(22).integers(0, 1 << 20, 100000).astype(np.int32))
+def _(t, i):
+    return t[i]
+
+@prog_d('gather_points_2d', f32(4096, 4096), np.random.default_rng(23).integers(0, 4096, (2, 1 << 20)).astype(np.int32))
+def _(x, ij):
+    return x[ij[0], ij[1]]
+
+@prog_d('bmm_256x64', f32(256, 64, 64), f32(256, 64, 64))
+def _(a, b):
+    return a @ b
+
+@prog_d('bmm_nt_attention', f32(16, 512, 64), f32(16, 512, 64))
+def _(q, k):
+    return jnp.einsum('bqd,bkd->bqk', q, k)
+
+@prog_d('bmm_bf16_32x128', f32(32, 128, 128).astype(jnp.bfloat16), f32(32, 128, 128).astype(jnp.bfloat16))
+def _(a, b):
+    return a @ b
+
+@prog_d('cnn_stride2_train', f32(16, 32, 32, 32), f32(3, 3, 32, 64), f32(16 * 16 * 64, 10), f32(16, 10))
+def _(x, k, w, y):
+    def loss(k, w):
+        h = jax.nn.relu(lax.conv_general_dilated(x, k, (2, 2), 'SAME', dimension_numbers=('NHWC', 'HWIO', 'NHWC')))
+        return ((h.reshape(16, -1) @ w - y) ** 2).mean()
+    return jax.grad(loss, argnums=(0, 1))(k, w)
+
+@prog_d('transformer_fwd_512', f32(4, 512, 512), f32(512, 1536), f32(512, 512), f32(512, 2048), f32(2048, 512))
+def _(x, wqkv, wo, w1, w2):
+    q, k, v = jnp.split(x @ wqkv, 3, -1)
+    q, k, v = (t.reshape(4, 512, 8, 64).transpose(0, 2, 1, 3) for t in (q, k, v))
+    a = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / 8.0, -1) @ v
+    h = x + a.transpose(0, 2, 1, 3).reshape(4, 512, 512) @ wo
+    m, s = h.mean(-1, keepdims=True), h.std(-1, keepdims=True)
+    h = (h - m) / (s + 1e-5)
+    return h + jax.nn.gelu(h @ w1) @ w2
+
+@prog_d('argmin_axis0_i32', np.random.default_rng(24).integers(0, 1 << 30, (4096, 1024)).astype(np.int32))
+def _(x):
+    return jnp.argmin(x, axis=0)
+
+@prog_d('matmul_1000', f32(1000, 1000), f32(1000, 1000))
+def _(a, b):
+    return a @ b
+
+@prog_d('matmul_tn', f32(1024, 2048), f32(1024, 512))
+def _(a, b):
+    return a.T @ b
+
+
 def timeit(fn, n=None):
     fn(); t = time.perf_counter(); fn(); one = time.perf_counter() - t
     n = n or max(3, min(30, int(0.5 / max(one, 1e-6))))
@@ -444,9 +549,10 @@ def timeit(fn, n=None):
         t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
     return float(np.median(ts))
 
-SET_A = [n for n in P if n not in SET_B and n not in SET_C]
+SET_A = [n for n in P if n not in SET_B and n not in SET_C and n not in SET_D]
 arg = sys.argv[1] if len(sys.argv) > 1 else "a"
-names = {"a": SET_A, "b": SET_B, "c": SET_C, "all": list(P)}.get(arg) or arg.split(',')
+names = {"a": SET_A, "b": SET_B, "c": SET_C, "d": SET_D, "all": list(P)}.get(arg) or \
+    arg.split(',')
 print(f"jax {jax.__version__}; xlapy/XLA per program (medians), xlapy's cold compile", flush=True)
 ratios = []
 for name in names:
