@@ -6,7 +6,7 @@ integer hash, a bf16 MLP layer, a loop of dynamic slices and dots, an FFT magnit
 random normals, logsumexp over rows, a bf16 layer-norm gradient - each lowered by jax,
 compiled by xlapy's CPU backend and run against XLA:CPU (``jax.jit``) in one process.
 
-    PYTHONPATH=. python benchmarks/unseen_programs.py [a | b | c | all | name,name,...]
+    PYTHONPATH=. python benchmarks/unseen_programs.py [a | b | c | d | all | name,name,...]
 
 Set ``a`` (the default) is the first twenty; set ``b``, twenty-nine more written on
 2026-11-29 after set a had been worked on (sorts, top-k, LAPACK-backed linalg, strided and
@@ -16,7 +16,8 @@ resizing, bf16 attention), to find what set a no longer shows; set ``c``, twenty
 written in the session after that (column softmax, batch norm, odd-sized matmuls, loops of
 dynamic slices, bf16 reductions and layer norm, int32/f16/complex matmuls, many-operand
 concatenates, batched 3x3 products, QR/eigh/SVD, segment max, one-hot matmuls, KV-cache
-updates in a scan, int8 elementwise, top-k of wide rows).
+updates in a scan, int8 elementwise, top-k of wide rows); set ``d``, twenty variants of the
+rows of issue 14's table at other sizes and layouts (written on 2026-11-29, sixth session).
 
 Prints per program xlapy's and XLA's median times, their ratio, xlapy's cold compile time
 and the largest difference from XLA's result relative to its largest magnitude (gru_scan
