@@ -328,27 +328,35 @@ def test_convolution_through_the_packed_core_matches_interpreter(case, t,
     _close(out, want, RTOL[t])
 
 
-@pytest.mark.parametrize("flat_rows", [40, 2048])
-def test_convolution_packed_taps_threads_and_chunks(monkeypatch, packed_convolutions,
-                                                    flat_rows):
-    """The taps of a unit-stride window as one product: neighbours along the last spatial
-    dimension merged into one longer tap (3x3: three taps of 3 * C), a dilated 1-D window
-    straight into the output on both threads, feature groups (no merging)."""
-    monkeypatch.setattr(library, "FLAT_ROWS", flat_rows)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_convolution_packed_taps(monkeypatch, packed_convolutions, threads):
+    """A window's taps read in place by the packed core: neighbours along the last spatial
+    dimension merged into one longer tap (3x3: three taps of 3 * C), strides (output rows
+    over two spatial dimensions), a dilated 1-D window, feature groups (no merging), a 3-D
+    window (a spatial dimension as a batch dimension); too few features per tap (3
+    channels): im2col, one tap."""
+    monkeypatch.setattr(library, "CORES", threads)
     rng = np.random.default_rng(9)
     cases = [("[4,34,30,32]", "[3,3,32,64]",
               "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", 3),
+             ("[3,33,31,32]", "[3,3,32,80]",
+              "window={size=3x3 stride=2x3 pad=0_1x1_1}, dim_labels=b01f_01io->b01f", 3),
              ("[6,700,40]", "[3,40,70]",
               "window={size=3 pad=4_4 rhs_dilate=4}, dim_labels=b0f_0io->b0f", 3),
-             ("[2,20,18,24]", "[3,3,12,64]",
+             ("[2,20,18,32]", "[3,3,16,128]",
               ("window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, "
-               "feature_group_count=2"), 9)]
+               "feature_group_count=2"), 9),
+             ("[2,7,9,8,16]", "[2,3,3,16,64]",
+              "window={size=2x3x3 stride=1x2x1 pad=0_0x1_1x1_1}, dim_labels=b012f_012io->b012f",
+              6),
+             ("[4,40,40,3]", "[3,3,3,64]",
+              "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", 1)]
     for lhs, rhs, attrs, taps in cases:
         del packed_convolutions[:]
         instr = _conv_instr("f32", (lhs, rhs, attrs))
         args = [_random(f"f32{lhs}", rng), _random(f"f32{rhs}", rng)]
         _close(library.run(instr, args), _interpret(instr, args), 2e-5)
-        assert packed_convolutions and {len(t) for t in packed_convolutions} == {taps}
+        assert packed_convolutions and {len(t) for t in packed_convolutions} == {taps}, attrs
 
 
 # (lhs, rhs, window) with base dilation and unit strides: one convolution per output phase

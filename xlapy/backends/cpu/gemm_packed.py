@@ -224,11 +224,22 @@ def _tile(b, f, d, ptrs, buf, tbuf, a_off, c_off, i0, jp, j0, kc, first, vec):
     w = vec.count
     nr = NV * w
     fn = b.function
-    a_rows = []
-    for r in range(MR):
-        i = smin(b, b.add(i0, _c(r)), b.sub(d.m, _c(1)), f"t.i{r}")
-        a_i = b.mul(i, d.a_row, name=f"t.ai{r}")
-        a_rows.append(b.add(a_off, a_i, name=f"t.a{r}"))
+    rows_i = [smin(b, b.add(i0, _c(r)), b.sub(d.m, _c(1)), f"t.i{r}") for r in range(MR)]
+    flat = b.icmp_signed(">=", d.m_in, d.m, name="t.flat")
+    with b.if_else(flat) as (one, two):
+        with one:  # one strided dimension (every dot): i * a_row
+            block_one = b.block
+            one_offs = [b.mul(i, d.a_row, name=f"t.ai{r}") for r, i in enumerate(rows_i)]
+        with two:
+            block_two = b.block
+            two_offs = [b.add(b.mul(b.udiv(i, d.m_in), d.a_outer),
+                              b.mul(b.urem(i, d.m_in), d.a_row), name=f"t.aj{r}")
+                        for r, i in enumerate(rows_i)]
+    phis = [b.phi(I64, name=f"t.ak{r}") for r in range(MR)]
+    for r, a_i in enumerate(phis):
+        a_i.add_incoming(one_offs[r], block_one)
+        a_i.add_incoming(two_offs[r], block_two)
+    a_rows = [b.add(a_off, a_i, name=f"t.a{r}") for r, a_i in enumerate(phis)]
     panel = b.mul(jp, _c(KC * nr), name="t.panel")
     head = b.block
     loop = fn.append_basic_block("t.p")
@@ -297,7 +308,7 @@ class _Dims:
     sizes, nm a strides, T tap offsets into a.
 
     The contraction is T taps of k_in each (k = T * k_in; a dot has one tap of k): element
-    p = t * k_in + q of row i of a is at ``i * a_row + tap[t] + q * a_k`` (b's row p at
+    p = t * k_in + q of row i of a is at ``row(i) + tap[t] + q * a_k`` (b's row p at
     ``p * b_k`` as for any dot), so a convolution's input read at each window offset is a
     dot's lhs in place (``run``). The k blocks never straddle two taps."""
 
@@ -320,9 +331,14 @@ class _Dims:
         self.a_m = at(b.add(b.add(base, b.mul(self.nb, _c(4))), self.nm), "m.a")
         self.tap = at(b.add(b.add(base, b.mul(self.nb, _c(4))), b.mul(self.nm, _c(2))),
                       "tap")
-        # the lhs free dimensions read as one strided dimension (gemm_kernel.form): a row's
-        # offset is i times that stride (no per-row decode in the tiles)
-        self.a_row = b.load(self.a_m, name="a.row")
+        # the lhs free dimensions read as one strided dimension (gemm_kernel.form), or two
+        # (``run``: a convolution's output rows and columns): row i's offset is
+        # (i / m_in) * a_outer + (i % m_in) * a_row, m_in and a_row the last of the sizes
+        # and strides, a_outer the first stride (a dot: m_in = m)
+        last = b.sub(self.nm, _c(1), name="m.last")
+        self.m_in = b.load(b.gep(self.m_sizes, [last], inbounds=True), name="m.in")
+        self.a_row = b.load(b.gep(self.a_m, [last], inbounds=True), name="a.row")
+        self.a_outer = b.load(self.a_m, name="a.outer")
 
 
 def _params(f, mc: int, nc: int) -> list[int]:
@@ -556,12 +572,15 @@ def applies(dtype, m: int, n: int) -> bool:
 
 
 def run(dtype, *, m: int, n: int, k_in: int, taps, a: int, a_row: int, a_k: int, b: int,
-        b_k: int, b_n: int, c: int, c_row: int, batch=(), threads: bool = True) -> None:
+        b_k: int, b_n: int, c: int, c_row: int, batch=(), m_in: int | None = None,
+        a_outer: int = 0, threads: bool = True) -> None:
     """C = A B through the packed core, for library code (``applies`` says where): for each
     batch index (``batch``: (size, a stride, b stride, c stride) per dimension, in
     elements), row i < m and column j < n,
-    ``c[i * c_row + j] = sum over t, q of a[i * a_row + taps[t] + q * a_k] *
-    b[(t * k_in + q) * b_k + j * b_n]``. ``a``, ``b``, ``c`` are addresses of elements of
+    ``c[i * c_row + j] = sum over t, q of a[row(i) + taps[t] + q * a_k] *
+    b[(t * k_in + q) * b_k + j * b_n]``, ``row(i) = (i // m_in) * a_outer + (i % m_in) *
+    a_row`` (``m_in`` None: m, one strided dimension of rows; two: a convolution's output
+    rows, each of m_in positions). ``a``, ``b``, ``c`` are addresses of elements of
     NumPy ``dtype`` (f32 or f64); C is stored, not added to. The sums go tap by tap, each
     in blocks of KC in order. Work items go over the worker pool (``threads``; on one of
     its threads, inline)."""
@@ -579,7 +598,9 @@ def run(dtype, *, m: int, n: int, k_in: int, taps, a: int, a_row: int, a_k: int,
     mc, nc = blocks(shape)
     values = _table(m, n, a_k, b_k, b_n, mc, nc,
                     ([x[0] for x in kept], [x[1] for x in kept], [x[2] for x in kept],
-                     [x[3] for x in kept]), ([m], [a_row]), [k_in], list(taps), c_row)
+                     [x[3] for x in kept]),
+                    ([-(-m // (m_in or m)), m_in or m], [a_outer, a_row]), [k_in], list(taps),
+                    c_row)
     table = np.asarray(values, np.int64)
     bufs = ctypes.cast((ctypes.c_void_p * 4)(a, b, c, table.ctypes.data), ctypes.c_void_p)
     count = math.prod(sizes) * -(-m // mc) * -(-n // nc)

@@ -35,9 +35,13 @@ tuple-shaped result) the result is written there and ``out`` is returned.
   GEMM on the input. Feature groups too small for GEMMs (depthwise) are broadcast
   multiply-adds. Chunks are handed out to one thread per core (single-threaded BLAS each).
   Where a dot of the type and size would be the packed generated GEMM (an AVX-512 host
-  whose BLAS runs AVX2 kernels: ``gemm_packed.applies``), the GEMMs are its core instead
-  (``gemm_packed.run``), and a unit-stride window's taps are one product whose contraction
-  the core reads tap by tap at the taps' offsets (C written once, not once per tap).
+  whose BLAS runs AVX2 kernels: ``gemm_packed.applies``), the whole convolution is one
+  product through its core (``gemm_packed.run``: any strides and dilations; the core reads
+  its contraction tap by tap at the taps' offsets into the padded input, output rows over
+  the last two spatial dimensions, the output written in place - no im2col, no scratch),
+  unless a tap reads fewer than PACKED_TAP features (im2col, then the core) or the output
+  is small and the sums long (kernel gradients: the chunks of taps above). Base (lhs)
+  dilation with unit strides: one convolution per output phase (``_conv_phases``).
 - sort: the comparator is pattern-matched into lexicographic keys: ``compare(T(p2i),
   T(p2i+1))`` LT or GT (either parameter order), chained by ``or(lt_i, and(eq_i, rest))``,
   where T is the same elementwise expression of the operand on both sides (identity, jax's
@@ -884,11 +888,23 @@ def _conv_gemm(xp, w, y2, outs, window, ksizes, groups, fgc, bgc, cg, og, nout) 
     isz = y2.dtype.itemsize
     flops = 2 * y2.shape[0] * og * kdim * groups
     threads = CORES if flops >= 50_000_000 else 1
-    flat = not direct and _flat_applies(xp, outs, window)
-    split = (not direct and not flat and len(taps) > 1
-             and y2.shape[0] * kdim * isz > TAP_CHUNK_BYTES
-             and y2.shape[0] * og * isz <= ACC_BYTES)
+    long_sums = (len(taps) > 1 and y2.shape[0] * kdim * isz > TAP_CHUNK_BYTES
+                 and y2.shape[0] * og * isz <= ACC_BYTES)  # a small output, long sums
     o = w.shape[-1]
+    packed = not direct and not long_sums and outs and \
+        gemm_packed.applies(y2.dtype, _prod(outs), og)
+    if packed:
+        # the window's taps read in place by the packed GEMM's core (no im2col, no scratch)
+        offsets = _tap_offsets(xp, taps, window)
+        k_in, merged = _merged_taps(offsets, cg)
+        if k_in >= PACKED_TAP:
+            w2 = np.ascontiguousarray(w).reshape(-1, o)
+            _conv_taps_packed(xp, w2, y2, outs, window, k_in, merged, groups, bgc, cg, og,
+                              nout, threads > 1)
+            return
+    # short taps on the packed core's host: im2col, one contiguous contraction for its core
+    flat = not direct and not packed and _flat_applies(xp, outs, window)
+    split = not direct and not flat and long_sums
     # the kernel as a [T * cg, O] matrix; split over taps, each chunk of it is copied when
     # the kernel is a view (a kernel gradient's is the output gradient transposed)
     w2 = None if split else np.ascontiguousarray(w).reshape(-1, o)
@@ -1014,10 +1030,7 @@ def _conv_flat(tasks, threads: int) -> None:
     [rows, C] matrix: for a run of consecutive rows, each tap's operand is a plain
     [rows, cg] matrix (leading dimension C), and the GEMMs of all taps accumulate into a
     small [rows, og] scratch; rows whose position lies past the output are dropped when the
-    scratch is copied out. Where the packed GEMM applies (gemm_packed.applies) the taps are
-    one product through its core (its contraction read tap by tap at their offsets: C
-    written once), straight into the output when every padded position of a batch element
-    but the last spatial dimension's first ones is an output position (1-D convolutions)."""
+    scratch is copied out."""
     t0 = tasks[0]
     xp, w2, outs, window = t0.xp, t0.w2, t0.outs, t0.window
     pdims = xp.shape[1:-1]
@@ -1031,20 +1044,6 @@ def _conv_flat(tasks, threads: int) -> None:
     inner = (slice(None),) + tuple(slice(0, n) for n in outs[1:])
     dt = y.dtype
     isz = dt.itemsize
-    packed = gemm_packed.applies(dt, min(step * stride[0], outs[0] * stride[0]), t0.og)
-    if packed:
-        k_in, taps = _merged_taps([off * c for off in offsets], t0.cg)
-        if tuple(pdims[1:]) == tuple(outs[1:]):  # no position past the output: one product
-            for task in tasks:
-                gemm_packed.run(
-                    dt, m=outs[0] * stride[0], n=task.og, k_in=k_in, taps=taps,
-                    a=xp.ctypes.data + (task.batch0 * pdims[0] * stride[0] * c
-                                        + task.feat0) * isz, a_row=c, a_k=1,
-                    b=w2.ctypes.data + task.out0 * isz, b_k=o, b_n=1,
-                    c=y.ctypes.data + task.out0 * isz, c_row=o,
-                    batch=[(task.nb, pdims[0] * stride[0] * c, 0, _prod(outs) * o)],
-                    threads=threads > 1)
-            return
     work = [(t, n, i0, min(i0 + step, outs[0])) for t in tasks for n in range(t0.nb)
             for i0 in range(0, outs[0], step)]
 
@@ -1055,22 +1054,62 @@ def _conv_flat(tasks, threads: int) -> None:
             task, n, i0, i1 = item
             rows = (i1 - i0 - 1) * stride[0] + tail
             q0 = ((task.batch0 + n) * pdims[0] + i0) * stride[0]
-            if packed:
-                gemm_packed.run(dt, m=rows, n=task.og, k_in=k_in, taps=taps,
-                                a=xp.ctypes.data + (q0 * c + task.feat0) * isz, a_row=c,
-                                a_k=1, b=w2.ctypes.data + task.out0 * isz, b_k=o, b_n=1,
-                                c=scratch.ctypes.data, c_row=task.og, threads=False)
-            else:
-                for t, off in enumerate(offsets):
-                    a = xp.ctypes.data + ((q0 + off) * c + task.feat0) * isz
-                    b = w2.ctypes.data + (t * task.cg * o + task.out0) * isz
-                    blas.gemm_rowmajor(dt, rows, task.og, task.cg, a, ("r", c), b, ("r", o),
-                                       scratch.ctypes.data, task.og, beta=1.0 if t else 0.0)
+            for t, off in enumerate(offsets):
+                a = xp.ctypes.data + ((q0 + off) * c + task.feat0) * isz
+                b = w2.ctypes.data + (t * task.cg * o + task.out0) * isz
+                blas.gemm_rowmajor(dt, rows, task.og, task.cg, a, ("r", c), b, ("r", o),
+                                   scratch.ctypes.data, task.og, beta=1.0 if t else 0.0)
             block = scratch[:(i1 - i0) * stride[0]].reshape(i1 - i0, *pdims[1:], task.og)
             y[(n, slice(i0, i1)) + inner[1:] + (slice(task.out0, task.out0 + task.og),)] \
                 = block[inner]
 
     parallel(work, run_chunks, min(threads, len(work)))
+
+
+#: Contiguous input features a tap (merged: _merged_taps) must read for the window to run
+#: through the packed GEMM's core with its taps in place; shorter ones (a first layer's 3
+#: channels) go through im2col, whose contraction is one contiguous run
+PACKED_TAP = 16
+
+
+def _tap_offsets(xp, taps, window) -> list[int]:
+    """Each tap's offset (elements) into the padded channels-last input ``xp``."""
+    pdims, c = xp.shape[1:-1], xp.shape[-1]
+    elem = [_prod(pdims[j + 1:]) * c for j in range(len(pdims))]
+    return [sum(k * wd.window_dilation * e for k, wd, e in zip(tap, window, elem))
+            for tap in taps]
+
+
+def _conv_taps_packed(xp, w2, y2, outs, window, k_in, taps, groups, bgc, cg, og, nout,
+                      threads: bool) -> None:
+    """Every output position of every group as one product through the packed GEMM's core
+    (gemm_packed.run), its contraction read tap by tap at the taps' offsets into the padded
+    input (any strides and dilations): rows are the last two spatial dimensions' output
+    positions (row i at (i // W) * stride_h + (i % W) * stride_w, W the last dimension's
+    outputs), the batch and the other spatial dimensions batch dimensions, the kernel
+    matrix [T * cg, O] b, the output written in place (no im2col copy, no scratch)."""
+    pdims, c = xp.shape[1:-1], xp.shape[-1]
+    o = w2.shape[1]
+    isz = y2.dtype.itemsize
+    elem = [_prod(pdims[j + 1:]) * c for j in range(len(pdims))]
+    step = [wd.stride * e for wd, e in zip(window, elem)]  # an output position's offset
+    out_elem = [_prod(outs[j + 1:]) * o for j in range(len(outs))]
+    lead = len(outs) - 2 if len(outs) >= 2 else 0
+    inner = [(outs[j], step[j], 0, out_elem[j]) for j in range(lead)]
+    if len(outs) >= 2:
+        rows = dict(m=outs[-2] * outs[-1], m_in=outs[-1], a_outer=step[-2], a_row=step[-1])
+    else:
+        rows = dict(m=outs[0], a_row=step[0])
+    per_batch = _prod(pdims) * c
+    for g in range(groups):
+        feat0 = g * cg if bgc == 1 else 0
+        batch0 = g * nout if bgc > 1 else 0
+        gemm_packed.run(y2.dtype, n=og, k_in=k_in, taps=taps,
+                        a=xp.ctypes.data + (batch0 * per_batch + feat0) * isz, a_k=1,
+                        b=w2.ctypes.data + g * og * isz, b_k=o, b_n=1,
+                        c=y2.ctypes.data + g * og * isz, c_row=o,
+                        batch=[(nout, per_batch, 0, _prod(outs) * o), *inner],
+                        threads=threads, **rows)
 
 
 def _merged_taps(taps: list[int], cg: int) -> tuple[int, list[int]]:
