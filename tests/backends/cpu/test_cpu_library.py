@@ -305,11 +305,12 @@ def test_convolution_matches_interpreter(case, t):
 
 @pytest.fixture
 def packed_convolutions(monkeypatch):
-    """The convolutions' GEMMs through gemm_packed's core on any host (where it applies on
-    its own: an AVX-512 host whose BLAS runs AVX2 kernels); the calls are counted."""
+    """Every convolution GEMM through gemm_packed's core (on its own: those of windows
+    with a tile of output rows; 1x1 windows where a dot would be the packed GEMM); the
+    calls are counted."""
     calls = []
     run = library.gemm_packed.run
-    monkeypatch.setattr(library.gemm_packed, "applies", lambda *a: True)
+    monkeypatch.setattr(library.gemm_packed, "applies", lambda *a, **k: True)
     monkeypatch.setattr(library.gemm_packed, "run",
                         lambda *a, **k: (calls.append(k["taps"]), run(*a, **k))[1])
     return calls
@@ -410,6 +411,19 @@ def test_merged_taps():
     assert library._merged_taps([5], 3) == (3, [5])
 
 
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: c[2][:40] + c[0])
+def test_convolution_blas_paths_match_interpreter(case, monkeypatch):
+    """The paths without the packed core (gemm_kernel.PACKED off): per-tap BLAS GEMMs,
+    im2col chunks, 1x1 windows."""
+    from xlapy.backends.cpu import gemm_kernel
+
+    monkeypatch.setattr(gemm_kernel, "PACKED", False)
+    instr = _conv_instr("f32", case)
+    rng = np.random.default_rng(len(case[2]))
+    args = [_random(f"f32{case[0]}", rng), _random(f"f32{case[1]}", rng)]
+    _close(library.run(instr, args), _interpret(instr, args), RTOL["f32"])
+
+
 def test_convolution_bf16_operands_to_f32_result():
     instr = _conv_instr("bf16", CONV_CASES[0], "f32")
     rng = np.random.default_rng(3)
@@ -420,7 +434,11 @@ def test_convolution_bf16_operands_to_f32_result():
 @pytest.mark.parametrize("chunk_bytes,flat_rows", [(1 << 12, 40), (1 << 16, 500)])
 def test_convolution_threads_and_small_chunks(monkeypatch, chunk_bytes, flat_rows):
     """Enough work for both cores, chunks smaller than an image (partial rows of the first
-    spatial dimension), strides and groups: every chunk lands in its place."""
+    spatial dimension), strides and groups: every chunk lands in its place (the BLAS paths:
+    the packed core off)."""
+    from xlapy.backends.cpu import gemm_kernel
+
+    monkeypatch.setattr(gemm_kernel, "PACKED", False)
     monkeypatch.setattr(library, "CHUNK_BYTES", chunk_bytes)
     monkeypatch.setattr(library, "FLAT_ROWS", flat_rows)
     paths = []

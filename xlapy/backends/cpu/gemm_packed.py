@@ -561,14 +561,22 @@ def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
                       cost=work(f, min(mc, f.m), min(nc, f.n)))
 
 
-def applies(dtype, m: int, n: int) -> bool:
-    """Whether library code (a convolution's GEMMs) should run a [m, k] x [k, n] product of
-    NumPy ``dtype`` through ``run``: where a dot of that type and size is the packed GEMM
-    (gemm_kernel.packed_reason: an AVX-512 host whose BLAS runs AVX2 kernels)."""
-    from xlapy.backends.cpu.gemm_kernel import packed_reason
+def applies(dtype, m: int, n: int, taps: bool = False) -> bool:
+    """Whether library code should run a [m, k] x [k, n] product of NumPy ``dtype`` through
+    ``run``: a convolution's (``taps``) on any host, f32 or f64, with a tile of rows (its
+    taps read in place, or an im2col matrix, against a BLAS call per tap or per chunk:
+    with the core at AVX2's width, convolutions of 64 features took 0.74-0.89x of the
+    BLAS paths' time with OpenBLAS's Haswell kernels, narrow ones 0.25-0.36x:
+    benchmarks/conv_paths.py), another only where a dot of that type and size is the packed
+    GEMM (gemm_kernel.packed_reason: an AVX-512 host whose BLAS runs AVX2 kernels)."""
+    from xlapy.backends.cpu import gemm_kernel
 
     et = _NUMPY_TYPES.get(np.dtype(dtype))
-    return et is not None and packed_reason(et, m, n) is None
+    if et is None:
+        return False
+    if taps:
+        return gemm_kernel.PACKED and m >= MR
+    return gemm_kernel.packed_reason(et, m, n) is None
 
 
 def run(dtype, *, m: int, n: int, k_in: int, taps, a: int, a_row: int, a_k: int, b: int,

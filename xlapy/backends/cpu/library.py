@@ -26,22 +26,22 @@ tuple-shaped result) the result is written there and ``out`` is returned.
   (``lapack_calls``).
 - convolution: the input goes channels-last, dilated and padded ([N, spatial..., C], the
   padded buffer kept in a pool for the next call), the kernel to [spatial..., I, O]
-  (reversed dimensions flipped). Unit strides: per-tap GEMMs accumulate into a small
-  scratch of consecutive padded positions (each tap's operand is the padded input read at an
-  offset: no im2col copy). Other strides: im2col + GEMM over chunks of output rows (a bounded
-  [rows, taps * I] scratch per thread); for a small output and a long contraction (kernel
-  gradients) over chunks of taps instead, every thread summing into an accumulator of its
-  own (a bounded [all rows, some taps * I] scratch). A 1x1 window with unit strides is one
-  GEMM on the input. Feature groups too small for GEMMs (depthwise) are broadcast
-  multiply-adds. Chunks are handed out to one thread per core (single-threaded BLAS each).
-  Where a dot of the type and size would be the packed generated GEMM (an AVX-512 host
-  whose BLAS runs AVX2 kernels: ``gemm_packed.applies``), the whole convolution is one
-  product through its core (``gemm_packed.run``: any strides and dilations; the core reads
-  its contraction tap by tap at the taps' offsets into the padded input, output rows over
-  the last two spatial dimensions, the output written in place - no im2col, no scratch),
-  unless a tap reads fewer than PACKED_TAP features (im2col, then the core) or the output
-  is small and the sums long (kernel gradients: the chunks of taps above). Base (lhs)
-  dilation with unit strides: one convolution per output phase (``_conv_phases``).
+  (reversed dimensions flipped). The whole convolution is then one product through the
+  packed generated GEMM's core (``gemm_packed.run``, f32/f64 on any host: faster than a
+  BLAS call per tap or per im2col chunk at AVX2's width too): any strides and dilations, the
+  core reading its contraction tap by tap at the taps' offsets into the padded input
+  (neighbouring taps merged), output rows over the last two spatial dimensions, the output
+  written in place - no im2col, no scratch. A tap of fewer than PACKED_TAP features (a
+  first layer's 3 channels): im2col over chunks of output rows (a bounded [rows, taps * I]
+  scratch per thread), each chunk one product of the core. A small output with a long
+  contraction (kernel gradients): im2col over chunks of taps, every thread summing into an
+  accumulator of its own (a bounded [all rows, some taps * I] scratch) with BLAS. Base
+  (lhs) dilation with unit strides: one convolution per output phase (``_conv_phases``).
+  Without the core (gemm_kernel.PACKED off, fewer rows than its tile): unit strides as
+  per-tap BLAS GEMMs accumulating into a small scratch of consecutive padded positions,
+  other strides im2col + BLAS. A 1x1 window with unit strides is one GEMM on the input.
+  Feature groups too small for GEMMs (depthwise) are broadcast multiply-adds. Chunks are
+  handed out to one thread per core (single-threaded BLAS each).
 - sort: the comparator is pattern-matched into lexicographic keys: ``compare(T(p2i),
   T(p2i+1))`` LT or GT (either parameter order), chained by ``or(lt_i, and(eq_i, rest))``,
   where T is the same elementwise expression of the operand on both sides (identity, jax's
@@ -543,7 +543,7 @@ def _conv_chunk(task: _ConvTask, chunk, cols: np.ndarray | None) -> None:
     y2, w2 = task.y2, task.w2
     c_ptr = y2.ctypes.data + (row0 * y2.shape[1] + task.out0) * isz
     b_ptr = w2.ctypes.data + task.out0 * isz
-    if gemm_packed.applies(dt, rows, task.og):
+    if gemm_packed.applies(dt, rows, task.og, taps=cols is not None):
         gemm_packed.run(dt, m=rows, n=task.og, k_in=kdim, taps=[0], a=a_ptr, a_row=a_form[1],
                         a_k=1, b=b_ptr, b_k=w2.shape[1], b_n=1, c=c_ptr, c_row=y2.shape[1],
                         threads=False)
@@ -892,7 +892,7 @@ def _conv_gemm(xp, w, y2, outs, window, ksizes, groups, fgc, bgc, cg, og, nout) 
                  and y2.shape[0] * og * isz <= ACC_BYTES)  # a small output, long sums
     o = w.shape[-1]
     packed = not direct and not long_sums and outs and \
-        gemm_packed.applies(y2.dtype, _prod(outs), og)
+        gemm_packed.applies(y2.dtype, _prod(outs), og, taps=True)
     if packed:
         # the window's taps read in place by the packed GEMM's core (no im2col, no scratch)
         offsets = _tap_offsets(xp, taps, window)
