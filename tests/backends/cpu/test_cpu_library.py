@@ -488,12 +488,17 @@ def test_padded_input_buffers_are_shared_between_geometries(monkeypatch):
     assert held[0] == held[1] == held[2]  # the largest padded input, not a sum
 
 
+@pytest.mark.parametrize("core", [True, False])
 @pytest.mark.parametrize("tap_bytes", [1, 3000])
 @pytest.mark.parametrize("t", ["f32", "f64", "c64"])
-def test_convolution_split_over_taps(monkeypatch, t, tap_bytes):
+def test_convolution_split_over_taps(monkeypatch, t, tap_bytes, core):
     """Every convolution whose im2col output is small goes over chunks of taps (one tap a
-    chunk, or a few), the threads' accumulators summed: groups, batch groups, strides,
-    dilations, reversal, kernel gradients."""
+    chunk, or a few; copied as runs along the last kernel dimension), the threads'
+    accumulators summed (by the packed core adding to them, or BLAS with beta 1): groups,
+    batch groups, strides, dilations, reversal, kernel gradients."""
+    from xlapy.backends.cpu import gemm_kernel
+
+    monkeypatch.setattr(gemm_kernel, "PACKED", core)
     monkeypatch.setattr(library, "TAP_CHUNK_BYTES", tap_bytes)
     paths = []
     original = library._conv_taps_split

@@ -304,7 +304,7 @@ class _Dims:
     m, n, k, a_k, b_k, b_n, mc, nc, row_blocks, col_blocks, k_blocks, b's layout class
     (KIND_*), the counts of batch and lhs free dimensions (nb, nm), the contraction's taps
     (its outer part: T, see below), the length of one tap (k_in) and its blocks of KC, C's
-    row stride; then nb batch sizes, nb a strides, nb b strides, nb c strides, nm lhs free
+    row stride, whether the sums are added to C (1) or stored (0); then nb batch sizes, nb a strides, nb b strides, nb c strides, nm lhs free
     sizes, nm a strides, T tap offsets into a.
 
     The contraction is T taps of k_in each (k = T * k_in; a dot has one tap of k): element
@@ -313,7 +313,7 @@ class _Dims:
     dot's lhs in place (``run``). The k blocks never straddle two taps."""
 
     HEADER = ("m", "n", "k", "a_k", "b_k", "b_n", "mc", "nc", "row_blocks", "col_blocks",
-              "k_blocks", "kind", "nb", "nm", "taps", "k_in", "k_in_blocks", "c_row")
+              "k_blocks", "kind", "nb", "nm", "taps", "k_in", "k_in_blocks", "c_row", "add")
 
     def __init__(self, b, params):
         for j, field in enumerate(self.HEADER):
@@ -356,7 +356,8 @@ def _params(f, mc: int, nc: int) -> list[int]:
                   ([f.m], [f.a_row]), [f.k], [0], f.n)
 
 
-def _table(m, n, a_k, b_k, b_n, mc, nc, batch, rows, k_in, taps, c_row) -> list[int]:
+def _table(m, n, a_k, b_k, b_n, mc, nc, batch, rows, k_in, taps, c_row,
+           add: bool = False) -> list[int]:
     """The parameter array (see _Dims) of these numbers: ``batch`` (sizes, a, b and c
     strides), ``rows`` (lhs free sizes, a strides), ``k_in`` a one-element list, ``taps``
     the tap offsets into a."""
@@ -367,7 +368,7 @@ def _table(m, n, a_k, b_k, b_n, mc, nc, batch, rows, k_in, taps, c_row) -> list[
     sizes, a_b, b_b, c_b = batch
     head = [m, n, k, a_k, b_k, b_n, mc, nc, -(-m // mc), -(-n // nc),
             k_in_blocks * len(taps), kind, len(sizes), len(rows[0]), len(taps), k_in,
-            k_in_blocks, c_row]
+            k_in_blocks, c_row, int(add)]
     return head + list(sizes) + list(a_b) + list(b_b) + list(c_b) + list(rows[0]) + \
         list(rows[1]) + list(taps)
 
@@ -518,7 +519,8 @@ def _emit_core(module: ir.Module, name: str, f, ty) -> ir.Function:
             kc = smin(b, _c(KC), b.sub(d.k_in, q0), "kc")
             a_p = b.add(b.load(b.gep(d.tap, [tap], inbounds=True)), b.mul(q0, d.a_k),
                         name="a.p")  # the block's first element of a row of a
-            first = b.icmp_signed("==", kb, _c(0), name="first")
+            first = b.and_(b.icmp_signed("==", kb, _c(0)),
+                           b.icmp_signed("==", d.add, _c(0)), name="first")
             _pack(b, f, d, ptrs[1], buf, b_off, p0, kc, j0, cols, vec)
             with for_range(b, 0, panels, "jp") as jp:
                 with for_range(b, 0, groups, "g") as g:
@@ -581,7 +583,7 @@ def applies(dtype, m: int, n: int, taps: bool = False) -> bool:
 
 def run(dtype, *, m: int, n: int, k_in: int, taps, a: int, a_row: int, a_k: int, b: int,
         b_k: int, b_n: int, c: int, c_row: int, batch=(), m_in: int | None = None,
-        a_outer: int = 0, threads: bool = True) -> None:
+        a_outer: int = 0, add: bool = False, threads: bool = True) -> None:
     """C = A B through the packed core, for library code (``applies`` says where): for each
     batch index (``batch``: (size, a stride, b stride, c stride) per dimension, in
     elements), row i < m and column j < n,
@@ -589,7 +591,8 @@ def run(dtype, *, m: int, n: int, k_in: int, taps, a: int, a_row: int, a_k: int,
     b[(t * k_in + q) * b_k + j * b_n]``, ``row(i) = (i // m_in) * a_outer + (i % m_in) *
     a_row`` (``m_in`` None: m, one strided dimension of rows; two: a convolution's output
     rows, each of m_in positions). ``a``, ``b``, ``c`` are addresses of elements of
-    NumPy ``dtype`` (f32 or f64); C is stored, not added to. The sums go tap by tap, each
+    NumPy ``dtype`` (f32 or f64); C is stored, or with ``add`` the sums added to it (C +=
+    A B, as a GEMM with beta 1). The sums go tap by tap, each
     in blocks of KC in order. Work items go over the worker pool (``threads``; on one of
     its threads, inline)."""
     from xlapy.backends.cpu import threads as pool
@@ -608,7 +611,7 @@ def run(dtype, *, m: int, n: int, k_in: int, taps, a: int, a_row: int, a_k: int,
                     ([x[0] for x in kept], [x[1] for x in kept], [x[2] for x in kept],
                      [x[3] for x in kept]),
                     ([-(-m // (m_in or m)), m_in or m], [a_outer, a_row]), [k_in], list(taps),
-                    c_row)
+                    c_row, add)
     table = np.asarray(values, np.int64)
     bufs = ctypes.cast((ctypes.c_void_p * 4)(a, b, c, table.ctypes.data), ctypes.c_void_p)
     count = math.prod(sizes) * -(-m // mc) * -(-n // nc)

@@ -971,6 +971,7 @@ def _conv_taps_split(tasks, wt: np.ndarray, threads: int) -> None:
     first = outs[0] if outs else 1
     slots = min(len(work), 2 * threads)
     partials: list = [{} for _ in range(slots)]
+    core = gemm_packed.applies(dt, rows, og, taps=True)
 
     def chunks(next_item):
         while (slot := next_item()) is not None:  # a slot's chunks on one thread, in order
@@ -987,22 +988,24 @@ def _conv_taps_split(tasks, wt: np.ndarray, threads: int) -> None:
                 acc = accs[k] = np.zeros((rows, og), dt)
             kc = (b - a) * cg
             dst = cols[:rows * kc].reshape((task.nb, first, *outs[1:], b - a, cg))
-            feat = slice(task.feat0, task.feat0 + cg)
-            for t in range(a, b):
-                index = [slice(task.batch0, task.batch0 + task.nb)]
-                for kj, wd, count in zip(task.taps[t], window, outs):
-                    lo = kj * wd.window_dilation
-                    index.append(slice(lo, lo + (count - 1) * wd.stride + 1, wd.stride))
-                index.append(feat)
-                dst[..., t - a, :] = xp[tuple(index)]
+            patches = _patches(xp, task, window, outs)
+            for t0, t1 in _tap_runs(task.taps, a, b):  # one copy per run along the last
+                lead = task.taps[t0][:-1]  # kernel dimension
+                last = slice(task.taps[t0][-1], task.taps[t1 - 1][-1] + 1)
+                dst[..., t0 - a:t1 - a, :] = patches[(Ellipsis, *lead, last, slice(None))]
             if whole:
                 b_ptr, ldb = wt.ctypes.data + (a * cg * o + task.out0) * isz, o
             else:
                 wb = wbuf[:kc * og].reshape(b - a, cg, og)
                 wb[...] = wt[a:b, :, task.out0:task.out0 + og]
                 b_ptr, ldb = wb.ctypes.data, og
-            blas.gemm_rowmajor(dt, rows, og, kc, cols.ctypes.data, ("r", kc), b_ptr,
-                               ("r", ldb), acc.ctypes.data, og, beta=1.0)
+            if core:
+                gemm_packed.run(dt, m=rows, n=og, k_in=kc, taps=[0], a=cols.ctypes.data,
+                                a_row=kc, a_k=1, b=b_ptr, b_k=ldb, b_n=1, c=acc.ctypes.data,
+                                c_row=og, add=True, threads=False)
+            else:
+                blas.gemm_rowmajor(dt, rows, og, kc, cols.ctypes.data, ("r", kc), b_ptr,
+                                   ("r", ldb), acc.ctypes.data, og, beta=1.0)
 
     parallel(list(range(slots)), run_chunks, min(threads, slots))
     for k, task in enumerate(tasks):
@@ -1011,6 +1014,31 @@ def _conv_taps_split(tasks, wt: np.ndarray, threads: int) -> None:
         out[...] = mine[0] if mine else 0
         for acc in mine[1:]:
             out += acc
+
+
+def _patches(xp, task, window, outs):
+    """The windows of ``task``'s batch and features of the padded input ``xp`` as a view
+    [nb, outs..., K..., cg]: element (n, i..., k..., c) is the input element tap k of output
+    position i reads."""
+    view = xp[task.batch0:task.batch0 + task.nb, ..., task.feat0:task.feat0 + task.cg]
+    st = view.strides
+    spatial = st[1:-1]
+    ksizes = [wd.size for wd in window]
+    return np.lib.stride_tricks.as_strided(
+        view, shape=(task.nb, *outs, *ksizes, task.cg),
+        strides=(st[0], *(s * wd.stride for s, wd in zip(spatial, window)),
+                 *(s * wd.window_dilation for s, wd in zip(spatial, window)), st[-1]),
+        writeable=False)
+
+
+def _tap_runs(taps, a: int, b: int):
+    """[t0, t1) runs of taps a..b-1 (np.ndindex order) that differ in the last kernel
+    index only, consecutive there."""
+    t0 = a
+    for t in range(a + 1, b + 1):
+        if t == b or taps[t][:-1] != taps[t0][:-1]:
+            yield t0, t
+            t0 = t
 
 
 FLAT_ROWS = 2048  # virtual output rows per GEMM of the per-tap path (a few hundred KiB)
