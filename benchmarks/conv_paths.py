@@ -10,6 +10,7 @@ through gemm_packed.run), "blas" the paths without the core (per-tap GEMMs into 
 im2col chunks; packed dots off). Prints the median of 10 runs per convolution.
 """
 
+import ast
 import subprocess
 import sys
 import time
@@ -22,8 +23,8 @@ CASES = {
     "1-D dilated": ("f32[16,2048,64]", "f32[3,64,64]",
                     "window={size=3 pad=4_4 rhs_dilate=4}, dim_labels=b0f_0io->b0f"),
     "64->128 stride 2": ("f32[32,56,56,64]", "f32[3,3,64,128]",
-                         "window={size=3x3 stride=2x2 pad=0_1x0_1}, "
-                         "dim_labels=b01f_01io->b01f"),
+                         ("window={size=3x3 stride=2x2 pad=0_1x0_1}, "
+                          "dim_labels=b01f_01io->b01f")),
     "3->32 3x3": ("f32[32,64,64,3]", "f32[3,3,3,32]",
                   "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"),
     "32->16 3x3": ("f32[32,32,32,32]", "f32[3,3,32,16]",
@@ -74,7 +75,7 @@ def main() -> None:
         for path in ("blas", "core"):
             got = subprocess.run([sys.executable, __file__, str(bits), path], check=True,
                                  capture_output=True, text=True).stdout.strip().splitlines()
-            results[bits, path] = eval(got[-1])  # noqa: S307 - our own child's repr
+            results[bits, path] = ast.literal_eval(got[-1])
     print(f"{'convolution':18s}" + "".join(f"  {b}-bit blas  {b}-bit core  ratio" for b in widths))
     for name in CASES:
         row = f"{name:18s}"

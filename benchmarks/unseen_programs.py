@@ -17,7 +17,9 @@ written in the session after that (column softmax, batch norm, odd-sized matmuls
 dynamic slices, bf16 reductions and layer norm, int32/f16/complex matmuls, many-operand
 concatenates, batched 3x3 products, QR/eigh/SVD, segment max, one-hot matmuls, KV-cache
 updates in a scan, int8 elementwise, top-k of wide rows); set ``d``, twenty variants of the
-rows of issue 14's table at other sizes and layouts (written on 2026-11-29, sixth session).
+programs the suite's cases stand for (in-place loops, scans, scatters, top-k, recurrent
+gradients, per-call cost, gathers, batched products, CNN and transformer steps, argmax,
+matmuls) at other sizes and layouts, written on 2026-11-29 after the others.
 
 Prints per program xlapy's and XLA's median times, their ratio, xlapy's cold compile time
 and the largest difference from XLA's result relative to its largest magnitude (gru_scan

@@ -173,6 +173,52 @@ def test_dot_matches_interpreter(case, types):
     _close(out, want, RTOL[rtype])
 
 
+@pytest.mark.parametrize("t", ["c64", "c128"])
+@pytest.mark.parametrize("case", DOT_CASES, ids=lambda c: f"{c[0]}x{c[1]}")
+def test_complex_dot_by_parts_matches_interpreter(monkeypatch, case, t):
+    """Complex dots as four real products through the packed core (forced here; on its own
+    where a real dot of the size takes it): every layout, batches, empty and degenerate
+    shapes, special values in a part."""
+    calls = []
+    by_parts = library._complex_by_parts
+    monkeypatch.setattr(library.gemm_packed, "applies", lambda *a, **k: True)
+    monkeypatch.setattr(library, "_complex_by_parts",
+                        lambda *a: (calls.append(1), by_parts(*a))[1])
+    _, instr = _dot_instr(t, t, t, *case)
+    rng = np.random.default_rng(len(case[2]) + len(case[0]))
+    args = [_random(f"{t}{case[0]}", rng), _random(f"{t}{case[1]}", rng)]
+    import re
+
+    dims = [int(v) for v in re.findall(r"\d+", case[0])]
+    found = re.search(r"lhs_contracting_dims=\{([\d,]*)\}", case[2]).group(1)
+    k = int(np.prod([dims[int(i)] for i in found.split(",") if i]))
+    for special in (False, True):
+        if special and args[0].size > 2 and k > 1:  # BLAS's complex GEMM: NaN + NaN i rows
+            args[0].flat[1] = complex(np.inf, 1)
+            args[0].flat[2] = complex(2, np.nan)
+        want = _interpret(instr, args)
+        out = np.full(want.shape, 7, want.dtype)
+        assert library.run(instr, args, out=out) is out
+        _close(out, want, RTOL[t])
+    if min(args[0].size, args[1].size) > 1 and want.size > 1 and \
+            "lhs_contracting_dims={}" not in case[2]:
+        assert calls
+
+
+def test_complex_dot_with_an_infinity_is_nan_as_xla():
+    """(inf + 1i) in a row of a complex product: XLA:CPU's result row is NaN + NaN i (its
+    complex GEMM's, and BLAS's), which the parts' sums would not give."""
+    rng = np.random.default_rng(4)
+    a = (rng.standard_normal((80, 70)) + 1j * rng.standard_normal((80, 70))).astype(np.complex64)
+    b = (rng.standard_normal((70, 90)) + 1j * rng.standard_normal((70, 90))).astype(np.complex64)
+    a[1, 0] = complex(np.inf, 1)
+    _, instr = _dot_instr("c64", "c64", "c64", "[80,70]", "[70,90]",
+                          "lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    got = library.run(instr, [a, b])
+    assert np.isnan(got[1].real).all() and np.isnan(got[1].imag).all()
+    assert np.isfinite(got[0]).all()
+
+
 def test_dot_large_transposed_operands_and_views():
     rng = np.random.default_rng(1)
     _, instr = _dot_instr("f32", "f32", "f32", "[300,257]", "[190,300]",
@@ -393,8 +439,8 @@ def test_base_dilated_convolution_by_phases(case, t, monkeypatch):
 def test_base_dilated_convolution_with_an_infinite_kernel_value_stays_literal():
     """A non-finite kernel value times the holes' zeros: both xlapy paths multiply them
     (NaN; XLA:CPU skips the holes there - docs/numerics.md)."""
-    instr = _conv_instr("f32", ("[1,4,4,2]", "[3,3,2,2]", "window={size=3x3 pad=1_1x1_1 "
-                                "lhs_dilate=2x2}, dim_labels=b01f_01io->b01f"))
+    attrs = "window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f"
+    instr = _conv_instr("f32", ("[1,4,4,2]", "[3,3,2,2]", attrs))
     x = np.ones((1, 4, 4, 2), np.float32)
     k = np.ones((3, 3, 2, 2), np.float32)
     k[0, 0, 0, 0] = np.inf

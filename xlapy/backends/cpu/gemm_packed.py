@@ -35,8 +35,9 @@ order; the interpreter in f64).
 
 The contraction may be read in *taps* (``_Dims``): T runs of k_in elements, each at its
 own offset into a's rows, the k blocks cut at their ends; a dot is one tap. Library code
-calls the core through ``run`` with taps: a convolution's input, read at each window
-offset, is its lhs in place (library.py's unit-stride convolutions).
+calls the core through ``run`` with taps, rows of two strided dimensions and C added to:
+a convolution's input, read at each window offset, is its lhs in place (library.py's
+convolutions), and complex products are four real ones read from the interleaved parts.
 
 Imports llvmlite, NumPy (``run``'s parameter array), PrimitiveType and the backend's kernel
 ABI only (and threads.py, buffers.py and gemm_kernel.py for the pool's size, the parallel
@@ -304,8 +305,9 @@ class _Dims:
     m, n, k, a_k, b_k, b_n, mc, nc, row_blocks, col_blocks, k_blocks, b's layout class
     (KIND_*), the counts of batch and lhs free dimensions (nb, nm), the contraction's taps
     (its outer part: T, see below), the length of one tap (k_in) and its blocks of KC, C's
-    row stride, whether the sums are added to C (1) or stored (0); then nb batch sizes, nb a strides, nb b strides, nb c strides, nm lhs free
-    sizes, nm a strides, T tap offsets into a.
+    row stride, whether the sums are added to C (1) or stored (0); then nb batch sizes,
+    nb a strides, nb b strides, nb c strides, nm lhs free sizes, nm a strides, T tap
+    offsets into a.
 
     The contraction is T taps of k_in each (k = T * k_in; a dot has one tap of k): element
     p = t * k_in + q of row i of a is at ``row(i) + tap[t] + q * a_k`` (b's row p at

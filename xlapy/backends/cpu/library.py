@@ -230,6 +230,8 @@ def batched_gemm(a3: np.ndarray, b3: np.ndarray, c3: np.ndarray) -> None:
         b3 = np.ascontiguousarray(b3)
         fb = _form(b3)
     big = max(m, n, k, fa[1], fb[1]) > blas.INT_MAX
+    if c3.dtype.kind == "c" and not big and _complex_by_parts(a3, b3, c3):
+        return
     if not blas.has_gemm(c3.dtype) and not big:  # integers: NumPy's loops, over the pool
         _matmul_pool(a3, b3, c3)
         return
@@ -244,6 +246,52 @@ def batched_gemm(a3: np.ndarray, b3: np.ndarray, c3: np.ndarray) -> None:
     desc[workers.G_C] = c3.ctypes.data
     with threads.blas_calls():  # one native call: the pool's threads, no Python per item
         threads.pool().gemm(desc.ctypes.data)
+
+
+def _complex_by_parts(a3, b3, c3) -> bool:
+    """c3 = a3 @ b3 for complex operands as four real products through the packed GEMM's
+    core, where a real dot of the size would take it (gemm_packed.applies: an AVX-512 host
+    whose BLAS runs AVX2 kernels, against BLAS's complex GEMM there): re = ar br - ai bi,
+    im = ar bi + ai br, the parts read in place from the interleaved operands (strides of
+    two reals). Returns False (nothing done) where it does not apply, or when an operand
+    holds a non-finite value (BLAS's complex GEMM then). Each part sums in k
+    order; the difference of the real part's two sums is rounded once more (BLAS and XLA
+    sum complex products in other orders)."""
+    bsz, m, k = a3.shape
+    n = b3.shape[2]
+    real = np.dtype(np.float32 if c3.dtype == np.complex64 else np.float64)
+    if not gemm_packed.applies(real, m, n):
+        return False
+    if not (np.isfinite(a3).all() and np.isfinite(b3).all()):
+        # an infinity times a complex number: XLA:CPU (and BLAS's complex GEMM, the
+        # interpreter's) give NaN + NaN i where the parts' sums would keep the infinities
+        return False
+    a3 = a3 if a3.strides[2] == a3.itemsize and a3.strides[1] == k * a3.itemsize \
+        else np.ascontiguousarray(a3)
+    b3 = b3 if b3.strides[2] == b3.itemsize and b3.strides[1] == n * b3.itemsize \
+        else np.ascontiguousarray(b3)
+    isz = real.itemsize
+    sa = a3.strides[0] // isz
+    ar = a3.ctypes.data
+    # b's parts contiguous (the core packs contiguous columns with vector copies)
+    bp = np.empty((2, bsz, k, n), real)
+    bp[0], bp[1] = b3.real, b3.imag
+    br, bi = bp[0].ctypes.data, bp[1].ctypes.data
+    parts = np.empty((3, bsz, m, n), real)
+
+    def product(a, b, c, add=False):
+        gemm_packed.run(real, m=m, n=n, k_in=k, taps=[0], a=a, a_row=2 * k, a_k=2, b=b,
+                        b_k=n, b_n=1, c=c, c_row=n, batch=[(bsz, sa, k * n, m * n)],
+                        add=add)
+
+    at = [p.ctypes.data for p in parts]
+    product(ar, br, at[0])  # ar br
+    product(ar + isz, bi, at[1])  # ai bi
+    product(ar, bi, at[2])  # ar bi
+    product(ar + isz, br, at[2], add=True)  # + ai br
+    np.subtract(parts[0], parts[1], out=c3.real)
+    c3.imag[...] = parts[2]
+    return True
 
 
 def _matmul_pool(a3, b3, c3) -> None:
@@ -1125,9 +1173,10 @@ def _conv_taps_packed(xp, w2, y2, outs, window, k_in, taps, groups, bgc, cg, og,
     lead = len(outs) - 2 if len(outs) >= 2 else 0
     inner = [(outs[j], step[j], 0, out_elem[j]) for j in range(lead)]
     if len(outs) >= 2:
-        rows = dict(m=outs[-2] * outs[-1], m_in=outs[-1], a_outer=step[-2], a_row=step[-1])
+        rows = {"m": outs[-2] * outs[-1], "m_in": outs[-1], "a_outer": step[-2],
+                "a_row": step[-1]}
     else:
-        rows = dict(m=outs[0], a_row=step[0])
+        rows = {"m": outs[0], "a_row": step[0]}
     per_batch = _prod(pdims) * c
     for g in range(groups):
         feat0 = g * cg if bgc == 1 else 0
