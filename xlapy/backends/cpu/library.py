@@ -16,7 +16,9 @@ tuple-shaped result) the result is written there and ``out`` is returned.
   rows or columns, the items handed out in turn; many tiny matrices go to numpy.matmul's
   loop. Compute type: f32 for results of f32 and narrower floats (operands such as bf16
   converted to f32, the sum rounded once to the result type), f64 when the result or an
-  operand is 64-bit, c64/c128 for complex results. Integer and pred dots of integer
+  operand is 64-bit, c64/c128 for complex results (four real products through the packed
+  GEMM's core where a real dot of the size takes it: ``_complex_by_parts``). Integer and
+  pred dots of integer
   operands: NumPy's integer matmul in an unsigned type of the result's width (at least 32
   bits: two's-complement sums give the interpreter's bits; pred = any product true), rows
   over the pool.
