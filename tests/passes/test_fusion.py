@@ -524,3 +524,31 @@ ENTRY e {
 """, ["fusion"])
     (f,) = [f for f in fusions(m) if f.attrs["calls"].root.opcode == "multiply"]
     assert "add" not in fused_ops(f)
+
+
+def test_an_expensive_producer_read_through_a_broadcast_is_not_fused():
+    """XLA's rule (ReusesOperandElements): a layer norm's rsqrt of the per-row variance is
+    computed once per row in a fusion of its own, not once per element it scales (through
+    a reshape and a broadcast); a cheap producer (the add) and an expensive one read at its
+    own index (the exp) fuse."""
+    m = check("""
+HloModule m
+ENTRY e {
+  x = f32[64,32] parameter(0)
+  v = f32[64] parameter(1)
+  c = f32[] constant(1e-05)
+  cb = f32[64] broadcast(c), dimensions={}
+  a = f32[64] add(v, cb)
+  r = f32[64] rsqrt(a)
+  rr = f32[64,1] reshape(r)
+  rs = f32[64] reshape(rr)
+  b = f32[64,32] broadcast(rs), dimensions={0}
+  e = f32[64,32] exponential(x)
+  ROOT m = f32[64,32] multiply(e, b)
+}
+""", ["fusion"])
+    small, big = sorted(fusions(m), key=lambda f: len(f.shape.dimensions))
+    assert fused_ops(small)["rsqrt"] == 1 and fused_ops(small)["add"] == 1
+    assert "rsqrt" not in fused_ops(big)
+    assert fused_ops(big)["exponential"] == 1 and fused_ops(big)["broadcast"] == 1
+    assert small in big.operands

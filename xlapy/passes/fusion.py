@@ -16,6 +16,11 @@ fusions, not one kernel per shared value). A group of two or more instructions b
 kind=kInput when rooted at a reduce/reduce-window, kLoop otherwise). Existing fusions
 inside a group are inlined into the new fused computation (nested fusions merged).
 
+An expensive producer (``is_expensive``) does not join a group that reads each of its
+elements more than once - through a broadcast to more elements, a gather or a reduce-window,
+directly or through the members between (XLA's ReusesOperandElements rule): the rsqrt of a
+layer norm's variance is computed once per row, not once per element it scales.
+
 A group holds at most MAX_FUSION_SIZE instructions (compile time stays linear in the
 program's length; see there), and generates no producer more than ALLOWED_CODE_DUPLICATION
 times per element, a pad or concatenate only once (XLA's FusionNodeIndexingEvaluation; a
@@ -198,6 +203,14 @@ def may_duplicate(instr: Instruction) -> bool:
     return all(is_fusible_consumer(u) for u in instr.users)
 
 
+def _reuses(user: Instruction, operand: Instruction) -> bool:
+    """Whether ``user`` reads some element of ``operand`` more than once (XLA's
+    ReusesOperandElements): a broadcast to more elements, a gather, a reduce-window."""
+    if user.opcode == "broadcast":
+        return _elements(user) > _elements(operand)
+    return user.opcode in ("gather", "reduce-window")
+
+
 def _group_kind(root: Instruction) -> FusionKind:
     if root.opcode in _INPUT_ROOTS:
         return FusionKind.INPUT
@@ -307,18 +320,23 @@ class InstructionFusion(HloPass):
         # Per member: the members that index it (see _emissions) and its emission count.
         indexers: dict[int, frozenset[int]] = {id(root): frozenset((0,))}
         count: dict[int, int] = {0: 1, id(root): 1}  # 0: the fusion's own output index
+        reused: dict[int, bool] = {id(root): False}  # see _reuses
         queued = {id(root)}
         heap: list[tuple[int, int, Instruction]] = []
 
         def join(p, users, whole):
-            """Add ``p`` (read by member ``users``) unless it would be generated too often."""
+            """Add ``p`` (read by member ``users``) unless it would be generated too often,
+            or it is expensive and the group reads each of its elements more than once."""
             own, n = InstructionFusion._emissions(p, users, indexers, count)
             if p.opcode != "broadcast" and (n > ALLOWED_CODE_DUPLICATION or (
                     p.opcode in _ONCE and (n > 1 or len(p.users) > 1))):
                 return
             if not whole and n > 1 and not is_cheap(p):
                 return  # a copy computed again, and more than once per element here
-            indexers[id(p)], count[id(p)] = own, n
+            reuse = any(reused[id(u)] or _reuses(u, p) for u in users)
+            if reuse and is_expensive(p):
+                return  # XLA: no expensive producer into a consumer reusing its elements
+            indexers[id(p)], count[id(p)], reused[id(p)] = own, n, reuse
             group[id(p)] = p
             if not whole:
                 copies.add(id(p))
