@@ -654,16 +654,25 @@ def _run_convolution(instr, operands, out):
 
 def _convolve(instr, dn, window, xp, w, n, o, cg, ksizes, groups, fgc, bgc, compute, result,
               out):
-    nsp = len(window)
     outs = _output_sizes([p for p in xp.shape[1:-1]], window)
-    nout = n // bgc
-    canon_shape = (nout, *outs, o)
-    out_perm = _output_permutation(dn, nsp)
-    natural = out_perm == list(range(nsp + 2))
-    target = _direct_out(out, canon_shape, compute) if natural else None
-    y = target if target is not None else np.empty(canon_shape, compute)
+    y, out_perm = _canonical_output(dn, n // bgc, outs, o, compute, out)
     _canonical_conv(window, xp, w, o, cg, ksizes, groups, bgc, y)
-    value = y if natural else np.transpose(y, out_perm)
+    return _conv_result(y, out_perm, result, out)
+
+
+def _canonical_output(dn, nout: int, outs, o: int, compute, out):
+    """(y, out_perm): the canonical output [nout, outs..., O] to compute into (``out``
+    itself when the result's layout is the canonical one and ``out`` can take it) and the
+    permutation from the result's axes to it."""
+    out_perm = _output_permutation(dn, len(outs))
+    shape = (nout, *outs, o)
+    target = _direct_out(out, shape, compute) if out_perm == sorted(out_perm) else None
+    return (target if target is not None else np.empty(shape, compute)), out_perm
+
+
+def _conv_result(y, out_perm, result, out):
+    """The canonical output ``y`` in the result's layout and type (into ``out`` if given)."""
+    value = y if out_perm == sorted(out_perm) else np.transpose(y, out_perm)
     return _finish(value, result, out)
 
 
@@ -759,16 +768,11 @@ def _conv_phases(dn, window, x, w, o, cg, groups, bgc, compute, result, out):
     contribute no products (``_phases_apply`` keeps non-finite kernels, whose products
     with the zeros would be NaN, on the literal path)."""
     nsp = len(window)
-    n = x.shape[0]
+    nout = x.shape[0] // bgc
     dilated = [max(wd.padding_low + dilated_bound(size, wd.base_dilation) + wd.padding_high, 0)
                for size, wd in zip(x.shape[1:-1], window)]
     outs = _output_sizes(dilated, window)
-    nout = n // bgc
-    canon_shape = (nout, *outs, o)
-    out_perm = _output_permutation(dn, nsp)
-    natural = out_perm == list(range(nsp + 2))
-    target = _direct_out(out, canon_shape, compute) if natural else None
-    y = target if target is not None else np.empty(canon_shape, compute)
+    y, out_perm = _canonical_output(dn, nout, outs, o, compute, out)
     per_dim = [_phase_dims(wd, size, count)
                for wd, size, count in zip(window, x.shape[1:-1], outs)]
     for phase in itertools.product(*per_dim):
@@ -791,8 +795,7 @@ def _conv_phases(dn, window, x, w, o, cg, groups, bgc, compute, result, out):
                 del xp
                 _PADDED.put(*pooled)
         y[place] = part
-    value = y if natural else np.transpose(y, out_perm)
-    return _finish(value, result, out)
+    return _conv_result(y, out_perm, result, out)
 
 
 class _BufferPool:
