@@ -36,12 +36,13 @@ tuple-shaped result) the result is written there and ``out`` is returned.
   written in place - no im2col, no scratch. A tap of fewer than PACKED_TAP features (a
   first layer's 3 channels): im2col over chunks of output rows (a bounded [rows, taps * I]
   scratch per thread), each chunk one product of the core. A small output with a long
-  contraction (kernel gradients): im2col over chunks of taps, every thread summing into an
-  accumulator of its own (a bounded [all rows, some taps * I] scratch) with BLAS. Base
+  contraction (kernel gradients): im2col over chunks of taps (copied as runs along the last
+  kernel dimension), every thread adding into an accumulator of its own (a bounded [all
+  rows, some taps * I] scratch) with the core. Base
   (lhs) dilation with unit strides: one convolution per output phase (``_conv_phases``).
   Without the core (gemm_kernel.PACKED off, fewer rows than its tile): unit strides as
   per-tap BLAS GEMMs accumulating into a small scratch of consecutive padded positions,
-  other strides im2col + BLAS. A 1x1 window with unit strides is one GEMM on the input.
+  other strides and the chunks above with BLAS. A 1x1 window with unit strides is one GEMM on the input.
   Feature groups too small for GEMMs (depthwise) are broadcast multiply-adds. Chunks are
   handed out to one thread per core (single-threaded BLAS each).
 - sort: the comparator is pattern-matched into lexicographic keys: ``compare(T(p2i),
