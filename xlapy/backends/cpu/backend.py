@@ -59,7 +59,6 @@ The steps and how a plan runs live in ``steps`` (xlapy/backends/cpu/steps.py).
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import json
 
@@ -79,6 +78,7 @@ from xlapy.backends.cpu.denormals import entry_name, flush_in_module, flushing
 from xlapy.backends.cpu.dot_operands import DotOperands
 from xlapy.backends.cpu.elemental import CONTRACT
 from xlapy.backends.cpu.jit import get_jit
+from xlapy.backends.cpu.kernel_abi import KERNEL_CFUNC
 from xlapy.backends.cpu.loop_emitter import emit_loop, members_of
 from xlapy.backends.cpu.program_cache import ENGINE_BYTES, INSTRUCTION_BYTES, ProgramCache
 from xlapy.backends.cpu.program_cache import fingerprint as _fingerprint
@@ -121,7 +121,6 @@ DEFAULT_OPTIONS = dict(XLA_CPU_DEFAULTS)
 
 #: The compiled programs, by fingerprint (LRU, bounded: see program_cache).
 PROGRAMS = ProgramCache()
-_KERNEL_PROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 _BUILD: dict = {}  # (pipeline, flush) -> the build's description and the JIT's identity
 
 
@@ -358,7 +357,7 @@ class Planner:
         compiled = get_jit().compile(irmod, keep_assembly=False, keep_object=keep_object)
 
         def bind(name):
-            return _KERNEL_PROTO(compiled.function_address(entry_name(name, flush_denormals)))
+            return KERNEL_CFUNC(compiled.function_address(entry_name(name, flush_denormals)))
 
         for step in self.kernels:
             if id(step) in inlined:
@@ -617,7 +616,7 @@ def _restore(module, options: tuple, path: str, material: bytes) -> RestoredProg
         return None
     compiled = get_jit().load(obj)
     try:
-        native.fn = _KERNEL_PROTO(compiled.function_address(symbol))
+        native.fn = KERNEL_CFUNC(compiled.function_address(symbol))
     except KeyError:
         compiled.close()
         _plan_cache.discard(path, f"has no entry function {symbol!r} in its object code")

@@ -57,6 +57,7 @@ from llvmlite import ir
 from xlapy.backends.cpu.kernel_abi import (
     BUFS,
     I64,
+    KERNEL_CFUNC,
     KernelSpec,
     buffer_pointer,
     declare_kernel,
@@ -598,7 +599,7 @@ def run(dtype, *, m: int, n: int, k_in: int, taps, a: int, a_row: int, a_k: int,
     in blocks of KC in order. Work items go over the worker pool (``threads``; on one of
     its threads, inline)."""
     from xlapy.backends.cpu import threads as pool
-    from xlapy.backends.cpu.gemm_kernel import lanes, work
+    from xlapy.backends.cpu.gemm_kernel import Form, lanes, work
 
     dt = np.dtype(dtype)
     et = _NUMPY_TYPES[dt]
@@ -606,8 +607,8 @@ def run(dtype, *, m: int, n: int, k_in: int, taps, a: int, a_row: int, a_k: int,
     ty = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
     sizes = [s for s, *_ in batch if s != 1] or [1]
     kept = [x for x in batch if x[0] != 1] or [(1, 0, 0, 0)]
-    shape = _Shape(m=m, n=n, k=k_in * len(taps), batch=sizes, width=width,
-                   itemsize=dt.itemsize)
+    shape = Form(m=m, n=n, k=k_in * len(taps), batch=sizes, width=width,
+                 itemsize=dt.itemsize)  # what blocks() and work() read
     mc, nc = blocks(shape)
     values = _table(m, n, a_k, b_k, b_n, mc, nc,
                     ([x[0] for x in kept], [x[1] for x in kept], [x[2] for x in kept],
@@ -624,13 +625,6 @@ def run(dtype, *, m: int, n: int, k_in: int, taps, a: int, a_row: int, a_k: int,
 _NUMPY_TYPES = {np.dtype(np.float32): PT.F32, np.dtype(np.float64): PT.F64}
 
 
-class _Shape:
-    """What ``blocks`` and gemm_kernel.work read of a product run through ``run``."""
-
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
-
-
 def _core_entry(f, ty):
     """The core's kernel-ABI entry (``_emit_core``) for form ``f``, a ctypes function."""
     base = _core_name(f)
@@ -638,11 +632,10 @@ def _core_entry(f, ty):
     if entry is None:
         _core(ir.Module(name="entry"), f, ty)
         name, compiled = _CORES[base]
-        entry = _ENTRIES[base] = _KERNEL(compiled.function_address(f"{name}_run"))
+        entry = _ENTRIES[base] = KERNEL_CFUNC(compiled.function_address(f"{name}_run"))
     return entry
 
 
-_KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 _ENTRIES: dict[str, object] = {}
 
 

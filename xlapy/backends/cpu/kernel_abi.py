@@ -26,6 +26,7 @@ An emitter adds the function to an ``llvmlite.ir.Module`` and returns a ``Kernel
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 
 from llvmlite import ir
@@ -34,6 +35,8 @@ I8 = ir.IntType(8)
 I64 = ir.IntType(64)
 BUFS = I8.as_pointer().as_pointer()
 KERNEL_TYPE = ir.FunctionType(ir.VoidType(), [BUFS, I64, I64])
+#: A compiled kernel as Python calls it: ``KERNEL_CFUNC(address)(bufs, lo, hi)``
+KERNEL_CFUNC = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 
 @dataclass
@@ -177,5 +180,5 @@ def mark_parallel(module: ir.Module, loop: for_range, buffers, hints=()) -> None
     loop.latch.set_metadata("llvm.loop", loop_id)
 
 
-__all__ = ["BUFS", "KERNEL_TYPE", "KernelSpec", "buffer_pointer", "declare_kernel",
+__all__ = ["BUFS", "KERNEL_CFUNC", "KERNEL_TYPE", "KernelSpec", "buffer_pointer", "declare_kernel",
            "for_range", "mark_parallel", "smax", "smin"]

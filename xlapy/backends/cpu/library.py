@@ -1154,10 +1154,14 @@ def _conv_flat(tasks, threads: int) -> None:
 PACKED_TAP = 16
 
 
+def _element_strides(xp) -> list[int]:
+    """The strides (elements) of the batch and spatial dimensions of the padded input."""
+    return [s // xp.itemsize for s in xp.strides[:-1]]
+
+
 def _tap_offsets(xp, taps, window) -> list[int]:
     """Each tap's offset (elements) into the padded channels-last input ``xp``."""
-    pdims, c = xp.shape[1:-1], xp.shape[-1]
-    elem = [_prod(pdims[j + 1:]) * c for j in range(len(pdims))]
+    elem = _element_strides(xp)[1:]
     return [sum(k * wd.window_dilation * e for k, wd, e in zip(tap, window, elem))
             for tap in taps]
 
@@ -1170,10 +1174,9 @@ def _conv_taps_packed(xp, w2, y2, outs, window, k_in, taps, groups, bgc, cg, og,
     positions (row i at (i // W) * stride_h + (i % W) * stride_w, W the last dimension's
     outputs), the batch and the other spatial dimensions batch dimensions, the kernel
     matrix [T * cg, O] b, the output written in place (no im2col copy, no scratch)."""
-    pdims, c = xp.shape[1:-1], xp.shape[-1]
     o = w2.shape[1]
     isz = y2.dtype.itemsize
-    elem = [_prod(pdims[j + 1:]) * c for j in range(len(pdims))]
+    per_batch, *elem = _element_strides(xp)
     step = [wd.stride * e for wd, e in zip(window, elem)]  # an output position's offset
     out_elem = [_prod(outs[j + 1:]) * o for j in range(len(outs))]
     lead = len(outs) - 2 if len(outs) >= 2 else 0
@@ -1183,7 +1186,6 @@ def _conv_taps_packed(xp, w2, y2, outs, window, k_in, taps, groups, bgc, cg, og,
                 "a_row": step[-1]}
     else:
         rows = {"m": outs[0], "a_row": step[0]}
-    per_batch = _prod(pdims) * c
     for g in range(groups):
         feat0 = g * cg if bgc == 1 else 0
         batch0 = g * nout if bgc > 1 else 0
