@@ -856,6 +856,7 @@ FFT_CASES = [
     ("f64[3,6,10]", "RFFT", "{6,10}"), ("c64[5,17]", "IRFFT", "{32}"),
     ("c128[2,4,6]", "IRFFT", "{4,11}"), ("c64[2,3,4,5]", "IRFFT", "{3,4,8}"),
     ("f32[2,7]", "RFFT", "{7}"), ("c64[3,0]", "FFT", "{0}"),
+    ("c64[64,4096]", "FFT", "{4096}"), ("f32[8,256,512]", "RFFT", "{256,512}"),
 ]
 
 
@@ -872,6 +873,21 @@ def test_fft_matches_interpreter(case):
     out = np.empty_like(want)
     assert library.run(instr, [x], out=out) is out
     _close(out, want, 1e-12 if t == "c128" else 3e-5)
+
+
+def test_fft_threads_by_size():
+    """Transforms below FFT_PARALLEL_WORK run on one thread (SciPy's threads cost more than
+    they save there), larger ones over the cores; the two large FFT_CASES take the threads."""
+    from xlapy.hlo.attrs.enums import FftType
+
+    small = np.zeros((256, 256), np.complex64)
+    assert library._fft_workers(small, [256, 256], FftType.FFT) == 1
+    assert library._fft_workers(np.zeros((1024, 1024), np.float32), [1024],
+                                FftType.RFFT) == library.CORES
+    assert library._fft_workers(np.zeros((64, 4096), np.complex64), [4096],
+                                FftType.FFT) == library.CORES
+    assert library._fft_workers(np.zeros((8, 256, 512), np.float32), [256, 512],
+                                FftType.RFFT) == library.CORES
 
 
 # -- end to end -------------------------------------------------------------------------------

@@ -57,9 +57,9 @@ tuple-shaped result) the result is written there and ``out`` is returned.
   equivalent-but-different elements (zeros, NaNs) back in their original order. For
   ``is_stable=false`` rows whose equivalent elements differ in bits are replayed through the
   interpreter's libstdc++ std::sort model, which is what XLA:CPU and the interpreter do.
-- fft: scipy.fft (workers = cores; its 1-D transforms for one axis) in the operand's precision,
-  with the interpreter's cutting and zero-padding of each axis to fft_length and to the
-  result.
+- fft: scipy.fft (over the cores from FFT_PARALLEL_WORK on; its 1-D transforms for one
+  axis) in the operand's precision, with the interpreter's cutting and zero-padding of each
+  axis to fft_length and to the result.
 
 Imports numpy, scipy, the shape layer, the HLO attributes, the interpreter (its kernels are
 the reference semantics) and xlapy.backends.cpu.blas.
@@ -68,6 +68,7 @@ the reference semantics) and xlapy.backends.cpu.blas.
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 
 import numpy as np
@@ -1659,6 +1660,23 @@ def _fit_axis(x: np.ndarray, axis: int, size: int) -> np.ndarray:
     return np.pad(x, pad)
 
 
+#: the work (points x log2 of the transform's length, complex points; a real transform's
+#: half) from which an FFT is split over the cores: SciPy starts its threads per call
+#: (~40-60 us), so smaller transforms take longer on two than on one (on 2 cores:
+#: 256x256 complex 2-D 0.16-0.30 ms on two against 0.19 on one, 512x512 0.72 against
+#: 1.15; 1024 rows of 256 real points 0.25 against 0.20, 1024 of 1024 0.54 against 0.95)
+FFT_PARALLEL_WORK = 2_500_000
+
+
+def _fft_workers(data: np.ndarray, lengths, fft_type) -> int:
+    """SciPy's worker count for an FFT of ``data`` over the last len(lengths) axes."""
+    points = data.size * (2 if fft_type is FftType.IRFFT else 1)
+    work = points * sum(max(1.0, math.log2(max(1, n))) for n in lengths)
+    if fft_type in (FftType.RFFT, FftType.IRFFT):
+        work /= 2
+    return CORES if work >= FFT_PARALLEL_WORK else 1
+
+
 def _run_fft(instr, operands, out):
     import scipy.fft
 
@@ -1677,7 +1695,7 @@ def _run_fft(instr, operands, out):
     data = x
     for axis, size in zip(axes, in_sizes):
         data = _fit_axis(data, axis, size)
-    workers = CORES
+    workers = _fft_workers(data, lengths, fft_type)
     # one axis: SciPy's 1-D transforms (its n-D ones over a single axis took twice as long:
     # 1024 rows of 1024 complex points, fftn 2.1 ms, fft 1.0 ms)
     one = rank == 1
