@@ -26,9 +26,15 @@ Every product and every partial sum, in any order, is an integer of at most k * 
 magnitude, so F holds it exactly; the float-to-integer convert is then exact (s32 where the
 bound fits it) and the last convert wraps to the result's width as the dot's own sums do
 (an integer dot sums in its result type, two's complement: the exact sum taken modulo
-2^width is the same number). So s8 x s8 -> s32 dots of up to 1024 terms (what int8
-quantised layers run) take the f32 GEMM kernels, bit for bit what the integer dot gives;
-larger bounds (s32 operands) and pred results (a pred dot ORs its ANDs) are left alone.
+2^width is the same number). So small s8 x s8 -> s32 dots take the f32 GEMM kernels, bit
+for bit what the integer dot gives; larger bounds (s32 operands) and pred results (a pred
+dot ORs its ANDs) are left alone.
+
+**Int8 dots** a backend's integer core takes (``integer_core``; the CPU backend's
+gemm_int8.py: s8/u8 operands, above its small-dot limit, on a host with AVX2) stay integer
+dots: their 32-bit wrapping sums are the dot's. A result other than s32/u32 becomes an s32
+dot and a convert (the wrapped 32-bit sum wraps to any narrower width alike; a 64-bit
+result only where every sum fits 31 bits, else the float route above).
 
 Dots with batch dimensions or any dimension numbers are rewritten alike (the dimension
 numbers and precision config are kept). Complex and f64 dots, and sparse dots (more than
@@ -72,9 +78,9 @@ def _magnitude(et) -> int:
     return 1 << (bits - 1) if dtypes.is_signed_integral(et) else (1 << bits) - 1
 
 
-def exact_float(instr: Instruction) -> PrimitiveType | None:
-    """F32 or F64 when ``instr`` is an integer dot whose sums that float holds exactly
-    (see the module docstring), else None."""
+def _bound(instr: Instruction) -> int | None:
+    """k * A * B (see the module docstring) of an integer dot ``instr`` of integer or pred
+    operands, None for other instructions."""
     if instr.opcode != "dot" or len(instr.operands) != 2 or not instr.shape.is_array():
         return None
     if not dtypes.is_integral(instr.shape.element_type):
@@ -87,8 +93,42 @@ def exact_float(instr: Instruction) -> PrimitiveType | None:
     k = 1
     for d in instr.attrs["dot_dimension_numbers"].lhs_contracting_dimensions:
         k *= lhs.shape.dimensions[d]
-    bound = k * _magnitude(ets[0]) * _magnitude(ets[1])
+    return k * _magnitude(ets[0]) * _magnitude(ets[1])
+
+
+def exact_float(instr: Instruction) -> PrimitiveType | None:
+    """F32 or F64 when ``instr`` is an integer dot whose sums that float holds exactly
+    (see the module docstring), else None."""
+    bound = _bound(instr)
+    if bound is None:
+        return None
     return _F32 if bound <= 1 << 24 else PrimitiveType.F64 if bound <= 1 << 53 else None
+
+
+def _int32_sums(instr: Instruction, integer_core) -> bool:
+    """Whether integer dot ``instr`` stays an integer dot with 32-bit sums: ``integer_core``
+    (the backend's rule, see DotUpcast) takes it, and its result has at most 32 bits (the
+    wrapped 32-bit sum wraps to it) or 64 bits with every sum within 31 bits."""
+    bound = _bound(instr)
+    if bound is None or integer_core is None or not integer_core(instr):
+        return False
+    return dtypes.bit_width(instr.shape.element_type) <= 32 or bound < 1 << 31
+
+
+def _in_int32(instr: Instruction, comp) -> Instruction:
+    """Int8 dot ``instr`` with an s32 result (u32 kept), converted to its result type."""
+    from xlapy.opdefs import make_instruction
+
+    et = instr.shape.element_type
+    if et in (PrimitiveType.S32, PrimitiveType.U32):
+        return instr
+    attrs = dict(instr.attrs.items())
+    dot = comp.add_instruction(make_instruction(
+        "dot", list(instr.operands), attrs, shape=instr.shape.with_element_type(
+            PrimitiveType.S32), name=f"{instr.name}.s32", metadata=instr.metadata))
+    return comp.add_instruction(make_instruction(
+        "convert", [dot], {}, shape=instr.shape, name=f"{instr.name}.wrap",
+        metadata=instr.metadata))
 
 
 def _in_float(instr: Instruction, comp, ft: PrimitiveType) -> Instruction:
@@ -110,9 +150,15 @@ def _in_float(instr: Instruction, comp, ft: PrimitiveType) -> Instruction:
 
 class DotUpcast(HloPass):
     """Narrow-float dots -> f32 dots between converts; integer dots -> float dots that sum
-    them exactly (see the module docstring)."""
+    them exactly (see the module docstring). ``integer_core(dot) -> bool``: which integer
+    dots a backend computes with wrapping 32-bit sums itself (the CPU backend's int8 core);
+    those stay integer dots."""
 
     name = "dot-upcast"
+
+    def __init__(self, integer_core=None):
+        super().__init__()
+        self.integer_core = integer_core
 
     def run(self, module: Module) -> bool:
         from xlapy.opdefs import make_instruction
@@ -121,6 +167,12 @@ class DotUpcast(HloPass):
         for comp in module.computations:
             for instr in comp.post_order():
                 if instr.control_predecessors or instr.control_successors:
+                    continue
+                if _int32_sums(instr, self.integer_core):
+                    new = _in_int32(instr, comp)
+                    if new is not instr:
+                        comp.replace_instruction(instr, new)
+                        changed = True
                     continue
                 ft = exact_float(instr)
                 if ft is not None:

@@ -691,3 +691,48 @@ def test_a_new_process_loads_a_program_calling_the_packed_gemm(tmp_path):
         assert "OK True" in proc.stdout, proc.stdout + proc.stderr
     assert "RESTORED False" in runs[0].stdout
     assert "RESTORED True" in runs[1].stdout
+
+
+INT8_CHILD = r"""
+import numpy as np
+from xlapy.backends.cpu import gemm_kernel
+from xlapy.backends.cpu.backend import RestoredProgram
+from xlapy.runtime import Client
+
+text = '''HloModule int8_dot
+ENTRY e {
+  a = s8[96,512]{1,0} parameter(0)
+  b = s8[512,80]{1,0} parameter(1)
+  ROOT d = s32[96,80]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+'''
+exe = Client(backend="cpu").compile(text)
+steps = exe.program.entry.steps if not isinstance(exe.program, RestoredProgram) else []
+print("INT8", all(gemm_kernel.form(s.instr).kind == "int8" for s in steps
+                  if s.instr.opcode == "dot"))
+rng = np.random.default_rng(0)
+a = rng.integers(-128, 128, (96, 512)).astype(np.int8)
+b = rng.integers(-128, 128, (512, 80)).astype(np.int8)
+got = np.asarray(exe.execute([[a, b]])[0])
+print("RESTORED", isinstance(exe.program, RestoredProgram))
+print("OK", bool(np.array_equal(got, a.astype(np.int64) @ b.astype(np.int64))))
+"""
+
+
+def test_a_new_process_loads_a_program_calling_the_int8_core(tmp_path):
+    """The int8 core (gemm_int8.py) is a shared core too: a stored program calling it is
+    loaded by a process that has not emitted it."""
+    from xlapy.backends.cpu import gemm_int8
+
+    if not gemm_int8.supported():
+        pytest.skip("the host has no AVX2")
+    env = dict(os.environ, XLAPY_CACHE_DIR=str(tmp_path), XLAPY_PLAN_CACHE="1")
+    env.pop("XLAPY_DISK_CACHE", None)
+    runs = [subprocess.run([sys.executable, "-c", INT8_CHILD], env=env, cwd=ROOT,
+                           capture_output=True, text=True, timeout=300, check=False)
+            for _ in range(2)]
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+        assert "OK True" in proc.stdout, proc.stdout + proc.stderr
+    assert "RESTORED False" in runs[0].stdout and "INT8 True" in runs[0].stdout
+    assert "RESTORED True" in runs[1].stdout

@@ -100,17 +100,28 @@ from xlapy.hlo.attrs.enums import FusionKind
 from xlapy.interpreter.evaluator import EvalContext
 from xlapy.interpreter.registry import get_kernel
 from xlapy.passes.cse import Cse
+from xlapy.passes.dot_upcast import DotUpcast
+
+
+def _int8_core(dot) -> bool:
+    """Whether ``dot`` is the int8 core's (gemm_int8.py): dot-upcast leaves it an integer
+    dot."""
+    from xlapy.backends.cpu import gemm_int8
+
+    return gemm_int8.applies(dot)
+
 
 #: The passes run before planning: names of xlapy.passes.PASSES, and this backend's own
-#: (BACKEND_PASSES: backends/cpu/dot_operands.py, row_fusion.py). ``excess-precision``
-#: (XLA:CPU's xla_allow_excess_precision, on by default) runs right after inlining, as XLA's
-#: bf16 float normalization does, unless the backend was made with
-#: allow_excess_precision=False.
+#: (BACKEND_PASSES: backends/cpu/dot_operands.py, row_fusion.py; dot-upcast with the int8
+#: core's rule). ``excess-precision`` (XLA:CPU's xla_allow_excess_precision, on by default)
+#: runs right after inlining, as XLA's bf16 float normalization does, unless the backend
+#: was made with allow_excess_precision=False.
 PIPELINE = ("inline", "reduce-window-rewriter", "map-inline", "batch-norm-expander",
             "dot-upcast", "dot-operands", "simplify", "cse", "dce", "row-fusion", "fusion")
 #: This backend's passes, by pipeline name (its cse merges commuted operands, as XLA's).
 BACKEND_PASSES = {"dot-operands": DotOperands, "row-fusion": RowFusion,
-                  "cse": functools.partial(Cse, commutative=True)}
+                  "cse": functools.partial(Cse, commutative=True),
+                  "dot-upcast": functools.partial(DotUpcast, integer_core=_int8_core)}
 EXCESS_PRECISION_PIPELINE = PIPELINE[:4] + ("excess-precision",) + PIPELINE[4:]
 
 #: The options a CpuBackend made without them takes (the ``xlapy run`` flags set these for

@@ -191,16 +191,18 @@ def form(instr):
     """A ``Form`` when ``instr`` is a dot this module compiles, else a reason string."""
     if instr.opcode != "dot" or len(instr.operands) != 2:
         return "not a two-operand dot"
+    if instr.shape.is_dynamic() or any(o.shape.is_dynamic() for o in instr.operands):
+        return "dynamic shapes"
+    if any(o.shape.is_array() and o.shape.element_type in (PT.S8, PT.U8)
+           for o in instr.operands):
+        from xlapy.backends.cpu import gemm_int8
+
+        return gemm_int8.form(instr)
     et = instr.shape.element_type if instr.shape.is_array() else None
     if et not in _TYPES or any(o.shape.element_type != et or not o.shape.is_array()
                                for o in instr.operands):
         return "not an f32, f64, s32, u32, s64 or u64 dot of operands of its type"
-    if instr.shape.is_dynamic() or any(o.shape.is_dynamic() for o in instr.operands):
-        return "dynamic shapes"
-    lhs, rhs = (tuple(int(d) for d in o.shape.dimensions) for o in instr.operands)
-    dn = instr.attrs["dot_dimension_numbers"]
-    lb, rb = list(dn.lhs_batch_dimensions), list(dn.rhs_batch_dimensions)
-    lc, rc = list(dn.lhs_contracting_dimensions), list(dn.rhs_contracting_dimensions)
+    lhs, rhs, lb, rb, lc, rc = _numbers(instr)
     got = _form(et, instr.shape, lhs, rhs, lb, rb, lc, rc)
     if isinstance(got, Form) and got.kind == "gemv":
         return got
@@ -213,6 +215,40 @@ def form(instr):
             swapped.swapped = True
             return swapped
     return got
+
+
+def _numbers(instr):
+    """(lhs sizes, rhs sizes, lhs batch, rhs batch, lhs contracting, rhs contracting) of
+    two-operand dot ``instr``."""
+    lhs, rhs = (tuple(int(d) for d in o.shape.dimensions) for o in instr.operands)
+    dn = instr.attrs["dot_dimension_numbers"]
+    return (lhs, rhs, list(dn.lhs_batch_dimensions), list(dn.rhs_batch_dimensions),
+            list(dn.lhs_contracting_dimensions), list(dn.rhs_contracting_dimensions))
+
+
+def dot_sizes(instr) -> tuple[int, int, int]:
+    """(m, n, k) of two-operand dot ``instr``: its lhs free, rhs free and contracting sizes
+    (one matrix of its batch)."""
+    lhs, rhs, lb, rb, lc, rc = _numbers(instr)
+    return (math.prod(d for j, d in enumerate(lhs) if j not in lb and j not in lc),
+            math.prod(d for j, d in enumerate(rhs) if j not in rb and j not in rc),
+            math.prod(lhs[j] for j in lc))
+
+
+def dot_fields(instr) -> dict:
+    """A Form's dimensions and strides (elements) of row-major dot ``instr``: m, n, k, the
+    batch sizes and strides, the lhs free sizes and strides, and a_k, b_k, b_n, a_row
+    (each dimension group read as one strided dimension, None where it does not)."""
+    lhs, rhs, lb, rb, lc, rc = _numbers(instr)
+    lf = [d for d in range(len(lhs)) if d not in lb and d not in lc]
+    rf = [d for d in range(len(rhs)) if d not in rb and d not in rc]
+    ls, rs = _strides(lhs), _strides(rhs)
+    m, n, k = dot_sizes(instr)
+    return {"m": m, "n": n, "k": k, "batch": [lhs[d] for d in lb],
+            "a_batch": [ls[d] for d in lb], "b_batch": [rs[d] for d in rb],
+            "m_dims": [lhs[d] for d in lf], "a_m": [ls[d] for d in lf],
+            "a_k": _collapse(lhs, ls, lc), "b_k": _collapse(rhs, rs, rc),
+            "b_n": _collapse(rhs, rs, rf), "a_row": _collapse(lhs, ls, lf)}
 
 
 def _form(et, shape, lhs, rhs, lb, rb, lc, rc):
@@ -293,7 +329,10 @@ PACKED = True
 def planning_inputs() -> dict:
     """What the choice between these kernels and BLAS reads besides the dot (the plan cache
     keys stored programs by it: a process whose BLAS kernel differs plans its dots anew)."""
+    from xlapy.backends.cpu import gemm_int8
+
     return {"vector_bits": vector_bits(), "blas_vector_bits": blas_vector_bits(),
+            "int8": gemm_int8.mode() if gemm_int8.supported() else None,
             "packed": PACKED, "small": SMALL, "tiny": TINY, "skinny": SKINNY,
             "fma_cost": FMA_COST, "prefetch": PREFETCH, "gemv": [GEMV_ROWS, GEMV_UNROLL]}
 
@@ -606,6 +645,10 @@ FMA_COST = 2
 
 def emit(module: ir.Module, name: str, instr) -> KernelSpec:
     f = form(instr)
+    if f.kind == "int8":
+        from xlapy.backends.cpu import gemm_int8
+
+        return gemm_int8.emit(module, name, f)
     if f.kind == "packed":
         from xlapy.backends.cpu import gemm_packed
 

@@ -96,17 +96,18 @@ def _c(v: int) -> ir.Constant:
     return ir.Constant(I64, int(v))
 
 
-def blocks(f) -> tuple[int, int]:
+def blocks(f, kc: int = KC, mc_max: int = MC, pack: int = PACK_BYTES,
+           nv: int = NV) -> tuple[int, int]:
     """(row block mc, column block nc) for form ``f``: the rows cut into as few blocks of at
-    most MC as can be (more, of at least MC_SPLIT rows and as a multiple of the pool's
+    most ``mc_max`` (MC) as can be (more, of at least MC_SPLIT rows and as a multiple of the pool's
     threads where they can, while a dot the runtime runs in parallel has fewer than ITEMS
     work items), of about equal size (a multiple of MR), since each block packs its columns
     again. A dot with too few rows for that (a small batch of short dots, as in a
     recurrent step) cuts its columns into narrower blocks instead, whole panels of NR:
     each column block packs only its own columns, so the pool's threads share the dot at
     the price of reading a's rows once per block."""
-    nr = NV * f.width
-    nc = max(nr, PACK_BYTES // (KC * f.itemsize) // nr * nr)
+    nr = nv * f.width
+    nc = max(nr, pack // (kc * f.itemsize) // nr * nr)  # the columns a pack of b holds
     batch = math.prod(f.batch)
     others = -(-f.n // nc) * batch
     from xlapy.backends.cpu import buffers, threads
@@ -114,7 +115,7 @@ def blocks(f) -> tuple[int, int]:
 
     step = threads.WORKERS if ITEMS is None else max(1, ITEMS // 2)
     items = 2 * step
-    count = -(-f.m // MC)
+    count = -(-f.m // mc_max)
     if others * count < items and work(f) >= buffers.PARALLEL_MIN_WORK:
         # blocks of at least MC_SPLIT rows, a multiple of the pool's threads where it can
         split = min(-(-items // others), f.m // MC_SPLIT)
@@ -306,7 +307,8 @@ class _Dims:
     m, n, k, a_k, b_k, b_n, mc, nc, row_blocks, col_blocks, k_blocks, b's layout class
     (KIND_*), the counts of batch and lhs free dimensions (nb, nm), the contraction's taps
     (its outer part: T, see below), the length of one tap (k_in) and its blocks of KC, C's
-    row stride, whether the sums are added to C (1) or stored (0); then nb batch sizes,
+    row stride, whether the sums are added to C (1) or stored (0), whether a's and b's
+    elements are unsigned (integer cores: gemm_int8.py); then nb batch sizes,
     nb a strides, nb b strides, nb c strides, nm lhs free sizes, nm a strides, T tap
     offsets into a.
 
@@ -316,7 +318,8 @@ class _Dims:
     dot's lhs in place (``run``). The k blocks never straddle two taps."""
 
     HEADER = ("m", "n", "k", "a_k", "b_k", "b_n", "mc", "nc", "row_blocks", "col_blocks",
-              "k_blocks", "kind", "nb", "nm", "taps", "k_in", "k_in_blocks", "c_row", "add")
+              "k_blocks", "kind", "nb", "nm", "taps", "k_in", "k_in_blocks", "c_row", "add",
+              "a_unsigned", "b_unsigned")
 
     def __init__(self, b, params):
         for j, field in enumerate(self.HEADER):
@@ -344,7 +347,7 @@ class _Dims:
         self.a_outer = b.load(self.a_m, name="a.outer")
 
 
-def _params(f, mc: int, nc: int) -> list[int]:
+def _params(f, mc: int, nc: int, kc: int = KC) -> list[int]:
     """The parameter array of form ``f`` (see _Dims); size-1 dimensions dropped, at least
     one (size 1, stride 0) in each group. C is the dot's result, row-major."""
     def group(sizes, *strides):
@@ -356,22 +359,24 @@ def _params(f, mc: int, nc: int) -> list[int]:
     c_batch = [f.m * f.n * math.prod(f.batch[j + 1:]) for j in range(len(f.batch))]
     return _table(f.m, f.n, f.a_k, f.b_k, f.b_n, mc, nc, group(f.batch, f.a_batch, f.b_batch,
                                                                c_batch),
-                  ([f.m], [f.a_row]), [f.k], [0], f.n)
+                  ([f.m], [f.a_row]), [f.k], [0], f.n, kc=kc,
+                  unsigned=getattr(f, "unsigned", (False, False)))
 
 
 def _table(m, n, a_k, b_k, b_n, mc, nc, batch, rows, k_in, taps, c_row,
-           add: bool = False) -> list[int]:
+           add: bool = False, kc: int = KC, unsigned=(False, False)) -> list[int]:
     """The parameter array (see _Dims) of these numbers: ``batch`` (sizes, a, b and c
     strides), ``rows`` (lhs free sizes, a strides), ``k_in`` a one-element list, ``taps``
-    the tap offsets into a."""
+    the tap offsets into a; ``kc`` the core's contraction block, ``unsigned`` whether a's
+    and b's elements are (integer cores)."""
     kind = KIND_COLUMNS if b_n == 1 else KIND_ALONG_K if b_k == 1 else KIND_OTHER
     k_in = k_in[0]
     k = k_in * len(taps)
-    k_in_blocks = -(-k_in // KC)
+    k_in_blocks = -(-k_in // kc)
     sizes, a_b, b_b, c_b = batch
     head = [m, n, k, a_k, b_k, b_n, mc, nc, -(-m // mc), -(-n // nc),
             k_in_blocks * len(taps), kind, len(sizes), len(rows[0]), len(taps), k_in,
-            k_in_blocks, c_row, int(add)]
+            k_in_blocks, c_row, int(add), int(unsigned[0]), int(unsigned[1])]
     return head + list(sizes) + list(a_b) + list(b_b) + list(c_b) + list(rows[0]) + \
         list(rows[1]) + list(taps)
 
@@ -427,7 +432,13 @@ def _core(module: ir.Module, f, ty) -> ir.Function:
     address made known to LLVM's symbol resolution (``llvm.add_symbol``), like the worker
     pool's module: programs only call it, so a program with packed dots pays no compile of
     its loops (~60-100 ms of LLVM time each) and its IR holds no address."""
-    base = _core_name(f)
+    return shared_core(module, _core_name(f), lambda mod, name: _emit_core(mod, name, f, ty))
+
+
+def shared_core(module: ir.Module, base: str, emit_core) -> ir.Function:
+    """The core ``base`` (``emit_core(module, name)`` defines it, of type _CORE_TYPE, with
+    its ``<name>_run`` kernel) declared in ``module``, compiled once per process (see
+    ``_core``)."""
     with _CORES_LOCK:
         if base not in _CORES:
             import hashlib
@@ -440,11 +451,11 @@ def _core(module: ir.Module, f, ty) -> ir.Function:
             # the symbol names the core's code (a hash of its IR), so a program's object
             # (disk cache) calls the core it was compiled against or fails to resolve
             draft = ir.Module(name=base)
-            _emit_core(draft, base, f, ty)
+            emit_core(draft, base)
             name = f"{base}_{hashlib.sha256(str(draft).encode()).hexdigest()[:16]}"
             own = ir.Module(name=name)
             own.triple = jit.triple
-            _emit_core(own, name, f, ty)
+            emit_core(own, name)
             compiled = jit.compile(own)
             llvm.add_symbol(name, compiled.function_address(name))
             _CORES[base] = (name, compiled)
@@ -455,8 +466,9 @@ def _core(module: ir.Module, f, ty) -> ir.Function:
         return ir.Function(module, _CORE_TYPE, name=name)
 
 
-#: a core's symbol as it appears in object code: element type, vector width, code hash
-_CORE_SYMBOL = re.compile(rb"xlapy_gemm_packed_(f32|f64)x([0-9]+)_[0-9a-f]{16}")
+#: a core's symbol as it appears in object code: element type (or an integer core's kind,
+#: gemm_int8.py), vector width, code hash
+_CORE_SYMBOL = re.compile(rb"xlapy_gemm_packed_(f32|f64|i8dot|i8madd)x([0-9]+)_[0-9a-f]{16}")
 
 
 class _CoreForm:
@@ -475,10 +487,16 @@ def provide_cores(obj: bytes) -> list[str]:
     missing = []
     for symbol in sorted({m.group(0) for m in _CORE_SYMBOL.finditer(obj)}):
         m = _CORE_SYMBOL.fullmatch(symbol)
-        itemsize = 4 if m.group(1) == b"f32" else 8
-        ty = ir.FloatType() if itemsize == 4 else ir.DoubleType()
+        kind, width = m.group(1).decode(), int(m.group(2))
         draft = ir.Module(name="provide")
-        made = _core(draft, _CoreForm(itemsize, int(m.group(2))), ty).name
+        if kind.startswith("i8"):
+            from xlapy.backends.cpu import gemm_int8
+
+            made = gemm_int8.core(draft, kind[2:], width).name
+        else:
+            itemsize = 4 if kind == "f32" else 8
+            ty = ir.FloatType() if itemsize == 4 else ir.DoubleType()
+            made = _core(draft, _CoreForm(itemsize, width), ty).name
         if made.encode() != symbol:
             missing.append(symbol.decode())
     return missing
