@@ -1288,9 +1288,7 @@ class ElementalEmitter:
                 return x
             return b.fpext(x, dt, name=name) if dt == F64 else b.fptrunc(x, dt, name=name)
         if sk == "f":  # truncate toward zero, saturate, NaN -> 0
-            sat = "llvm.fptosi.sat" if dk == "s" else "llvm.fptoui.sat"
-            fn = self._intrinsic(f"{sat}.i{dt.width}.{_suffix(st)}", dt, [st])
-            return b.call(fn, [x], name=name)
+            return self._saturating_int(x, st, dt, dk == "s", name)
         if dk == "f":  # int -> float: one rounding (narrow types: through f32, as ml_dtypes)
             to = F32 if dst in FORMATS else dt
             f = (b.sitofp(x, to, name=f"{name}.f") if sk == "s"
@@ -1301,6 +1299,40 @@ class ElementalEmitter:
         if st.width > dt.width:
             return b.trunc(x, dt, name=name)
         return b.sext(x, dt, name=name) if sk == "s" else b.zext(x, dt, name=name)
+
+    def _saturating_int(self, x, st, dt, signed: bool, name: str):
+        """Float ``x`` (type ``st``) -> integer type ``dt``: truncated toward zero, out of
+        range at the nearest bound, NaN -> 0 (llvm.fptosi.sat's values). Written as
+        compares, selects and a plain fptosi/fptoui of a value in range, which vectorise
+        (this LLVM scalarises the saturating intrinsics' vectors: an f32 -> s8 convert took
+        0.45 ns an element, 16 scalar conversions a vector)."""
+        b = self.b
+        bits = dt.width
+        lo = -(2 ** (bits - 1)) if signed else 0
+        top = 2 ** (bits - 1) if signed else 2 ** bits  # the first value past the range
+        mantissa = 24 if st == F32 else 53
+        narrow = bits < 32
+        conv_t = ir.IntType(32) if narrow else dt
+        # below lo (NaN too: the compare is false): lo; at or past top: the largest value
+        t = b.select(b.fcmp_ordered(">", x, ir.Constant(st, float(lo)), name=f"{name}.gtlo"),
+                     x, ir.Constant(st, float(lo)), name=f"{name}.lo")
+        if bits < mantissa:  # top - 1 is a float: clamp to it
+            t = b.select(b.fcmp_ordered("<", t, ir.Constant(st, float(top - 1)),
+                                        name=f"{name}.lthi"),
+                         t, ir.Constant(st, float(top - 1)), name=f"{name}.hi")
+            over = None
+        else:  # top is a power of two: values from it on take the largest integer
+            over = b.fcmp_ordered(">=", t, ir.Constant(st, float(top)), name=f"{name}.over")
+            t = b.select(over, ir.Constant(st, 0.0), t, name=f"{name}.inrange")
+        r = (b.fptosi(t, conv_t, name=f"{name}.i") if signed or narrow
+             else b.fptoui(t, conv_t, name=f"{name}.i"))
+        if narrow:
+            r = b.trunc(r, dt, name=f"{name}.t")
+        if over is not None:
+            r = b.select(over, ir.Constant(dt, (top - 1) & ((1 << bits) - 1)), r,
+                         name=f"{name}.max")
+        nan = b.fcmp_unordered("uno", x, x, name=f"{name}.nan")
+        return b.select(nan, ir.Constant(dt, 0), r, name=name)
 
     def _stochastic_convert(self, x, rnd, ins, out, name):
         """Float -> signed integer, the magnitude rounded up when the random bits (read as a
