@@ -82,14 +82,27 @@ class ExcessPrecision(HloPass):
     name = "excess-precision"
 
     def run(self, module: Module) -> bool:
+        from xlapy.opdefs import make_instruction
+
         changed = False
         for comp in module.computations:
+            wide = {}  # id(h) -> h computed at f32
             for instr in comp.post_order():
                 if instr.opcode != "convert" or instr.shape.element_type != _HIGH:
                     continue
                 (h,) = instr.operands
                 if not _upcast(h) or h.control_predecessors or h.control_successors:
                     continue
-                comp.replace_instruction(instr, at_f32(h, comp))
+                if id(h) not in wide:
+                    wide[id(h)] = (h, at_f32(h, comp))
+                comp.replace_instruction(instr, wide[id(h)][1])
                 changed = True
+            # h's other users read the f32 value rounded, as XLA's normalization gives them:
+            # one f32 instruction (the operation computed once: a row fusion keeps it for
+            # both its sum and its rounded users)
+            for h, h32 in wide.values():
+                if h.users or h is comp.root:
+                    comp.replace_instruction(h, comp.add_instruction(make_instruction(
+                        "convert", [h32], {}, shape=h.shape, name=f"{h.name}.round",
+                        metadata=h.metadata)))
         return changed

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 from xlapy import Client
 from xlapy.backends.cpu import backend as cpu_backend
+from xlapy.interpreter import evaluate
 from xlapy.npz import load_npz
 from xlapy.parser import parse_hlo_module
 from xlapy.passes import PASSES, make_pipeline
@@ -151,11 +153,18 @@ ENTRY e {
   d = f64[4] convert(e)
   ROOT t = (f32[4], bf16[4], bf16[4], f64[4]) tuple(c, e, r, d)
 }""")
+    before = module.to_string()
     assert make_pipeline(["excess-precision", "dce"]).run(module)
     text = module.to_string()
     assert "f32[4]{0} exponential(" in text  # the convert reads exp at f32
-    assert "bf16[4]{0} exponential(" in text  # the bf16 exp stays for its other users
-    assert "f64[4]{0} convert(%e)" in text  # only converts to f32 (XLA's high type)
+    # the bf16 exp's other users read that value rounded (XLA's normalization): one exp
+    assert text.count("exponential(") == 1 and "bf16[4]{0} convert(%e.f32)" in text
+    assert "f64[4]{0} convert(%e.round)" in text  # only converts to f32 (XLA's high type)
+    x = np.array([0.5, -3.0, 11.0, 88.5], ml_dtypes.bfloat16)
+    old, new = (evaluate(parse_hlo_module(t), x) for t in (before, text))
+    for k in (1, 2, 3):  # everything but the f32 convert is what it was, bit for bit
+        assert np.asarray(old[k]).tobytes() == np.asarray(new[k]).tobytes()
+    np.testing.assert_allclose(np.asarray(new[0]), np.exp(x.astype(np.float32)), rtol=1e-6)
     assert not make_pipeline(["excess-precision"]).run(parse_hlo_module("""HloModule m
 ENTRY e {
   x = f32[4] parameter(0)

@@ -73,7 +73,7 @@ _COSTLY = frozenset({
     "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic",
     "power", "sine", "cosine", "tan", "atan2", "erf", "cbrt", "erf-inv"})
 _DIVIDING = frozenset({"divide", "remainder", "sqrt", "rsqrt"})
-_STORABLE = frozenset({"F32", "F64"})
+_STORABLE = frozenset({"F32", "F64", "BF16", "F16"})  # kept in their own encoding
 
 
 def _dims(instr) -> tuple:
@@ -283,8 +283,8 @@ def emit(module, name: str, root, inputs: list) -> KernelSpec:
     nxt = {id(r): fn.alloca(ty(r), 1, f"{r.name}.next") for r in first_loop} \
         if s.pipelined else {}
     block_acc = {id(r): fn.alloca(ty(r), 1, f"{r.name}.block") for r in s.scalar}
-    stack = {id(i): fn.alloca(ty(i), cols, f"{i.name}.row") for i in s.order
-             if s.kept.get(id(i)) == "stack"}
+    stack = {id(i): fn.alloca(el.memory_type(i.shape.element_type), cols, f"{i.name}.row")
+             for i in s.order if s.kept.get(id(i)) == "stack"}
     stacked = [i for i in s.order if id(i) in stack]
     hosted = [i for i in s.order if id(i) in s.host]
     reducers = {id(r): Reducer(r.attrs["to_apply"], [r.shape.element_type])
