@@ -356,6 +356,39 @@ def test_a_costly_value_without_an_output_to_hold_it(rows, cols):
     _check(text, *_args(parse_hlo_module(text), rows, scale=1.0), tol=1e-5)
 
 
+@pytest.mark.parametrize("rows_only", [False, True])
+def test_costly_bf16_values_are_kept_in_their_encoding(rows_only):
+    """A bf16 exponential read by the sums' loop (through a convert) and by a later loop is
+    kept, not computed again: in the bf16 result's row, or (only row values given out) in
+    a stack row of bf16; excess precision off, so the bf16 value itself is what both read."""
+    rows, cols = 33, 70
+    tail = (" d = bf16[33,70] subtract(y, cb)\n df = f32[33,70] convert(d)\n"
+            " m = f32[33] reduce(df, ninf), dimensions={1}, to_apply=mx\n"
+            " ROOT r = (f32[33], f32[33]) tuple(s, m)\n" if rows_only else
+            " ROOT q = bf16[33,70] divide(y, cb)\n")
+    text = ("HloModule kb\n" + (MAX + ADD).replace("$T", "f32") +
+            "ENTRY e {\n x = bf16[33,70] parameter(0)\n zero = f32[] constant(0)\n"
+            " ninf = f32[] constant(-inf)\n y = bf16[33,70] exponential(x)\n"
+            " yf = f32[33,70] convert(y)\n"
+            " s = f32[33] reduce(yf, zero), dimensions={1}, to_apply=ad\n"
+            " sh = bf16[33] convert(s)\n cb = bf16[33,70] broadcast(sh), dimensions={0}\n"
+            + tail + "}\n")
+    module = parse_hlo_module(text)
+    program = be.compile_module(module, allow_excess_precision=False)
+    (fusion,) = _row_fusions(program)
+    sch = _schedule(fusion)
+    kept = [(i.opcode, i.shape.element_type.name, sch.kept[id(i)]) for i in sch.order
+            if id(i) in sch.kept]
+    assert kept == [("exponential", "BF16", "stack" if rows_only else "host")]
+    x = np.random.default_rng(rows).standard_normal((rows, cols)).astype(ml_dtypes.bfloat16)
+    got = Client(backend="cpu", backend_options={"allow_excess_precision": False}
+                 ).compile(module)(x)
+    want = evaluate(module, x)
+    for g, w in zip(*((list(v) if isinstance(v, (tuple, list)) else [v]) for v in (got, want))):
+        g, w = np.asarray(g).astype(np.float64), np.asarray(w).astype(np.float64)
+        np.testing.assert_allclose(g, w, rtol=1e-2 if not rows_only else 1e-5)
+
+
 def _column_and_scalar(t, rows, cols):
     return ("HloModule cs\n" + (MAX + ADD).replace("$T", t) +
             f"ENTRY e {{\n x = {t}[{rows},{cols}] parameter(0)\n g = {t}[{cols}] parameter(1)\n"
