@@ -30,8 +30,12 @@ bound fits it) and the last convert wraps to the result's width as the dot's own
 for bit what the integer dot gives; larger bounds (s32 operands) and pred results (a pred
 dot ORs its ANDs) are left alone.
 
+**Narrow-float dots** a backend's core reads as they are (``narrow_core``; the CPU backend's
+gemm_words.py: bf16 operands on an AVX512-BF16 host, denormals flushed) keep their
+operands: an f32 result stays, a narrower one becomes ``convert(dot(a, b) : f32)``.
+
 **Int8 dots** a backend's integer core takes (``integer_core``; the CPU backend's
-gemm_int8.py: s8/u8 operands, above its small-dot limit, on a host with AVX2) stay integer
+gemm_words.py: s8/u8 operands, above its small-dot limit, on a host with AVX2) stay integer
 dots: their 32-bit wrapping sums are the dot's. A result other than s32/u32 becomes an s32
 dot and a convert (the wrapped 32-bit sum wraps to any narrower width alike; a 64-bit
 result only where every sum fits 31 bits, else the float route above).
@@ -152,13 +156,16 @@ class DotUpcast(HloPass):
     """Narrow-float dots -> f32 dots between converts; integer dots -> float dots that sum
     them exactly (see the module docstring). ``integer_core(dot) -> bool``: which integer
     dots a backend computes with wrapping 32-bit sums itself (the CPU backend's int8 core);
-    those stay integer dots."""
+    those stay integer dots. ``narrow_core(dot) -> bool``: which narrow-float dots it sums
+    in f32 reading the narrow operands themselves (the CPU backend's bf16 core); those keep
+    their operands, an f32 dot (rounded to a narrower result)."""
 
     name = "dot-upcast"
 
-    def __init__(self, integer_core=None):
+    def __init__(self, integer_core=None, narrow_core=None):
         super().__init__()
         self.integer_core = integer_core
+        self.narrow_core = narrow_core
 
     def run(self, module: Module) -> bool:
         from xlapy.opdefs import make_instruction
@@ -181,7 +188,15 @@ class DotUpcast(HloPass):
                     continue
                 if not upcast(instr):
                     continue
-                dot = at_f32(instr, comp, _narrow_float)
+                if self.narrow_core is not None and self.narrow_core(instr):
+                    if instr.shape.element_type == _F32:
+                        continue
+                    dot = comp.add_instruction(make_instruction(
+                        "dot", list(instr.operands), dict(instr.attrs.items()),
+                        shape=instr.shape.with_element_type(_F32), name=f"{instr.name}.f32",
+                        metadata=instr.metadata))
+                else:
+                    dot = at_f32(instr, comp, _narrow_float)
                 new = dot if instr.shape.element_type == _F32 else comp.add_instruction(
                     make_instruction("convert", [dot], {}, shape=instr.shape,
                                      name=f"{instr.name}.round", metadata=instr.metadata))

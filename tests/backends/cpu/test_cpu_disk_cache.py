@@ -693,46 +693,56 @@ def test_a_new_process_loads_a_program_calling_the_packed_gemm(tmp_path):
     assert "RESTORED True" in runs[1].stdout
 
 
-INT8_CHILD = r"""
+WORDS_CHILD = r"""
+import sys
+import ml_dtypes
 import numpy as np
 from xlapy.backends.cpu import gemm_kernel
 from xlapy.backends.cpu.backend import RestoredProgram
 from xlapy.runtime import Client
 
-text = '''HloModule int8_dot
-ENTRY e {
-  a = s8[96,512]{1,0} parameter(0)
-  b = s8[512,80]{1,0} parameter(1)
-  ROOT d = s32[96,80]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
+t, r = ("s8", "s32") if sys.argv[1] == "int8" else ("bf16", "f32")
+text = f'''HloModule words_dot
+ENTRY e {{
+  a = {t}[96,512]{{1,0}} parameter(0)
+  b = {t}[512,80]{{1,0}} parameter(1)
+  ROOT d = {r}[96,80]{{1,0}} dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}
 '''
 exe = Client(backend="cpu").compile(text)
 steps = exe.program.entry.steps if not isinstance(exe.program, RestoredProgram) else []
-print("INT8", all(gemm_kernel.form(s.instr).kind == "int8" for s in steps
-                  if s.instr.opcode == "dot"))
+print("WORDS", all(gemm_kernel.form(s.instr).kind == sys.argv[1] for s in steps
+                   if s.instr.opcode == "dot"))
 rng = np.random.default_rng(0)
-a = rng.integers(-128, 128, (96, 512)).astype(np.int8)
-b = rng.integers(-128, 128, (512, 80)).astype(np.int8)
+if t == "s8":
+    a = rng.integers(-128, 128, (96, 512)).astype(np.int8)
+    b = rng.integers(-128, 128, (512, 80)).astype(np.int8)
+else:  # small integers: every sum exact in f32
+    a = rng.integers(-4, 5, (96, 512)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-4, 5, (512, 80)).astype(ml_dtypes.bfloat16)
 got = np.asarray(exe.execute([[a, b]])[0])
 print("RESTORED", isinstance(exe.program, RestoredProgram))
 print("OK", bool(np.array_equal(got, a.astype(np.int64) @ b.astype(np.int64))))
 """
 
 
-def test_a_new_process_loads_a_program_calling_the_int8_core(tmp_path):
-    """The int8 core (gemm_int8.py) is a shared core too: a stored program calling it is
-    loaded by a process that has not emitted it."""
-    from xlapy.backends.cpu import gemm_int8
+@pytest.mark.parametrize("kind", ["int8", "bf16"])
+def test_a_new_process_loads_a_program_calling_a_words_core(tmp_path, kind):
+    """The int8 and bf16 cores (gemm_words.py) are shared cores too: a stored program
+    calling one is loaded by a process that has not emitted it."""
+    from xlapy.backends.cpu import gemm_words
 
-    if not gemm_int8.supported():
+    if kind == "int8" and not gemm_words.supported():
         pytest.skip("the host has no AVX2")
+    if kind == "bf16" and not gemm_words.bf16_supported():
+        pytest.skip("the host has no AVX512-BF16")
     env = dict(os.environ, XLAPY_CACHE_DIR=str(tmp_path), XLAPY_PLAN_CACHE="1")
     env.pop("XLAPY_DISK_CACHE", None)
-    runs = [subprocess.run([sys.executable, "-c", INT8_CHILD], env=env, cwd=ROOT,
+    runs = [subprocess.run([sys.executable, "-c", WORDS_CHILD, kind], env=env, cwd=ROOT,
                            capture_output=True, text=True, timeout=300, check=False)
             for _ in range(2)]
     for proc in runs:
         assert proc.returncode == 0, proc.stderr
         assert "OK True" in proc.stdout, proc.stdout + proc.stderr
-    assert "RESTORED False" in runs[0].stdout and "INT8 True" in runs[0].stdout
+    assert "RESTORED False" in runs[0].stdout and "WORDS True" in runs[0].stdout
     assert "RESTORED True" in runs[1].stdout

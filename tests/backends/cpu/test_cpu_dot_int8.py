@@ -1,5 +1,5 @@
 """Int8 dots (s8/u8 operands, 32-bit sums) on the CPU backend's integer core
-(backends/cpu/gemm_int8.py): every kind of core the hosts may take (vpdpbusd at 512 bits,
+(backends/cpu/gemm_words.py): every kind of core the hosts may take (vpdpbusd at 512 bits,
 vpmaddwd at 512 and 256) bit for bit against the interpreter's integer dot - signedness
 of each operand, extreme values (the correction terms and the wrap of 32-bit sums), tile
 and block remainders, layouts (rhs stored along k, lhs transposed, batch dimensions
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from xlapy.backends.cpu import backend as be
-from xlapy.backends.cpu import gemm_int8, gemm_kernel
+from xlapy.backends.cpu import gemm_words, gemm_kernel
 from xlapy.interpreter import evaluate
 from xlapy.parser import parse_hlo_module
 from xlapy.runtime import Client
@@ -21,7 +21,7 @@ NP = {"s8": np.int8, "u8": np.uint8}
 
 
 def _features():
-    return gemm_int8._features()
+    return gemm_words._features()
 
 
 KINDS = [("dot", 512), ("madd", 512), ("madd", 256)]
@@ -31,15 +31,15 @@ KINDS = [("dot", 512), ("madd", 512), ("madd", 256)]
 def kind(request, monkeypatch):
     """Each core kind this host can run, forced."""
     name, bits = request.param
-    if not gemm_int8.supported():
+    if not gemm_words.supported():
         pytest.skip("the host has no AVX2")
     if bits == 512 and "+avx512bw" not in _features():
         pytest.skip("the host has no AVX-512BW")
     if name == "dot" and "+avx512vnni" not in _features():
         pytest.skip("the host has no AVX512-VNNI")
-    monkeypatch.setattr(gemm_int8, "MODE", name)
+    monkeypatch.setattr(gemm_words, "MODE", name)
     monkeypatch.setattr(gemm_kernel, "BITS", bits)
-    assert gemm_int8.mode() == name and gemm_int8.bits() == bits
+    assert gemm_words.mode() == name and gemm_words.bits() == bits
     be.clear_cache()  # programs compiled in memory under another kind
     yield name, bits
     be.clear_cache()
@@ -74,7 +74,7 @@ def _int8_steps(module):
     assert len(dots) == 1 and type(dots[0]).__name__ == "KernelStep", steps
     f = gemm_kernel.form(dots[0].instr)
     assert isinstance(f, gemm_kernel.Form) and f.kind == "int8", f
-    assert f.core == gemm_int8.mode()
+    assert f.core == gemm_words.mode()
     return [(type(s).__name__, s.instr.opcode, s.instr.shape.element_type.name)
             for s in steps]
 
@@ -162,7 +162,7 @@ def test_64_bit_results_whose_sums_pass_31_bits_keep_the_float_route():
 
 def test_small_dots_keep_the_f32_kernels():
     module = parse_hlo_module(_text("s8", "s8", "s32", (32, 64), (64, 32), (32, 32)))
-    assert not gemm_int8.applies(module.entry.root)
+    assert not gemm_words.applies(module.entry.root)
     steps = be.compile_module(module).entry.steps
     assert any(s.instr.opcode == "dot" and s.instr.shape.element_type.name == "F32"
                for s in steps)
@@ -212,9 +212,9 @@ ENTRY e {
 
 
 def test_mode_follows_the_host(monkeypatch):
-    monkeypatch.setattr(gemm_int8, "MODE", None)
+    monkeypatch.setattr(gemm_words, "MODE", None)
     feats = _features()
-    want = "dot" if "+avx512vnni" in feats and gemm_int8.bits() == 512 else "madd"
-    assert gemm_int8.mode() == want
+    want = "dot" if "+avx512vnni" in feats and gemm_words.bits() == 512 else "madd"
+    assert gemm_words.mode() == want
     monkeypatch.setattr(gemm_kernel, "BITS", 256)
-    assert gemm_int8.bits() == 256 and gemm_int8.mode() == "madd"
+    assert gemm_words.bits() == 256 and gemm_words.mode() == "madd"

@@ -104,11 +104,18 @@ from xlapy.passes.dot_upcast import DotUpcast
 
 
 def _int8_core(dot) -> bool:
-    """Whether ``dot`` is the int8 core's (gemm_int8.py): dot-upcast leaves it an integer
+    """Whether ``dot`` is the int8 core's (gemm_words.py): dot-upcast leaves it an integer
     dot."""
-    from xlapy.backends.cpu import gemm_int8
+    from xlapy.backends.cpu import gemm_words
 
-    return gemm_int8.applies(dot)
+    return gemm_words.applies(dot)
+
+
+def _bf16_core(dot) -> bool:
+    """Whether ``dot`` is the bf16 core's (gemm_words.py): dot-upcast keeps its operands."""
+    from xlapy.backends.cpu import gemm_words
+
+    return gemm_words.applies_bf16(dot)
 
 
 #: The passes run before planning: names of xlapy.passes.PASSES, and this backend's own
@@ -121,7 +128,8 @@ PIPELINE = ("inline", "reduce-window-rewriter", "map-inline", "batch-norm-expand
 #: This backend's passes, by pipeline name (its cse merges commuted operands, as XLA's).
 BACKEND_PASSES = {"dot-operands": DotOperands, "row-fusion": RowFusion,
                   "cse": functools.partial(Cse, commutative=True),
-                  "dot-upcast": functools.partial(DotUpcast, integer_core=_int8_core)}
+                  "dot-upcast": functools.partial(DotUpcast, integer_core=_int8_core,
+                                                  narrow_core=_bf16_core)}
 EXCESS_PRECISION_PIPELINE = PIPELINE[:4] + ("excess-precision",) + PIPELINE[4:]
 
 #: The options a CpuBackend made without them takes (the ``xlapy run`` flags set these for
@@ -652,6 +660,18 @@ def _persist(program: CpuProgram, path: str, material: bytes) -> None:
 def _compile(module, allow_excess_precision: bool, flush_denormals: bool,
              fma_contraction: bool, keep_object: bool = False) -> CpuProgram:
     """``module`` compiled: passes, plans, LLVM (see the module docstring)."""
+    from xlapy.backends.cpu.gemm_words import FLUSHING
+
+    flushing = FLUSHING.set(bool(flush_denormals))  # the passes and plans made from here on
+    try:
+        return _compile_flushing(module, allow_excess_precision, flush_denormals,
+                                 fma_contraction, keep_object)
+    finally:
+        FLUSHING.reset(flushing)
+
+
+def _compile_flushing(module, allow_excess_precision: bool, flush_denormals: bool,
+                      fma_contraction: bool, keep_object: bool) -> CpuProgram:
     from xlapy.passes import make_pipeline
 
     work = module.clone(suffix="")

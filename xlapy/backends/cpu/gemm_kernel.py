@@ -193,11 +193,11 @@ def form(instr):
         return "not a two-operand dot"
     if instr.shape.is_dynamic() or any(o.shape.is_dynamic() for o in instr.operands):
         return "dynamic shapes"
-    if any(o.shape.is_array() and o.shape.element_type in (PT.S8, PT.U8)
+    if any(o.shape.is_array() and o.shape.element_type in (PT.S8, PT.U8, PT.BF16)
            for o in instr.operands):
-        from xlapy.backends.cpu import gemm_int8
+        from xlapy.backends.cpu import gemm_words
 
-        return gemm_int8.form(instr)
+        return gemm_words.form(instr)
     et = instr.shape.element_type if instr.shape.is_array() else None
     if et not in _TYPES or any(o.shape.element_type != et or not o.shape.is_array()
                                for o in instr.operands):
@@ -329,10 +329,11 @@ PACKED = True
 def planning_inputs() -> dict:
     """What the choice between these kernels and BLAS reads besides the dot (the plan cache
     keys stored programs by it: a process whose BLAS kernel differs plans its dots anew)."""
-    from xlapy.backends.cpu import gemm_int8
+    from xlapy.backends.cpu import gemm_words
 
     return {"vector_bits": vector_bits(), "blas_vector_bits": blas_vector_bits(),
-            "int8": gemm_int8.mode() if gemm_int8.supported() else None,
+            "int8": gemm_words.mode() if gemm_words.supported() else None,
+            "bf16": gemm_words.bf16_supported(),
             "packed": PACKED, "small": SMALL, "tiny": TINY, "skinny": SKINNY,
             "fma_cost": FMA_COST, "prefetch": PREFETCH, "gemv": [GEMV_ROWS, GEMV_UNROLL]}
 
@@ -645,10 +646,10 @@ FMA_COST = 2
 
 def emit(module: ir.Module, name: str, instr) -> KernelSpec:
     f = form(instr)
-    if f.kind == "int8":
-        from xlapy.backends.cpu import gemm_int8
+    if f.kind in ("int8", "bf16"):
+        from xlapy.backends.cpu import gemm_words
 
-        return gemm_int8.emit(module, name, f)
+        return gemm_words.emit(module, name, f)
     if f.kind == "packed":
         from xlapy.backends.cpu import gemm_packed
 

@@ -308,7 +308,7 @@ class _Dims:
     (KIND_*), the counts of batch and lhs free dimensions (nb, nm), the contraction's taps
     (its outer part: T, see below), the length of one tap (k_in) and its blocks of KC, C's
     row stride, whether the sums are added to C (1) or stored (0), whether a's and b's
-    elements are unsigned (integer cores: gemm_int8.py); then nb batch sizes,
+    elements are unsigned (integer cores: gemm_words.py); then nb batch sizes,
     nb a strides, nb b strides, nb c strides, nm lhs free sizes, nm a strides, T tap
     offsets into a.
 
@@ -467,8 +467,9 @@ def shared_core(module: ir.Module, base: str, emit_core) -> ir.Function:
 
 
 #: a core's symbol as it appears in object code: element type (or an integer core's kind,
-#: gemm_int8.py), vector width, code hash
-_CORE_SYMBOL = re.compile(rb"xlapy_gemm_packed_(f32|f64|i8dot|i8madd)x([0-9]+)_[0-9a-f]{16}")
+#: gemm_words.py), vector width, code hash
+_CORE_SYMBOL = re.compile(
+    rb"xlapy_gemm_packed_(f32|f64|i8dot|i8madd|bf16dot)x([0-9]+)_[0-9a-f]{16}")
 
 
 class _CoreForm:
@@ -489,10 +490,11 @@ def provide_cores(obj: bytes) -> list[str]:
         m = _CORE_SYMBOL.fullmatch(symbol)
         kind, width = m.group(1).decode(), int(m.group(2))
         draft = ir.Module(name="provide")
-        if kind.startswith("i8"):
-            from xlapy.backends.cpu import gemm_int8
+        if kind not in ("f32", "f64"):
+            from xlapy.backends.cpu import gemm_words
 
-            made = gemm_int8.core(draft, kind[2:], width).name
+            word_kind = {tag: k for k, tag in gemm_words.TAGS.items()}[kind]
+            made = gemm_words.core(draft, word_kind, width).name
         else:
             itemsize = 4 if kind == "f32" else 8
             ty = ir.FloatType() if itemsize == 4 else ir.DoubleType()

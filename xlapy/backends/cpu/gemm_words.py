@@ -1,4 +1,5 @@
-"""Dots of 8-bit integers (s8 and u8 operands, 32-bit sums) as a generated packed GEMM.
+"""Dots of narrow values read as 32-bit *words* of several: int8 (s8 and u8 operands,
+32-bit sums) and bf16 (f32 sums) as a generated packed GEMM.
 
 An int8 dot (what quantised layers run: ``dot(s8, s8) -> s32``) sums products of 8-bit
 values in 32-bit integers that wrap (two's complement), so every order of the sums gives
@@ -17,20 +18,31 @@ products per 32-bit lane and instruction:
   s8 and u8), ``vpmaddwd`` multiplies pairs and adds each pair into a 32-bit lane (32
   products an instruction at 512 bits), then a vector add. No correction.
 
+A bf16 dot (``bf16``, AVX512-BF16): ``vdpbf16ps`` adds to each f32 lane the products of a
+pair of bf16 values of each operand (exact in f32), one after the other, each sum rounded
+(RNE) - the FMAs of the f32 route in another order: the higher k of the pair first. It
+treats denormal inputs and sums as zeros whatever MXCSR says, which is XLA:CPU's default
+(its FTZ/DAZ); a compile that keeps denormals (``flush_denormals=False``, ``FLUSHING``)
+takes the f32 route. The operands are read as they are (no convert to f32), half the
+memory of the f32 route's and twice the products an instruction.
+
 The core has the float core's shape (gemm_packed.py: work items of row and column blocks,
 the contraction in blocks of KC, panels of NR = NV * W columns, MR x NV accumulators per
 tile, one compiled core per process and kind, called with the dot's parameter array) with
 two differences: a *word* of G contraction values (G = 4 bytes for ``dot``, 2 16-bit
-values for ``madd``) per 32-bit lane, and the lhs packed too (a block's rows as words of
-MR rows, so that a tile's step broadcasts one 32-bit word per row whatever a's layout is;
-rows past the item and values past the block are zero). b's panels hold, per word and
-column, the word's G values of that column; contiguous columns of b are packed by vector
-loads of G rows interleaved in registers, other layouts one value at a time.
+values for ``madd`` and ``bf16``) per 32-bit lane, and the lhs packed too (a block's rows
+as words of MR rows, so that a tile's step broadcasts one 32-bit word per row whatever a's
+layout is; rows past the item and values past the block are zero). b's panels hold, per
+word and column, the word's G values of that column; contiguous columns of b are packed by
+vector loads of G rows interleaved in registers, other layouts one value at a time.
 
 Used for dots whose operands are s8 or u8 and whose result is s32 or u32
 (passes/dot_upcast.py rewrites other integer results of 8-bit dots into such a dot and a
-convert) above gemm_kernel's small limit, on a host with AVX2 (``supported``). The f32 /
-f64 route of dot_upcast (exact as well) keeps small dots and hosts without AVX2.
+convert) above gemm_kernel's small limit, on a host with AVX2 (``supported``), and for
+dots of bf16 operands with an f32 result (dot_upcast: a bf16 result is such a dot
+rounded) above that limit on an AVX512-BF16 host (``bf16_supported``). The f32 / f64
+route of dot_upcast keeps small dots and other hosts. Blocks: KC = 256 and packs of 512 KiB
+took 0.75-0.8x of the time of KC = 512 and 256 KiB on bf16 1024^3 and 2048^3 (znver5).
 
 Imports llvmlite and the backend's GEMM modules (gemm_packed's blocks, parameter array
 and core registry; gemm_kernel's forms).
@@ -38,6 +50,7 @@ and core registry; gemm_kernel's forms).
 
 from __future__ import annotations
 
+import contextvars
 import math
 
 from llvmlite import ir
@@ -55,10 +68,25 @@ from xlapy.backends.cpu.kernel_abi import (
 from xlapy.shape import PrimitiveType as PT
 
 I8, I16, I32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+F32 = ir.FloatType()
+
+
+class _BFloat(ir.types._BaseFloatType):
+    """LLVM's ``bfloat`` (llvmlite has no bf16 type): vdpbf16ps's operand elements."""
+
+    null = "0.0"
+    intrinsic_name = "bf16"
+
+    def __str__(self):
+        return "bfloat"
+
+
+_BFloat._create_instance()
+BF16 = _BFloat()
 #: the kind of core, None: the host's best (``mode``); tests and benchmarks set "madd"
 MODE = None
-KC = 512  # contraction values of a block (words of G: 128 for dot, 256 for madd)
-PACK_BYTES = 256 * 1024  # each of a's and b's packed blocks at most (stack buffers)
+KC = 256  # contraction values of a block (words of G: 64 for dot, 128 for madd and bf16)
+PACK_BYTES = 512 * 1024  # each of a's and b's packed blocks at most (stack buffers)
 #: operand and result types (a, b, result) the core computes
 OPERANDS = frozenset({PT.S8, PT.U8})
 RESULTS = frozenset({PT.S32, PT.U32})
@@ -100,6 +128,20 @@ def _unit(kind: str) -> int:
     return 1 if kind == "dot" else 2
 
 
+def _elt(kind: str) -> ir.Type:
+    """The operands' elements in memory: bytes (int8 kinds) or bf16 encodings."""
+    return I16 if kind == "bf16" else I8
+
+
+def _elt_bytes(kind: str) -> int:
+    return 2 if kind == "bf16" else 1
+
+
+def _acc(kind: str) -> ir.Type:
+    """The sums' type (C's elements): i32, or f32 for bf16."""
+    return F32 if kind == "bf16" else I32
+
+
 def _nv(width: int) -> int:
     """Vectors of columns in a panel: 4 at 512 bits (24 accumulators of 32 registers), 2 at
     256 (12 of 16)."""
@@ -131,10 +173,44 @@ def applies(instr) -> bool:
     return m * n * k > gemm_kernel.SMALL and m >= MR and n >= bits() // 32
 
 
-def form(instr):
-    """The Form (kind "int8") of dot ``instr`` of s8/u8 operands with an s32/u32 result,
-    or a reason string."""
+#: whether the compile in progress flushes denormals (XLA:CPU's FTZ/DAZ, the backend's
+#: ``flush_denormals``): vdpbf16ps always does, so the bf16 core is only taken then
+FLUSHING = contextvars.ContextVar("xlapy_gemm_words_flushing", default=True)
+
+
+def bf16_supported() -> bool:
+    """Whether this host and compile run the bf16 core: AVX512-BF16 at 512 bits, denormals
+    flushed."""
+    return bits() == 512 and "+avx512bf16" in _features() and FLUSHING.get()
+
+
+def applies_bf16(instr) -> bool:
+    """Whether dot ``instr`` of bf16 operands with a bf16 or f32 result is the bf16 core's
+    (for passes/dot_upcast.py: its sums in f32): above gemm_kernel's small limit, at least a
+    tile's rows and a vector of columns, on a host that runs the core."""
+    if instr.opcode != "dot" or len(instr.operands) != 2:
+        return False
     lhs_t, rhs_t, et = _types(instr)
+    if lhs_t != PT.BF16 or rhs_t != PT.BF16 or et not in (PT.BF16, PT.F32) or \
+            not bf16_supported():
+        return False
+    m, n, k = gemm_kernel.dot_sizes(instr)
+    return m * n * k > gemm_kernel.SMALL and m >= MR and n >= 16
+
+
+def form(instr):
+    """The Form (kind "int8" or "bf16") of dot ``instr`` of s8/u8 operands with an s32/u32
+    result or of bf16 operands with an f32 result, or a reason string."""
+    lhs_t, rhs_t, et = _types(instr)
+    if lhs_t == PT.BF16 and rhs_t == PT.BF16 and et == PT.F32:
+        if not applies_bf16(instr):
+            return "a bf16 dot too small for the bf16 core (or a host or compile without it)"
+        fields = gemm_kernel.dot_fields(instr)
+        if None in (fields["a_k"], fields["b_k"], fields["b_n"], fields["a_row"]):
+            return "dimensions that do not read as one strided dimension each"
+        return gemm_kernel.Form(kind="bf16", core="bf16", width=16, itemsize=2,
+                                unsigned=(False, False), rows=MR, cols=_nv(16),
+                                swapped=False, et=et, shape=instr.shape, **fields)
     if et not in RESULTS or lhs_t not in OPERANDS or rhs_t not in OPERANDS:
         return "not an s8/u8 dot with an s32/u32 result"
     if not applies(instr):
@@ -150,10 +226,14 @@ def form(instr):
                             **fields)
 
 
+#: each kind's core in symbols (gemm_packed._CORE_SYMBOL)
+TAGS = {"dot": "i8dot", "madd": "i8madd", "bf16": "bf16dot"}
+
+
 def core(module: ir.Module, kind: str, width: int) -> ir.Function:
-    """The integer core of ``kind`` (dot / madd) at ``width`` 32-bit lanes, declared in
+    """The core of ``kind`` (dot, madd, bf16) at ``width`` 32-bit lanes, declared in
     ``module`` (compiled once per process: gemm_packed.shared_core)."""
-    return gemm_packed.shared_core(module, f"xlapy_gemm_packed_i8{kind}x{width}",
+    return gemm_packed.shared_core(module, f"xlapy_gemm_packed_{TAGS[kind]}x{width}",
                                    lambda mod, name: _emit_core(mod, name, kind, width))
 
 
@@ -166,9 +246,15 @@ def _c32(v: int) -> ir.Constant:
 
 
 def _intrinsic(module: ir.Module, kind: str, width: int) -> ir.Function:
-    """vpdpbusd (acc, unsigned bytes, signed bytes) or vpmaddwd (i16 pairs, i16 pairs)."""
+    """vpdpbusd (acc, unsigned bytes, signed bytes), vpmaddwd (i16 pairs, i16 pairs) or
+    vdpbf16ps (acc, bf16 pairs, bf16 pairs)."""
     v32 = ir.VectorType(I32, width)
-    if kind == "dot":
+    if kind == "bf16":
+        name = "llvm.x86.avx512bf16.dpbf16ps.512"
+        pairs = ir.VectorType(BF16, 2 * width)
+        ty = ir.FunctionType(ir.VectorType(F32, width), [ir.VectorType(F32, width), pairs,
+                                                         pairs])
+    elif kind == "dot":
         name = f"llvm.x86.avx512.vpdpbusd.{width * 32}"
         ty = ir.FunctionType(v32, [v32, v32, v32])
     else:
@@ -198,14 +284,19 @@ class _Conv:
         self.ob = b.select(self.b_unsigned, _c32(128), _c32(0), name="ob")
 
     def value(self, b, x, side):
-        """The packed value (i8 or i16) of byte ``x`` of operand ``side`` (a or b)."""
+        """The packed value (i8 or i16) of byte ``x`` of operand ``side`` (a or b); a bf16
+        value is its own."""
+        if self.kind == "bf16":
+            return x
         if self.kind == "dot":
             return b.xor(x, self.a_mask if side == "a" else self.b_mask)
         uns = self.a_unsigned if side == "a" else self.b_unsigned
         return b.select(uns, b.zext(x, I16), b.sext(x, I16))
 
     def vector(self, b, x, side):
-        """``value`` of every byte of vector ``x``."""
+        """``value`` of every element of vector ``x``."""
+        if self.kind == "bf16":
+            return x
         if self.kind == "dot":
             mask = self.a_mask if side == "a" else self.b_mask
             return b.xor(x, _splat(b, mask, x.type))
@@ -235,7 +326,7 @@ def _pack_b(b, kind, d, conv, pb, buf, b_off, p0, kc, words, j0, cols, width, nv
     is_n = b.icmp_signed("==", d.kind, _c(gemm_packed.KIND_COLUMNS), name="pb.is_n")
     is_t = b.icmp_signed("==", d.kind, _c(gemm_packed.KIND_ALONG_K), name="pb.is_t")
     whole = b.select(is_n, b.udiv(cols, _c(width)), _c(0), name="pb.whole")
-    v8 = ir.VectorType(I8, width)
+    v8 = ir.VectorType(_elt(kind), width)
     with for_range(b, 0, whole, "pb.v") as v:
         c0 = b.mul(v, _c(width), name="pb.c0")
         jp, cin = b.udiv(c0, _c(nr)), b.urem(c0, _c(nr))
@@ -245,8 +336,8 @@ def _pack_b(b, kind, d, conv, pb, buf, b_off, p0, kc, words, j0, cols, width, nv
             for t in range(g):
                 p = b.add(b.mul(q, _c(g)), _c(t))
                 src = b.gep(pb, [b.add(src0, b.mul(p, d.b_k))], inbounds=True)
-                vals.append(conv.vector(b, b.load(b.bitcast(src, v8.as_pointer()), align=1),
-                                        "b"))
+                vals.append(conv.vector(b, b.load(b.bitcast(src, v8.as_pointer()),
+                                                  align=_elt_bytes(kind)), "b"))
             # concatenate the G rows, then interleave: element c * G + t = row t's c
             while len(vals) > 1:
                 n = vals[0].type.count
@@ -261,14 +352,15 @@ def _pack_b(b, kind, d, conv, pb, buf, b_off, p0, kc, words, j0, cols, width, nv
             ptr = b.bitcast(b.gep(buf, [dst], inbounds=True), inter.type.as_pointer())
             b.store(inter, ptr, align=4)
     along = b.select(is_t, cols, _c(0), name="pb.along")
-    word_ty = ir.VectorType(I8, g)
+    word_ty = ir.VectorType(_elt(kind), g)
     with for_range(b, 0, along, "pb.c") as c:  # b along k: each column's whole words
         src0 = b.add(b.add(b_off, p0), b.mul(b.add(j0, c), d.b_n), name="pb.tsrc0")
         jp, cin = b.udiv(c, _c(nr)), b.urem(c, _c(nr))
         base = b.add(b.mul(jp, _c(wmax * nr * g)), b.mul(cin, _c(g)), name="pb.tb")
         with for_range(b, 0, whole_words, "pb.w") as q:
             src = b.gep(pb, [b.add(src0, b.mul(q, _c(g)))], inbounds=True)
-            word = conv.vector(b, b.load(b.bitcast(src, word_ty.as_pointer()), align=1), "b")
+            word = conv.vector(b, b.load(b.bitcast(src, word_ty.as_pointer()),
+                                         align=_elt_bytes(kind)), "b")
             dst = b.gep(buf, [b.add(base, b.mul(q, _c(nr * g)))], inbounds=True)
             b.store(word, b.bitcast(dst, word.type.as_pointer()), align=_unit(kind))
     done = b.select(is_n, b.mul(whole, _c(width)), along, name="pb.done")
@@ -347,7 +439,7 @@ def _pack_a(b, kind, d, conv, pa, abuf, rowsum, a_base, i0, rows, groups, kc, wo
     wmax = KC // g
     unit_ty = I8 if kind == "dot" else I16
     zero = ir.Constant(unit_ty, 0)
-    word_ty = ir.VectorType(I8, g)
+    word_ty = ir.VectorType(_elt(kind), g)
     whole_words = b.udiv(kc, _c(g), name="pa.ww")
     contiguous = b.icmp_signed("==", d.a_k, _c(1), name="pa.contig")
     need_sums = b.and_(ir.Constant(ir.IntType(1), kind == "dot"), conv.b_unsigned)
@@ -360,7 +452,7 @@ def _pack_a(b, kind, d, conv, pa, abuf, rowsum, a_base, i0, rows, groups, kc, wo
         fast = b.select(b.and_(live, contiguous), whole_words, _c(0), name="pa.fast")
         with for_range(b, 0, fast, "pa.w") as q:
             src = b.gep(pa, [b.add(row, b.mul(q, _c(g)))], inbounds=True)
-            word = b.load(b.bitcast(src, word_ty.as_pointer()), align=1)
+            word = b.load(b.bitcast(src, word_ty.as_pointer()), align=_elt_bytes(kind))
             packed = conv.vector(b, word, "a")
             dst = b.gep(abuf, [b.add(base, b.mul(q, _c(MR * g)))], inbounds=True)
             b.store(packed, b.bitcast(dst, packed.type.as_pointer()), align=_unit(kind))
@@ -390,6 +482,7 @@ def _tile(b, kind, d, conv, pc, abuf, bbuf, tbuf, colsum, rowsum, c_off, i0, gi,
     nr = nv * width
     fn = b.function
     v32 = ir.VectorType(I32, width)
+    vacc = ir.VectorType(_acc(kind), width)
     step = _intrinsic(b.module, kind, width)
     a_at = b.mul(gi, _c(wmax * MR), name="t.a")
     b_at = b.mul(jp, _c(wmax * nr), name="t.b")
@@ -398,10 +491,10 @@ def _tile(b, kind, d, conv, pc, abuf, bbuf, tbuf, colsum, rowsum, c_off, i0, gi,
     done = fn.append_basic_block("t.done")
     b.branch(loop)
     b.position_at_end(loop)
-    zero = ir.Constant(v32, [0] * width)
+    zero = ir.Constant(vacc, [0] * width)
     q = b.phi(I64, name="q")
     q.add_incoming(_c(0), head)
-    accs = [[b.phi(v32, name=f"acc{r}.{v}") for v in range(nv)] for r in range(MR)]
+    accs = [[b.phi(vacc, name=f"acc{r}.{v}") for v in range(nv)] for r in range(MR)]
     for row in accs:
         for acc in row:
             acc.add_incoming(zero, head)
@@ -417,6 +510,10 @@ def _tile(b, kind, d, conv, pc, abuf, bbuf, tbuf, colsum, rowsum, c_off, i0, gi,
         for v in range(nv):
             if kind == "dot":
                 row.append(b.call(step, [accs[r][v], av, bvs[v]]))
+            elif kind == "bf16":  # acc + the two products of each lane's pair, in turn
+                pairs = ir.VectorType(BF16, 2 * width)
+                row.append(b.call(step, [accs[r][v], b.bitcast(av, pairs),
+                                         b.bitcast(bvs[v], pairs)]))
             else:
                 v16 = ir.VectorType(I16, 2 * width)
                 prod = b.call(step, [b.bitcast(av, v16), b.bitcast(bvs[v], v16)])
@@ -451,24 +548,33 @@ def _tile(b, kind, d, conv, pc, abuf, bbuf, tbuf, colsum, rowsum, c_off, i0, gi,
                 c_row = b.add(c_off, b.mul(b.add(i, _c(r)), d.c_row))
                 for v in range(nv):
                     ptr = b.gep(pc, [b.add(c_row, b.add(jt, _c(v * width)))], inbounds=True)
-                    ptr = b.bitcast(ptr, v32.as_pointer())
+                    ptr = b.bitcast(ptr, vacc.as_pointer())
                     old = b.load(ptr, align=4)
-                    b.store(b.add(nexts[r][v], b.select(first, zero, old)), ptr, align=4)
+                    b.store(_add(b, nexts[r][v], b.select(first, zero, old)), ptr, align=4)
         with otherwise:
             for r in range(MR):
                 for v in range(nv):
                     ptr = b.gep(tbuf, [_c(r * nr + v * width)], inbounds=True)
-                    b.store(nexts[r][v], b.bitcast(ptr, v32.as_pointer()), align=64)
+                    b.store(nexts[r][v], b.bitcast(ptr, vacc.as_pointer()), align=64)
             with for_range(b, 0, rows, "t.r") as r:
                 c_row = b.add(c_off, b.mul(b.add(i, r), d.c_row))
                 with for_range(b, 0, cols, "t.cj") as cj:
                     x = b.load(b.gep(tbuf, [b.add(b.mul(r, _c(nr)), cj)], inbounds=True))
                     ptr = b.gep(pc, [b.add(c_row, b.add(jt, cj))], inbounds=True)
-                    b.store(b.add(x, b.select(first, _c32(0), b.load(ptr))), ptr)
+                    b.store(_add(b, x, b.select(first, ir.Constant(_acc(kind), 0),
+                                                b.load(ptr))), ptr)
+
+
+def _add(b, x, y):
+    """x + y: wrapping for the integer kinds' sums, IEEE for bf16's."""
+    if isinstance(x.type.element if isinstance(x.type, ir.VectorType) else x.type,
+                  ir.IntType):
+        return b.add(x, y)
+    return b.fadd(x, y)
 
 
 def _emit_core(module: ir.Module, name: str, kind: str, width: int) -> ir.Function:
-    """The integer core's definition (see ``core``) in ``module``."""
+    """The core's definition (see ``core``) in ``module``."""
     g = _group(kind)
     nv = _nv(width)
     nr = nv * width
@@ -480,8 +586,8 @@ def _emit_core(module: ir.Module, name: str, kind: str, width: int) -> ir.Functi
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     d = _Dims(b, params)
     conv = _Conv(b, kind, d)
-    pa, pb = buffer_pointer(b, bufs, 0, I8, "a"), buffer_pointer(b, bufs, 1, I8, "b")
-    pc = buffer_pointer(b, bufs, 2, I32, "c")
+    pa, pb = (buffer_pointer(b, bufs, k, _elt(kind), side) for k, side in ((0, "a"), (1, "b")))
+    pc = buffer_pointer(b, bufs, 2, _acc(kind), "c")
 
     def stack(ty, count, label):
         buf = b.alloca(ir.ArrayType(ty, count), name=label)
@@ -490,7 +596,7 @@ def _emit_core(module: ir.Module, name: str, kind: str, width: int) -> ir.Functi
 
     bbuf = stack(unit_ty, nc_max * KC, "bpack")
     abuf = stack(unit_ty, mc_max * KC, "apack")
-    tbuf = stack(I32, MR * nr, "tile")
+    tbuf = stack(_acc(kind), MR * nr, "tile")
     colsum = stack(I32, nc_max, "colsum")
     rowsum = stack(I32, mc_max, "rowsum")
     abuf32 = b.bitcast(abuf, I32.as_pointer())
