@@ -6,7 +6,7 @@ integer hash, a bf16 MLP layer, a loop of dynamic slices and dots, an FFT magnit
 random normals, logsumexp over rows, a bf16 layer-norm gradient - each lowered by jax,
 compiled by xlapy's CPU backend and run against XLA:CPU (``jax.jit``) in one process.
 
-    PYTHONPATH=. python benchmarks/unseen_programs.py [a | b | c | d | all | name,name,...]
+    PYTHONPATH=. python benchmarks/unseen_programs.py [a | b | c | d | e | all | name,...]
 
 Set ``a`` (the default) is the first twenty; set ``b``, twenty-nine more written on
 2026-11-29 after set a had been worked on (sorts, top-k, LAPACK-backed linalg, strided and
@@ -19,7 +19,14 @@ concatenates, batched 3x3 products, QR/eigh/SVD, segment max, one-hot matmuls, K
 updates in a scan, int8 elementwise, top-k of wide rows); set ``d``, twenty variants of the
 programs the suite's cases stand for (in-place loops, scans, scatters, top-k, recurrent
 gradients, per-call cost, gathers, batched products, CNN and transformer steps, argmax,
-matmuls) at other sizes and layouts, written on 2026-11-29 after the others.
+matmuls) at other sizes and layouts, written on 2026-11-29 after the others; set ``e``,
+twenty-three more written in the session after that (int8 layers and an int8 product with
+its rhs stored along k, bf16 products and softmax, odd-sized products, RMS norm, tanh-GELU in
+bf16, a scan of tiny steps, a Newton iteration in a while loop, a causal depthwise 1-D
+convolution, max-pooling and an average-pool gradient, cross entropy over 32k classes,
+bf16 row sorts, argsort of 1M integers, column updates in a loop, vmapped windows, a
+scatter of unique indices, bf16 column variance, causal bf16 attention, complex phases,
+random bits, integer cumulative sums).
 
 Prints per program xlapy's and XLA's median times, their ratio, xlapy's cold compile time
 and the largest difference from XLA's result relative to its largest magnitude (gru_scan
@@ -543,6 +550,117 @@ def _(a, b):
 def _(a, b):
     return a.T @ b
 
+SET_E = []
+prog_e = in_set(SET_E)
+
+
+@prog_e('int8_mlp_layer', np.random.default_rng(30).integers(-128, 128, (256, 1024)).astype(np.int8), np.random.default_rng(31).integers(-128, 128, (1024, 1024)).astype(np.int8), f32(1024))
+def _(x, w, scale):
+    acc = lax.dot(x, w, preferred_element_type=jnp.int32)
+    y = jnp.maximum(acc.astype(jnp.float32) * (scale * 1e-4), 0.0)
+    return jnp.clip(jnp.round(y), -128, 127).astype(jnp.int8)
+
+@prog_e('int8_matmul_nt', np.random.default_rng(32).integers(-128, 128, (1024, 2048)).astype(np.int8), np.random.default_rng(33).integers(-128, 128, (768, 2048)).astype(np.int8))
+def _(x, w):
+    return lax.dot_general(x, w, (((1,), (1,)), ((), ())), preferred_element_type=jnp.int32)
+
+@prog_e('bf16_matmul_f32acc', f32(1024, 1024).astype(jnp.bfloat16), f32(1024, 1024).astype(jnp.bfloat16))
+def _(a, b):
+    return jnp.dot(a, b, preferred_element_type=jnp.float32)
+
+@prog_e('matmul_odd_sizes', f32(777, 1531), f32(1531, 333))
+def _(a, b):
+    return a @ b
+
+@prog_e('bf16_softmax', f32(4096, 1024).astype(jnp.bfloat16))
+def _(x):
+    return jax.nn.softmax(x, axis=-1)
+
+@prog_e('rmsnorm', f32(8192, 1024), f32(1024))
+def _(x, g):
+    return x * lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+
+@prog_e('gelu_tanh_bf16', f32(4096, 4096).astype(jnp.bfloat16))
+def _(x):
+    return jax.nn.gelu(x, approximate=True)
+
+@prog_e('scan_tiny_steps', f32(2000, 1024), f32(1024))
+def _(xs, a):
+    def step(h, x):
+        h = jnp.tanh(h * a + x)
+        return h, None
+    return lax.scan(step, jnp.zeros(1024, jnp.float32), xs)[0]
+
+@prog_e('newton_while', np.linspace(1.0, 100.0, 4096).astype(np.float32))
+def _(c):
+    def cond(s):
+        x, i = s
+        return jnp.logical_and(jnp.max(jnp.abs(x * x - c) / c) > 1e-6, i < 100)
+    def body(s):
+        x, i = s
+        return 0.5 * (x + c / x), i + 1
+    return lax.while_loop(cond, body, (c, 0))[0]
+
+@prog_e('conv1d_causal_depthwise', f32(8, 2048, 512), f32(4, 1, 512))
+def _(x, k):
+    return lax.conv_general_dilated(x, k, (1,), [(3, 0)], dimension_numbers=('NWC', 'WIO', 'NWC'), feature_group_count=512)
+
+@prog_e('maxpool_3x3_s2', f32(32, 112, 112, 64))
+def _(x):
+    return lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), 'SAME')
+
+@prog_e('avgpool_grad', f32(32, 56, 56, 64))
+def _(x):
+    return jax.grad(lambda x: jnp.sum(lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), 'VALID') ** 2))(x)
+
+@prog_e('xent_vocab_32k', f32(512, 32000), np.random.default_rng(34).integers(0, 32000, 512).astype(np.int32))
+def _(logits, y):
+    lp = jax.nn.log_softmax(logits)
+    return -jnp.mean(jnp.take_along_axis(lp, y[:, None], axis=1))
+
+@prog_e('sort_rows_bf16', f32(1024, 4096).astype(jnp.bfloat16))
+def _(x):
+    return jnp.sort(x, axis=-1)
+
+@prog_e('argsort_i32_1m', np.random.default_rng(35).integers(0, 1 << 30, 1 << 20).astype(np.int32))
+def _(x):
+    return jnp.argsort(x)
+
+@prog_e('dus_column_loop', f32(512, 512), f32(512, 512))
+def _(x, v):
+    return lax.fori_loop(0, 512, lambda i, x: x.at[:, i].set(v[i] * 2.0), x)
+
+@prog_e('window_slices_vmap', f32(8192, 256), np.random.default_rng(36).integers(0, 8192 - 16, 4096).astype(np.int32))
+def _(x, idx):
+    return jax.vmap(lambda i: lax.dynamic_slice(x, (i, 0), (16, 256)).sum(0))(idx)
+
+@prog_e('scatter_set_unique', f32(1 << 20), np.random.default_rng(37).permutation(1 << 20)[:1 << 18].astype(np.int32), f32(1 << 18))
+def _(x, i, v):
+    return x.at[i].set(v, unique_indices=True)
+
+@prog_e('var_axis0_bf16', f32(8192, 1024).astype(jnp.bfloat16))
+def _(x):
+    return jnp.var(x.astype(jnp.float32), axis=0).astype(jnp.bfloat16)
+
+@prog_e('attention_causal_bf16', f32(8, 1024, 64).astype(jnp.bfloat16), f32(8, 1024, 64).astype(jnp.bfloat16), f32(8, 1024, 64).astype(jnp.bfloat16))
+def _(q, k, v):
+    s = jnp.einsum('hqd,hkd->hqk', q, k, preferred_element_type=jnp.float32) / 8.0
+    mask = jnp.tril(jnp.ones((1024, 1024), bool))
+    p = jax.nn.softmax(jnp.where(mask, s, -1e9), axis=-1).astype(jnp.bfloat16)
+    return jnp.einsum('hqk,hkd->hqd', p, v)
+
+@prog_e('complex_phase', f32(1 << 20), (f32(1 << 20) + 1j * f32(1 << 20)).astype(np.complex64))
+def _(phase, x):
+    return jnp.exp(1j * phase) * x
+
+@prog_e('random_bits_4m', np.array([0, 42], dtype=np.uint32))
+def _(key):
+    return jax.random.bits(jax.random.wrap_key_data(key), (1 << 22,))
+
+@prog_e('cumsum_i32_rows', np.random.default_rng(38).integers(-1000, 1000, (4096, 1024)).astype(np.int32))
+def _(x):
+    return jnp.cumsum(x, axis=1)
+
 
 def timeit(fn, n=None):
     fn(); t = time.perf_counter(); fn(); one = time.perf_counter() - t
@@ -552,9 +670,11 @@ def timeit(fn, n=None):
         t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
     return float(np.median(ts))
 
-SET_A = [n for n in P if n not in SET_B and n not in SET_C and n not in SET_D]
+SET_A = [n for n in P if n not in SET_B and n not in SET_C and n not in SET_D and
+         n not in SET_E]
 arg = sys.argv[1] if len(sys.argv) > 1 else "a"
-names = {"a": SET_A, "b": SET_B, "c": SET_C, "d": SET_D, "all": list(P)}.get(arg) or \
+names = {"a": SET_A, "b": SET_B, "c": SET_C, "d": SET_D, "e": SET_E,
+         "all": list(P)}.get(arg) or \
     arg.split(',')
 print(f"jax {jax.__version__}; xlapy/XLA per program (medians), xlapy's cold compile", flush=True)
 ratios = []
