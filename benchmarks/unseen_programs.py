@@ -677,6 +677,13 @@ names = {"a": SET_A, "b": SET_B, "c": SET_C, "d": SET_D, "e": SET_E,
          "all": list(P)}.get(arg) or \
     arg.split(',')
 print(f"jax {jax.__version__}; xlapy/XLA per program (medians), xlapy's cold compile", flush=True)
+# SciPy's OpenBLAS, which xlapy loads on its first compile, starts its threads then and they
+# spin for ~0.1 s (OpenBLAS's thread timeout), taking the second core from the first
+# program's runs: loaded here, and left to settle, so no program is timed during it
+from xlapy.backends.cpu import blas as _blas  # noqa: E402
+
+_blas.library_info()
+time.sleep(0.5)
 ratios = []
 for name in names:
     f, args = P[name]
