@@ -436,9 +436,12 @@ def test_base_dilated_convolution_by_phases(case, t, monkeypatch):
     assert phases
 
 
-def test_base_dilated_convolution_with_an_infinite_kernel_value_stays_literal():
-    """A non-finite kernel value times the holes' zeros: both xlapy paths multiply them
-    (NaN; XLA:CPU skips the holes there - docs/numerics.md)."""
+def test_base_dilated_convolution_skips_holes_and_padding():
+    """XLA:CPU computes no product at the holes and the padding of a base-dilated
+    convolution (measured through jax, docs/numerics.md): an infinite kernel value gives inf
+    where it meets an input element and nothing elsewhere - on both xlapy paths (the CPU
+    backend hands such a kernel to the interpreter's). Plain padding is multiplied (0 * inf:
+    NaN at the edges), as by XLA:CPU."""
     attrs = "window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f"
     instr = _conv_instr("f32", ("[1,4,4,2]", "[3,3,2,2]", attrs))
     x = np.ones((1, 4, 4, 2), np.float32)
@@ -446,7 +449,17 @@ def test_base_dilated_convolution_with_an_infinite_kernel_value_stays_literal():
     k[0, 0, 0, 0] = np.inf
     got = library.run(instr, [x, k])
     np.testing.assert_array_equal(got, _interpret(instr, [x, k]))
-    assert np.isnan(got[0, 0, 0, 0])
+    # the padded, dilated input holds elements at positions 1, 3, 5, 7; the infinite tap
+    # (offset 0, 0) reads position (i, j) for output (i, j)
+    odd = np.arange(7) % 2 == 1
+    assert np.array_equal(np.isinf(got[0, :, :, 0]), np.outer(odd, odd))
+    assert np.isfinite(got[0, :, :, 0][~np.outer(odd, odd)]).all()
+    assert np.isfinite(got[0, :, :, 1]).all()
+    plain_attrs = "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"
+    plain = _conv_instr("f32", ("[1,4,4,2]", "[3,3,2,2]", plain_attrs))
+    got = library.run(plain, [x, k])
+    np.testing.assert_array_equal(got, _interpret(plain, [x, k]))
+    assert np.isnan(got[0, 0, 0, 0]) and np.isinf(got[0, 1, 1, 0])
 
 
 def test_merged_taps():

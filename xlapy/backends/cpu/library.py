@@ -39,7 +39,9 @@ tuple-shaped result) the result is written there and ``out`` is returned.
   contraction (kernel gradients): im2col over chunks of taps (copied as runs along the last
   kernel dimension), every thread adding into an accumulator of its own (a bounded [all
   rows, some taps * I] scratch) with the core. Base
-  (lhs) dilation with unit strides: one convolution per output phase (``_conv_phases``).
+  (lhs) dilation with unit strides: one convolution per output phase (``_conv_phases``);
+  with a non-finite kernel value, the interpreter's kernel (no product at the holes and the
+  padding, as XLA:CPU).
   Without the core (gemm_kernel.PACKED off, fewer rows than its tile): unit strides as
   per-tap BLAS GEMMs accumulating into a small scratch of consecutive padded positions,
   other strides and the chunks above with BLAS. A 1x1 window with unit strides is one GEMM on the input.
@@ -639,6 +641,14 @@ def _run_convolution(instr, operands, out):
                               f"{instr.attrs['window'].to_text()}")
     if _phases_apply(window, w):
         return _conv_phases(dn, window, x, w, o, cg, groups, bgc, compute, result, out)
+    if any(wd.base_dilation > 1 for wd in window) and np.issubdtype(w.dtype, np.inexact) \
+            and not np.isfinite(w).all():
+        # XLA:CPU computes no product at the holes and the padding of a base-dilated
+        # convolution: a non-finite kernel value must not meet them (the interpreter's
+        # kernel skips them; docs/numerics.md)
+        from xlapy.interpreter.kernels.dot_conv import convolution_kernel
+
+        return _finish(convolution_kernel(None, instr, [lhs, rhs]), result, out)
     trivial = all(wd.padding_low == 0 and wd.padding_high == 0 and wd.base_dilation == 1
                   for wd in window)
     if trivial:
@@ -767,8 +777,8 @@ def _conv_phases(dn, window, x, w, o, cg, groups, bgc, compute, result, out):
     an ordinary convolution of the undilated input with those taps of the kernel and a
     window dilation of its own - d^dims convolutions of 1/d^dims of the work each, their
     outputs interleaved. As XLA:CPU computes such a convolution, the holes and the padding
-    contribute no products (``_phases_apply`` keeps non-finite kernels, whose products
-    with the zeros would be NaN, on the literal path)."""
+    contribute no products (``_phases_apply`` leaves non-finite kernels, whose products
+    with the zeros would be NaN, to the interpreter's kernel, which skips those rows)."""
     nsp = len(window)
     nout = x.shape[0] // bgc
     dilated = [max(wd.padding_low + dilated_bound(size, wd.base_dilation) + wd.padding_high, 0)

@@ -315,6 +315,16 @@ def convolution_kernel(ctx, instr, args):
             f"batch {n} do not fit feature_group_count {fgc} and batch_group_count {bgc}")
     spatial_axes = list(range(2, 2 + nsp))
     padded, _ = dilate_and_pad(x, spatial_axes, window, np.zeros((), x.dtype), with_mask=False)
+    # XLA:CPU computes no product at the holes and the padding of a convolution with base
+    # (lhs) dilation (XLA's evaluator skips them too): a non-finite kernel value meets only
+    # the input's elements there (0 * inf would be NaN); an ordinary convolution multiplies
+    # its padding (docs/numerics.md). ``hollow``: the positions holding no input element.
+    hollow = None
+    if any(wd.base_dilation > 1 for wd in window.dimensions) and \
+            np.issubdtype(w.dtype, np.inexact) and not np.isfinite(w).all():
+        real, _ = dilate_and_pad(np.ones((1, 1) + x.shape[2:], bool), spatial_axes, window,
+                                 np.zeros((), bool), with_mask=False)
+        hollow = ~real[0, 0]
     kernel_sizes = list(w.shape[2:])
     outs = []
     for size, wd in zip(kernel_sizes, window.dimensions):
@@ -347,7 +357,10 @@ def convolution_kernel(ctx, instr, args):
             patch = np.moveaxis(patch.reshape(nb, groups, cg, npos), 1, 0)  # (g, nb, cg, npos)
             patch = patch.transpose(0, 1, 3, 2).reshape(groups, nb * npos, cg)
             kern = wg[(slice(None), slice(None), slice(None)) + kpos]  # (g, og, cg)
-            acc += _matmul(patch, kern.transpose(0, 2, 1))
+            part = _matmul(patch, kern.transpose(0, 2, 1))  # (g, nb * npos, og)
+            if hollow is not None:  # rows read at a hole or in the padding: no product
+                part[:, np.tile(hollow[tuple(sl[3:])].reshape(npos), nb), :] = 0
+            acc += part
     out = acc.reshape(groups, nb, *outs, og)  # (g, nb, spatial..., og)
     out = np.moveaxis(out, -1, 1).reshape((groups * og, nb) + tuple(outs))  # (g*og, nb, ...)
     out = out.swapaxes(0, 1)  # (batch, feature, spatial...)
