@@ -103,6 +103,13 @@ def _programs():
                       jnp.sin(x.astype(bf16)), jnp.cos(x.astype(jnp.float16))),
         (lx, ly), False)
 
+    # XLA:CPU's f32 tanh: a rational approximation (up to 5 ulps from tanh), bf16 through it
+    tx = np.concatenate([rng.standard_normal(600) * s for s in (1e-4, 0.01, 0.3, 1.0, 3.0, 8.0,
+                                                                 30.0)] +
+                        [[0.0, -0.0, np.inf, -np.inf, np.nan, 4e-4, -4e-4, 20.0, -20.0, 7.9988117,
+                          8.0, 1e-38]]).astype(np.float32)
+    progs["tanh_f32"] = (lambda x: (jnp.tanh(x), jnp.tanh(x.astype(bf16))), (tx,), False)
+
     def denormal_ops(x):
         zero = jnp.zeros_like(x)
         return (jnp.sign(x), jnp.round(x), jax.lax.rsqrt(x), jnp.sqrt(x), jnp.floor(x),

@@ -426,7 +426,8 @@ def test_f32_functions_are_within_an_ulp(opcode, fn):
     if opcode == "acosh":
         x = x + np.float32(1)
     want = np.float32([fn(float(v)) for v in x])
-    assert_close(run(opcode, [x]), want, 1)
+    # f32 tanh is XLA:CPU's rational approximation (numeric.tanh: up to 5 ulps from tanh)
+    assert_close(run(opcode, [x]), want, 5 if opcode == "tanh" else 1)
     x64 = x.astype(np.float64)
     assert_close(run(opcode, [x64]), np.array([fn(float(v)) for v in x64]), 2)
 

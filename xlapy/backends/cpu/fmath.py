@@ -15,7 +15,8 @@ Methods (``FMath(builder)``):
 - ``log(x)``: x = 2^e m with m in [sqrt(1/2), sqrt(2)) (denormals scaled first),
   log(m) = f - (f^2/2 - s (f^2/2 + s^2 T(s^2))), f = m - 1, s = f / (2 + f).
 - ``log1p(x)``: log(1 + x) plus the rounding error of 1 + x divided by 1 + x.
-- ``tanh(x)``: sign(x) e / (e + 2), e = expm1(2|x|) (|x| clamped where tanh rounds to 1).
+- ``tanh(x)``: f32: XLA:CPU's rational approximation (``_tanh_f32``, bit for bit); f64:
+  sign(x) e / (e + 2), e = expm1(2|x|) (|x| clamped where tanh rounds to 1).
 - ``erf_f32(x)``: f32 erf in f64: x P(x^2) near 0, 1 - e^(-x^2) R(x) beyond 0.9
   (polynomial fits of erf(x)/x and erfc(x) e^(x^2)), rounded once.
 
@@ -44,7 +45,7 @@ ULP_BOUNDS = {
     ("exponential-minus-one", "f32"): 2, ("exponential-minus-one", "f64"): 2,
     ("log", "f32"): 1, ("log", "f64"): 1,
     ("log-plus-one", "f32"): 2, ("log-plus-one", "f64"): 2,
-    ("tanh", "f32"): 2, ("tanh", "f64"): 3,
+    ("tanh", "f32"): 0, ("tanh", "f64"): 3,  # f32: XLA:CPU's approximation in both paths
     ("logistic", "f32"): 4, ("logistic", "f64"): 4,
     ("erf", "f32"): 1,
 }
@@ -86,7 +87,6 @@ class _Consts:
             self.q, self.t = _Q32, _T32
             self.sqrt_half_bits = 0x3F3504F3
             self.denormal_scale = 23
-            self.tanh_clamp = 10.0  # tanh(x) rounds to 1 above 9.01
             self.expm1_big = 100  # k above which 2^k - 1 = 2^k in the type
         else:
             self.ity, self.mant, self.bias, self.width = I64, 52, 1023, 64
@@ -286,6 +286,8 @@ class FMath:
 
     def tanh(self, x, name: str):
         b, ty = self.b, x.type
+        if ty == F32:
+            return self._tanh_f32(x, name)
         k = _Consts(ty)
         ax = self.call("llvm.fabs", [x], f"{name}.abs")
         ax = b.select(b.fcmp_ordered(">", ax, ir.Constant(ty, k.tanh_clamp), name=f"{name}.big"),
@@ -293,6 +295,27 @@ class FMath:
         e = self.expm1(b.fadd(ax, ax, name=f"{name}.2x"), f"{name}.em1")
         v = b.fdiv(e, b.fadd(e, ir.Constant(ty, 2.0), name=f"{name}.den"), name=f"{name}.q")
         return self.call("llvm.copysign", [v, x], name)
+
+    def _tanh_f32(self, x, name: str):
+        """XLA:CPU's f32 tanh (its EmitFastTanh with FMAs; the numbers are the
+        interpreter's, numeric.TANH_F32): x itself below 0.0004 in magnitude, +-1 from 20
+        on, else the rational function x P(x^2) / Q(x^2) of x clamped to +-TANH_F32_CLAMP,
+        each polynomial in Horner form by FMAs, NaN kept."""
+        from xlapy.interpreter.kernels.numeric import TANH_F32_CLAMP, TANH_F32_DEN, TANH_F32_NUM
+
+        b = self.b
+        ax = self.call("llvm.fabs", [x], f"{name}.abs")
+        hi, lo = ir.Constant(F32, TANH_F32_CLAMP), ir.Constant(F32, -TANH_F32_CLAMP)
+        xc = b.select(b.fcmp_ordered(">", x, hi, name=f"{name}.gt"), hi, x, name=f"{name}.c0")
+        xc = b.select(b.fcmp_ordered("<", xc, lo, name=f"{name}.lt"), lo, xc, name=f"{name}.c")
+        x2 = b.fmul(xc, xc, name=f"{name}.x2")
+        num = b.fmul(xc, self.horner(TANH_F32_NUM, x2, f"{name}.p"), name=f"{name}.num")
+        r = b.fdiv(num, self.horner(TANH_F32_DEN, x2, f"{name}.q"), name=f"{name}.r")
+        r = b.select(b.fcmp_ordered("<", ax, ir.Constant(F32, 0.0004), name=f"{name}.tiny"),
+                     x, r, name=f"{name}.small")
+        one = self.call("llvm.copysign", [ir.Constant(F32, 1.0), x], f"{name}.one")
+        return b.select(b.fcmp_ordered(">=", ax, ir.Constant(F32, 20.0), name=f"{name}.big"),
+                        one, r, name=name)
 
     def erf_f32(self, x, name: str):
         """f32 erf computed in f64: x P(x^2) for |x| < 0.9, else sign(x) (1 - e^(-x^2)

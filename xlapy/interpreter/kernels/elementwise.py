@@ -38,6 +38,7 @@ from xlapy.interpreter.kernels.numeric import (
     work_dtype,
     wrap_int,
 )
+from xlapy.interpreter.kernels.numeric import tanh as tanh_xla
 from xlapy.interpreter.registry import kernel
 from xlapy.interpreter.values import literal_to_value
 from xlapy.shape import dtypes
@@ -128,7 +129,7 @@ FLOAT_UNARY: dict[str, Callable] = {
     "sinh": lambda x: libm(np.sinh, x),
     "sqrt": lambda x: libm(np.sqrt, x),
     "tan": lambda x: libm_single("tanf", np.tan, x),
-    "tanh": lambda x: libm(np.tanh, x),
+    "tanh": tanh_xla,
 }
 
 # Complex functions take and return (real, imag) component arrays (see complex_math).

@@ -84,6 +84,50 @@ def to_work(x: np.ndarray) -> np.ndarray:
     return x.astype(_F32) if is_narrow_float(x.dtype) else x
 
 
+#: XLA:CPU's f32 tanh (xla/codegen/intrinsic/tanh.cc, EmitFastTanh with FMAs, as jaxlib
+#: 0.10.2 runs it; bit for bit on 7.3M values from 1e-4 to 30 in magnitude, the edges, inf
+#: and NaN): x for |x| < 0.0004, copysign(1, x) for |x| >= 20, else x P(x^2) / Q(x^2) with x
+#: clamped to +-TANH_F32_CLAMP, P and Q (coefficients from the highest degree) in Horner form
+#: by FMAs
+TANH_F32_NUM = (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+                5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
+                4.89352455891786e-03)
+TANH_F32_DEN = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+                4.89352518554385e-03)
+TANH_F32_CLAMP = 7.99881172180175781
+
+
+def _fma32(a: np.ndarray, b: np.ndarray, c) -> np.ndarray:
+    """f32 a * b + c (an f32 constant) rounded once as an FMA: the f32 product is exact in
+    f64; the sum rounds
+    to f64 and then to f32, which differs from one rounding only when the f64 sum lands on
+    an f32 midpoint it was not on (none in the 7.3M values above)."""
+    return (a.astype(_F64) * b.astype(_F64) + np.float64(np.float32(c))).astype(_F32)
+
+
+def tanh(x: np.ndarray) -> np.ndarray:
+    """tanh as XLA:CPU computes it: f32 by its rational approximation (TANH_F32_*), other
+    types by ``libm`` (f64 in f64)."""
+    x = np.asarray(x)
+    if x.dtype != _F32:
+        return libm(np.tanh, x)
+    with np.errstate(all="ignore"):
+        clamp = np.float32(TANH_F32_CLAMP)
+        xc = np.where(x > clamp, clamp, np.where(x < -clamp, -clamp, x)).astype(_F32)
+        x2 = xc * xc
+        p = np.full(x.shape, TANH_F32_NUM[0], _F32)
+        for c in TANH_F32_NUM[1:]:
+            p = _fma32(x2, p, c)
+        q = np.full(x.shape, TANH_F32_DEN[0], _F32)
+        for c in TANH_F32_DEN[1:]:
+            q = _fma32(x2, q, c)
+        r = (xc * p) / q
+        ax = np.abs(x)
+        r = np.where(ax < np.float32(0.0004), x, r)
+        r = np.where(ax >= np.float32(20.0), np.copysign(np.float32(1.0), x), r)
+    return np.asarray(r, _F32)
+
+
 def libm_single(name: str, fn, *xs: np.ndarray) -> np.ndarray:
     """``fn`` of float arrays as XLA computes it: f32 through the C library's f32 function
     ``name`` (one call per element), other types as ``libm`` (f64 in f64). Without that C
