@@ -591,7 +591,7 @@ def _(xs, a):
         return h, None
     return lax.scan(step, jnp.zeros(1024, jnp.float32), xs)[0]
 
-@prog_e('newton_while', np.linspace(1.0, 100.0, 4096).astype(np.float32))
+@prog_e('newton_sqrt_while', np.linspace(1.0, 100.0, 4096).astype(np.float32))
 def _(c):
     def cond(s):
         x, i = s
