@@ -226,7 +226,6 @@ def _tile(b, f, d, ptrs, buf, tbuf, a_off, c_off, i0, jp, j0, kc, first, vec):
     pa, _, pc = ptrs
     w = vec.count
     nr = NV * w
-    fn = b.function
     rows_i = [smin(b, b.add(i0, _c(r)), b.sub(d.m, _c(1)), f"t.i{r}") for r in range(MR)]
     flat = b.icmp_signed(">=", d.m_in, d.m, name="t.flat")
     with b.if_else(flat) as (one, two):
@@ -244,36 +243,61 @@ def _tile(b, f, d, ptrs, buf, tbuf, a_off, c_off, i0, jp, j0, kc, first, vec):
         a_i.add_incoming(two_offs[r], block_two)
     a_rows = [b.add(a_off, a_i, name=f"t.a{r}") for r, a_i in enumerate(phis)]
     panel = b.mul(jp, _c(KC * nr), name="t.panel")
+
+    def step(p, accs):
+        at = b.add(panel, b.mul(p, _c(nr)), name="t.bat")
+        bvs = [b.load(b.bitcast(b.gep(buf, [b.add(at, _c(v * w))], inbounds=True),
+                                vec.as_pointer()), name=f"bv{v}", align=64) for v in range(NV)]
+        pk = b.mul(p, d.a_k, name="t.pk")
+        nexts = []
+        for r in range(MR):
+            av = _splat(b, b.load(b.gep(pa, [b.add(a_rows[r], pk)], inbounds=True),
+                                  name=f"av{r}"), vec)
+            nexts.append([b.fadd(accs[r][v], b.fmul(av, bvs[v], flags=_FLAGS), flags=_FLAGS)
+                          for v in range(NV)])
+        return nexts
+
+    nexts = tile_loop(b, kc, vec, NV, step)
+    jt = b.add(j0, b.mul(jp, _c(nr)), name="t.j")
+    store_tile(b, d, pc, tbuf, nexts, i0, jt, c_off, first, f.itemsize, b.fadd)
+
+
+def tile_loop(b, count, acc_type, nv: int, step) -> list:
+    """A loop over q < ``count`` (at least one step) carrying MR x ``nv`` accumulators of
+    ``acc_type`` from zero; ``step(q, accs)`` emits one step and returns the next
+    accumulators. Returns the accumulators after the last step."""
+    fn = b.function
     head = b.block
-    loop = fn.append_basic_block("t.p")
+    loop = fn.append_basic_block("t.q")
     done = fn.append_basic_block("t.done")
     b.branch(loop)
     b.position_at_end(loop)
-    zero = ir.Constant(vec, [0.0] * w)
-    p = b.phi(I64, name="p")
-    p.add_incoming(_c(0), head)
-    accs = [[b.phi(vec, name=f"acc{r}.{v}") for v in range(NV)] for r in range(MR)]
+    q = b.phi(I64, name="q")
+    q.add_incoming(_c(0), head)
+    accs = [[b.phi(acc_type, name=f"acc{r}.{v}") for v in range(nv)] for r in range(MR)]
     for row in accs:
         for acc in row:
-            acc.add_incoming(zero, head)
-    at = b.add(panel, b.mul(p, _c(nr)), name="t.bat")
-    bvs = [b.load(b.bitcast(b.gep(buf, [b.add(at, _c(v * w))], inbounds=True),
-                            vec.as_pointer()), name=f"bv{v}", align=64) for v in range(NV)]
-    pk = b.mul(p, d.a_k, name="t.pk")
-    nexts = []
+            acc.add_incoming(ir.Constant(acc_type, None), head)
+    nexts = step(q, accs)
+    q_next = b.add(q, _c(1), name="q.next")
+    q.add_incoming(q_next, b.block)
     for r in range(MR):
-        av = _splat(b, b.load(b.gep(pa, [b.add(a_rows[r], pk)], inbounds=True), name=f"av{r}"),
-                    vec)
-        nexts.append([b.fadd(accs[r][v], b.fmul(av, bvs[v], flags=_FLAGS), flags=_FLAGS)
-                      for v in range(NV)])
-    p_next = b.add(p, _c(1), name="p.next")
-    p.add_incoming(p_next, b.block)
-    for r in range(MR):
-        for v in range(NV):
+        for v in range(nv):
             accs[r][v].add_incoming(nexts[r][v], b.block)
-    b.cbranch(b.icmp_signed("<", p_next, kc), loop, done)
+    b.cbranch(b.icmp_signed("<", q_next, count), loop, done)
     b.position_at_end(done)
-    jt = b.add(j0, b.mul(jp, _c(nr)), name="t.j")
+    return nexts
+
+
+def store_tile(b, d, pc, tbuf, sums, i0, jt, c_off, first, align: int, add) -> None:
+    """C[i0 + r, jt + v W + 0:W] = sums[r][v] (the first block's, ``first``) or
+    ``add(C's, sums)``, r < MR, v < NV (vectors of W elements; ``align``: C's element
+    alignment), the rows and columns past m and n left out: whole tiles by vector stores,
+    the others through the stack buffer ``tbuf``, element by element."""
+    vec = sums[0][0].type
+    w, nv = vec.count, len(sums[0])
+    nr = nv * w
+    zero = ir.Constant(vec, None)  # zeros
     rows = smin(b, _c(MR), b.sub(d.m, i0), "t.rows")
     cols = smin(b, _c(nr), b.sub(d.n, jt), "t.cols")
     whole = b.and_(b.icmp_signed("==", rows, _c(MR)), b.icmp_signed("==", cols, _c(nr)))
@@ -281,25 +305,23 @@ def _tile(b, f, d, ptrs, buf, tbuf, a_off, c_off, i0, jp, j0, kc, first, vec):
         with then:  # vector stores (the first block's sums, or added to C)
             for r in range(MR):
                 c_row = b.add(c_off, b.mul(b.add(i0, _c(r)), d.c_row))
-                for v in range(NV):
+                for v in range(nv):
                     ptr = b.gep(pc, [b.add(c_row, b.add(jt, _c(v * w)))], inbounds=True)
                     ptr = b.bitcast(ptr, vec.as_pointer())
-                    old = b.load(ptr, align=f.itemsize)
-                    b.store(b.fadd(nexts[r][v], b.select(first, zero, old)), ptr,
-                            align=f.itemsize)
+                    old = b.load(ptr, align=align)
+                    b.store(add(sums[r][v], b.select(first, zero, old)), ptr, align=align)
         with otherwise:  # the tile through a buffer, its rows and columns inside C copied
             for r in range(MR):
-                for v in range(NV):
+                for v in range(nv):
                     ptr = b.gep(tbuf, [_c(r * nr + v * w)], inbounds=True)
-                    b.store(nexts[r][v], b.bitcast(ptr, vec.as_pointer()), align=64)
+                    b.store(sums[r][v], b.bitcast(ptr, vec.as_pointer()), align=64)
             with for_range(b, 0, rows, "t.r") as r:
                 c_row = b.add(c_off, b.mul(b.add(i0, r), d.c_row))
                 with for_range(b, 0, cols, "t.cj") as cj:
                     x = b.load(b.gep(tbuf, [b.add(b.mul(r, _c(nr)), cj)], inbounds=True))
                     ptr = b.gep(pc, [b.add(c_row, b.add(jt, cj))], inbounds=True)
-                    old = b.load(ptr)
-                    b.store(b.fadd(x, b.select(first, ir.Constant(vec.element, 0.0), old)),
-                            ptr)
+                    b.store(add(x, b.select(first, ir.Constant(vec.element, None),
+                                            b.load(ptr))), ptr)
 
 
 class _Dims:
@@ -523,18 +545,7 @@ def _emit_core(module: ir.Module, name: str, f, ty) -> ir.Function:
     tbuf.align = 64
     tbuf = b.bitcast(tbuf, ty.as_pointer(), name="tilep")
     with for_range(b, lo, hi, "item") as item:
-        icb = b.urem(item, d.row_blocks, name="icb")
-        rest = b.udiv(item, d.row_blocks, name="rest")
-        jcb = b.urem(rest, d.col_blocks, name="jcb")
-        bi = b.udiv(rest, d.col_blocks, name="bi")
-        a_off, b_off, c_off = _decode(b, bi, d.nb, d.batch_sizes,
-                                      [d.a_batch, d.b_batch, d.c_batch], "batch")
-        i0 = b.mul(icb, d.mc, name="i0")
-        j0 = b.mul(jcb, d.nc, name="j0")
-        rows = smin(b, d.mc, b.sub(d.m, i0), "rows")
-        cols = smin(b, d.nc, b.sub(d.n, j0), "cols")
-        groups = b.udiv(b.add(rows, _c(MR - 1)), _c(MR), name="groups")
-        panels = b.udiv(b.add(cols, _c(nr - 1)), _c(nr), name="panels")
+        a_off, b_off, c_off, i0, j0, _rows, cols, groups, panels = item_block(b, d, item, nr)
         with for_range(b, 0, d.k_blocks, "kb") as kb:
             tap = b.udiv(kb, d.k_in_blocks, name="tap")
             q0 = b.mul(b.urem(kb, d.k_in_blocks), _c(KC), name="q0")
@@ -551,14 +562,37 @@ def _emit_core(module: ir.Module, name: str, f, ty) -> ir.Function:
                     _tile(b, f, d, ptrs, buf, tbuf, b.add(a_off, a_p), c_off, i, jp, j0,
                           kc, first, vec)
     b.ret_void()
-    # the core as a kernel of the runtime's ABI, its parameter array the fourth buffer
-    # (``run``: library code calls the core through the worker pool)
+    run_entry(module, name, fn)
+    return fn
+
+
+def item_block(b, d, item, nr: int) -> tuple:
+    """Work item ``item``'s block: (a's, b's and C's offsets of its matrix of the batch, its
+    first row i0 and column j0, its rows and columns, its groups of MR rows and its panels
+    of ``nr`` columns); items go row blocks first, then column blocks, then the batch."""
+    icb = b.urem(item, d.row_blocks, name="icb")
+    rest = b.udiv(item, d.row_blocks, name="rest")
+    jcb = b.urem(rest, d.col_blocks, name="jcb")
+    bi = b.udiv(rest, d.col_blocks, name="bi")
+    a_off, b_off, c_off = _decode(b, bi, d.nb, d.batch_sizes,
+                                  [d.a_batch, d.b_batch, d.c_batch], "batch")
+    i0 = b.mul(icb, d.mc, name="i0")
+    j0 = b.mul(jcb, d.nc, name="j0")
+    rows = smin(b, d.mc, b.sub(d.m, i0), "rows")
+    cols = smin(b, d.nc, b.sub(d.n, j0), "cols")
+    groups = b.udiv(b.add(rows, _c(MR - 1)), _c(MR), name="groups")
+    panels = b.udiv(b.add(cols, _c(nr - 1)), _c(nr), name="panels")
+    return a_off, b_off, c_off, i0, j0, rows, cols, groups, panels
+
+
+def run_entry(module: ir.Module, name: str, core_fn) -> None:
+    """``<name>_run``: core ``core_fn`` as a kernel of the runtime's ABI, its parameter
+    array the fourth buffer (``run``: library code calls a core through the worker pool)."""
     entry, eb = declare_kernel(module, f"{name}_run")
     ebufs, elo, ehi = entry.args
     table = eb.bitcast(eb.load(eb.gep(ebufs, [_c(3)], inbounds=True)), I64.as_pointer())
-    eb.call(fn, [ebufs, elo, ehi, table])
+    eb.call(core_fn, [ebufs, elo, ehi, table])
     eb.ret_void()
-    return fn
 
 
 def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
@@ -569,8 +603,16 @@ def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
     if mc % MR or nc % (NV * w):
         raise ValueError(f"gemm_packed: blocks {mc} x {nc} are not whole {MR} x {NV * w} "
                          f"tiles")
-    core = _core(module, f, ty)
-    values = _params(f, mc, nc)
+    core_call(module, name, _core(module, f, ty), _params(f, mc, nc))
+    from xlapy.backends.cpu.gemm_kernel import work
+
+    count = math.prod(f.batch)
+    return KernelSpec(name, 2, [f.shape], count * -(-f.m // mc) * -(-f.n // nc),
+                      cost=work(f, min(mc, f.m), min(nc, f.n)))
+
+
+def core_call(module: ir.Module, name: str, core, values: list[int]) -> None:
+    """Kernel ``name``: a call of ``core`` with the constant parameter array ``values``."""
     table = ir.GlobalVariable(module, ir.ArrayType(I64, len(values)), name=f"{name}.params")
     table.global_constant = True
     table.linkage = "internal"
@@ -579,11 +621,6 @@ def emit(module: ir.Module, name: str, f, ty) -> KernelSpec:
     bufs, lo, hi = fn.args
     b.call(core, [bufs, lo, hi, b.gep(table, [_c(0), _c(0)], inbounds=True)])
     b.ret_void()
-    from xlapy.backends.cpu.gemm_kernel import work
-
-    count = math.prod(f.batch)
-    return KernelSpec(name, 2, [f.shape], count * -(-f.m // mc) * -(-f.n // nc),
-                      cost=work(f, min(mc, f.m), min(nc, f.n)))
 
 
 def applies(dtype, m: int, n: int, taps: bool = False) -> bool:

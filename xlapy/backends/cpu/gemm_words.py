@@ -56,12 +56,11 @@ import math
 from llvmlite import ir
 
 from xlapy.backends.cpu import gemm_kernel, gemm_packed
-from xlapy.backends.cpu.gemm_packed import _CORE_TYPE, MR, _decode, _Dims, _splat
+from xlapy.backends.cpu.gemm_packed import _CORE_TYPE, MR, _Dims, _splat
 from xlapy.backends.cpu.kernel_abi import (
     I64,
     KernelSpec,
     buffer_pointer,
-    declare_kernel,
     for_range,
     smin,
 )
@@ -480,52 +479,37 @@ def _tile(b, kind, d, conv, pc, abuf, bbuf, tbuf, colsum, rowsum, c_off, i0, gi,
     g = _group(kind)
     wmax = KC // g
     nr = nv * width
-    fn = b.function
     v32 = ir.VectorType(I32, width)
     vacc = ir.VectorType(_acc(kind), width)
-    step = _intrinsic(b.module, kind, width)
+    step_fn = _intrinsic(b.module, kind, width)
     a_at = b.mul(gi, _c(wmax * MR), name="t.a")
     b_at = b.mul(jp, _c(wmax * nr), name="t.b")
-    head = b.block
-    loop = fn.append_basic_block("t.q")
-    done = fn.append_basic_block("t.done")
-    b.branch(loop)
-    b.position_at_end(loop)
-    zero = ir.Constant(vacc, [0] * width)
-    q = b.phi(I64, name="q")
-    q.add_incoming(_c(0), head)
-    accs = [[b.phi(vacc, name=f"acc{r}.{v}") for v in range(nv)] for r in range(MR)]
-    for row in accs:
-        for acc in row:
-            acc.add_incoming(zero, head)
-    at = b.add(b_at, b.mul(q, _c(nr)), name="t.bat")
-    bvs = [b.load(b.bitcast(b.gep(bbuf, [b.add(at, _c(v * width))], inbounds=True),
-                            v32.as_pointer()), name=f"bv{v}", align=64) for v in range(nv)]
-    a_q = b.add(a_at, b.mul(q, _c(MR)), name="t.aq")
-    nexts = []
-    for r in range(MR):
-        av = _splat(b, b.load(b.gep(abuf, [b.add(a_q, _c(r))], inbounds=True), name=f"a{r}"),
-                    v32)
-        row = []
-        for v in range(nv):
-            if kind == "dot":
-                row.append(b.call(step, [accs[r][v], av, bvs[v]]))
-            elif kind == "bf16":  # acc + the two products of each lane's pair, in turn
-                pairs = ir.VectorType(BF16, 2 * width)
-                row.append(b.call(step, [accs[r][v], b.bitcast(av, pairs),
-                                         b.bitcast(bvs[v], pairs)]))
-            else:
-                v16 = ir.VectorType(I16, 2 * width)
-                prod = b.call(step, [b.bitcast(av, v16), b.bitcast(bvs[v], v16)])
-                row.append(b.add(accs[r][v], prod))
-        nexts.append(row)
-    q_next = b.add(q, _c(1), name="q.next")
-    q.add_incoming(q_next, b.block)
-    for r in range(MR):
-        for v in range(nv):
-            accs[r][v].add_incoming(nexts[r][v], b.block)
-    b.cbranch(b.icmp_signed("<", q_next, words), loop, done)
-    b.position_at_end(done)
+
+    def step(q, accs):
+        at = b.add(b_at, b.mul(q, _c(nr)), name="t.bat")
+        bvs = [b.load(b.bitcast(b.gep(bbuf, [b.add(at, _c(v * width))], inbounds=True),
+                                v32.as_pointer()), name=f"bv{v}", align=64) for v in range(nv)]
+        a_q = b.add(a_at, b.mul(q, _c(MR)), name="t.aq")
+        nexts = []
+        for r in range(MR):
+            av = _splat(b, b.load(b.gep(abuf, [b.add(a_q, _c(r))], inbounds=True),
+                                  name=f"a{r}"), v32)
+            row = []
+            for v in range(nv):
+                if kind == "dot":
+                    row.append(b.call(step_fn, [accs[r][v], av, bvs[v]]))
+                elif kind == "bf16":  # acc + the two products of each lane's pair, in turn
+                    pairs = ir.VectorType(BF16, 2 * width)
+                    row.append(b.call(step_fn, [accs[r][v], b.bitcast(av, pairs),
+                                                b.bitcast(bvs[v], pairs)]))
+                else:
+                    v16 = ir.VectorType(I16, 2 * width)
+                    prod = b.call(step_fn, [b.bitcast(av, v16), b.bitcast(bvs[v], v16)])
+                    row.append(b.add(accs[r][v], prod))
+            nexts.append(row)
+        return nexts
+
+    nexts = gemm_packed.tile_loop(b, words, vacc, nv, step)
     # the correction: ob sum a - oa sum b' (dot; see the module docstring)
     if kind == "dot":
         col_at = b.mul(jp, _c(nr))
@@ -539,30 +523,8 @@ def _tile(b, kind, d, conv, pc, abuf, bbuf, tbuf, colsum, rowsum, c_off, i0, gi,
                 nexts[r][v] = b.add(nexts[r][v], b.sub(rcorr, cols_corr[v]))
     i = b.add(i0, b.mul(gi, _c(MR)), name="t.i")
     jt = b.add(j0, b.mul(jp, _c(nr)), name="t.j")
-    rows = smin(b, _c(MR), b.sub(d.m, i), "t.rows")
-    cols = smin(b, _c(nr), b.sub(d.n, jt), "t.cols")
-    whole = b.and_(b.icmp_signed("==", rows, _c(MR)), b.icmp_signed("==", cols, _c(nr)))
-    with b.if_else(whole) as (then, otherwise):
-        with then:
-            for r in range(MR):
-                c_row = b.add(c_off, b.mul(b.add(i, _c(r)), d.c_row))
-                for v in range(nv):
-                    ptr = b.gep(pc, [b.add(c_row, b.add(jt, _c(v * width)))], inbounds=True)
-                    ptr = b.bitcast(ptr, vacc.as_pointer())
-                    old = b.load(ptr, align=4)
-                    b.store(_add(b, nexts[r][v], b.select(first, zero, old)), ptr, align=4)
-        with otherwise:
-            for r in range(MR):
-                for v in range(nv):
-                    ptr = b.gep(tbuf, [_c(r * nr + v * width)], inbounds=True)
-                    b.store(nexts[r][v], b.bitcast(ptr, vacc.as_pointer()), align=64)
-            with for_range(b, 0, rows, "t.r") as r:
-                c_row = b.add(c_off, b.mul(b.add(i, r), d.c_row))
-                with for_range(b, 0, cols, "t.cj") as cj:
-                    x = b.load(b.gep(tbuf, [b.add(b.mul(r, _c(nr)), cj)], inbounds=True))
-                    ptr = b.gep(pc, [b.add(c_row, b.add(jt, cj))], inbounds=True)
-                    b.store(_add(b, x, b.select(first, ir.Constant(_acc(kind), 0),
-                                                b.load(ptr))), ptr)
+    gemm_packed.store_tile(b, d, pc, tbuf, nexts, i, jt, c_off, first, 4,
+                           lambda x, y: _add(b, x, y))
 
 
 def _add(b, x, y):
@@ -602,18 +564,8 @@ def _emit_core(module: ir.Module, name: str, kind: str, width: int) -> ir.Functi
     abuf32 = b.bitcast(abuf, I32.as_pointer())
     bbuf32 = b.bitcast(bbuf, I32.as_pointer())
     with for_range(b, lo, hi, "item") as item:
-        icb = b.urem(item, d.row_blocks, name="icb")
-        rest = b.udiv(item, d.row_blocks, name="rest")
-        jcb = b.urem(rest, d.col_blocks, name="jcb")
-        bi = b.udiv(rest, d.col_blocks, name="bi")
-        a_off, b_off, c_off = _decode(b, bi, d.nb, d.batch_sizes,
-                                      [d.a_batch, d.b_batch, d.c_batch], "batch")
-        i0 = b.mul(icb, d.mc, name="i0")
-        j0 = b.mul(jcb, d.nc, name="j0")
-        rows = smin(b, d.mc, b.sub(d.m, i0), "rows")
-        cols = smin(b, d.nc, b.sub(d.n, j0), "cols")
-        groups = b.udiv(b.add(rows, _c(MR - 1)), _c(MR), name="groups")
-        panels = b.udiv(b.add(cols, _c(nr - 1)), _c(nr), name="panels")
+        a_off, b_off, c_off, i0, j0, rows, cols, groups, panels = \
+            gemm_packed.item_block(b, d, item, nr)
         with for_range(b, 0, d.k_blocks, "kb") as kb:
             p0 = b.mul(kb, _c(KC), name="p0")
             kc = smin(b, _c(KC), b.sub(d.k, p0), "kc")
@@ -629,11 +581,7 @@ def _emit_core(module: ir.Module, name: str, kind: str, width: int) -> ir.Functi
                     _tile(b, kind, d, conv, pc, abuf32, bbuf32, tbuf, colsum, rowsum, c_off,
                           i0, gi, jp, j0, kc, words, first, width, nv)
     b.ret_void()
-    entry, eb = declare_kernel(module, f"{name}_run")
-    ebufs, elo, ehi = entry.args
-    table = eb.bitcast(eb.load(eb.gep(ebufs, [_c(3)], inbounds=True)), I64.as_pointer())
-    eb.call(fn, [ebufs, elo, ehi, table])
-    eb.ret_void()
+    gemm_packed.run_entry(module, name, fn)
     return fn
 
 
@@ -645,19 +593,11 @@ def blocks(f) -> tuple[int, int]:
 
 
 def emit(module: ir.Module, name: str, f) -> KernelSpec:
-    """The kernel of int8 form ``f``: a call of the shared core with this dot's parameter
-    array."""
+    """The kernel of int8 or bf16 form ``f``: a call of the shared core with this dot's
+    parameter array."""
     mc, nc = blocks(f)
-    fn_core = core(module, f.core, f.width)
-    values = gemm_packed._params(f, mc, nc, kc=KC)
-    table = ir.GlobalVariable(module, ir.ArrayType(I64, len(values)), name=f"{name}.params")
-    table.global_constant = True
-    table.linkage = "internal"
-    table.initializer = ir.Constant(ir.ArrayType(I64, len(values)), values)
-    fn, b = declare_kernel(module, name)
-    bufs, lo, hi = fn.args
-    b.call(fn_core, [bufs, lo, hi, b.gep(table, [_c(0), _c(0)], inbounds=True)])
-    b.ret_void()
+    gemm_packed.core_call(module, name, core(module, f.core, f.width),
+                          gemm_packed._params(f, mc, nc, kc=KC))
     count = math.prod(f.batch)
     g = _group(f.core)
     work = gemm_kernel.work(f, min(mc, f.m), min(nc, f.n)) // g
