@@ -119,10 +119,10 @@ def _bf16_core(dot) -> bool:
 
 
 #: The passes run before planning: names of xlapy.passes.PASSES, and this backend's own
-#: (BACKEND_PASSES: backends/cpu/dot_operands.py, row_fusion.py; dot-upcast with the int8
-#: core's rule). ``excess-precision`` (XLA:CPU's xla_allow_excess_precision, on by default)
-#: runs right after inlining, as XLA's bf16 float normalization does, unless the backend
-#: was made with allow_excess_precision=False.
+#: (BACKEND_PASSES: backends/cpu/dot_operands.py, row_fusion.py; dot-upcast with the rules
+#: of the int8 and bf16 cores). ``excess-precision`` (XLA:CPU's xla_allow_excess_precision,
+#: on by default) runs right after inlining, as XLA's bf16 float normalization does, unless
+#: the backend was made with allow_excess_precision=False.
 PIPELINE = ("inline", "reduce-window-rewriter", "map-inline", "batch-norm-expander",
             "dot-upcast", "dot-operands", "simplify", "cse", "dce", "row-fusion", "fusion")
 #: This backend's passes, by pipeline name (its cse merges commuted operands, as XLA's).
