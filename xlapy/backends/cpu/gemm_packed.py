@@ -262,9 +262,9 @@ def _tile(b, f, d, ptrs, buf, tbuf, a_off, c_off, i0, jp, j0, kc, first, vec):
     store_tile(b, d, pc, tbuf, nexts, i0, jt, c_off, first, f.itemsize, b.fadd)
 
 
-def tile_loop(b, count, acc_type, nv: int, step) -> list:
-    """A loop over q < ``count`` (at least one step) carrying MR x ``nv`` accumulators of
-    ``acc_type`` from zero; ``step(q, accs)`` emits one step and returns the next
+def tile_loop(b, count, acc_type, nv: int, step, rows: int = MR) -> list:
+    """A loop over q < ``count`` (at least one step) carrying ``rows`` x ``nv`` accumulators
+    of ``acc_type`` from zero; ``step(q, accs)`` emits one step and returns the next
     accumulators. Returns the accumulators after the last step."""
     fn = b.function
     head = b.block
@@ -274,14 +274,14 @@ def tile_loop(b, count, acc_type, nv: int, step) -> list:
     b.position_at_end(loop)
     q = b.phi(I64, name="q")
     q.add_incoming(_c(0), head)
-    accs = [[b.phi(acc_type, name=f"acc{r}.{v}") for v in range(nv)] for r in range(MR)]
+    accs = [[b.phi(acc_type, name=f"acc{r}.{v}") for v in range(nv)] for r in range(rows)]
     for row in accs:
         for acc in row:
             acc.add_incoming(ir.Constant(acc_type, None), head)
     nexts = step(q, accs)
     q_next = b.add(q, _c(1), name="q.next")
     q.add_incoming(q_next, b.block)
-    for r in range(MR):
+    for r in range(rows):
         for v in range(nv):
             accs[r][v].add_incoming(nexts[r][v], b.block)
     b.cbranch(b.icmp_signed("<", q_next, count), loop, done)

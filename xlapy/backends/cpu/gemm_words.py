@@ -384,47 +384,40 @@ def _pack_b_values(b, kind, d, conv, pb, buf, b_off, p0, kc, words, j0, c_lo, c_
         jp, cin = b.udiv(c, _c(nr)), b.urem(c, _c(nr))
         base = b.add(b.mul(jp, _c(wmax * nr * g)), b.mul(cin, _c(g)), name="pv.b")
         with for_range(b, q_lo, words, "pv.q") as q:
-            for t in range(g):
-                p = b.add(b.mul(q, _c(g)), _c(t))
-                ok = b.and_(inside, b.icmp_signed("<", p, kc))
-                src = b.gep(pb, [b.select(ok, b.add(src0, b.mul(p, d.b_k)), src0)],
-                            inbounds=True)
-                dst = b.add(base, b.add(b.mul(q, _c(nr * g)), _c(t)))
-                b.store(b.select(ok, conv.value(b, b.load(src), "b"), zero),
-                        b.gep(buf, [dst], inbounds=True))
+            _pack_word(b, conv, "b", pb, src0, d.b_k, inside, kc, q, g, buf,
+                       b.add(base, b.mul(q, _c(nr * g))), zero)
+
+
+def _pack_word(b, conv, side, src_ptr, src0, stride, live, kc, q, g, buf, dst0, zero):
+    """buf[dst0 + t] = operand ``side``'s value at src0 + (q G + t) stride packed, t < G,
+    one value at a time; zero where ``live`` is false or the value is past the block
+    (``kc``; nothing past it is read)."""
+    for t in range(g):
+        p = b.add(b.mul(q, _c(g)), _c(t))
+        ok = b.and_(live, b.icmp_signed("<", p, kc))
+        src = b.gep(src_ptr, [b.select(ok, b.add(src0, b.mul(p, stride)), src0)],
+                    inbounds=True)
+        b.store(b.select(ok, conv.value(b, b.load(src), side), zero),
+                b.gep(buf, [b.add(dst0, _c(t))], inbounds=True))
 
 
 def _column_sums(b, d, bbuf, colsum, jp, words, width, nv):
     """colsum[jp NR + 0:NR] = the sums over the block of panel jp's packed (signed) values
     of b, by vpdpbusd with unsigned ones (dot)."""
     nr = nv * width
-    fn = b.function
     v32 = ir.VectorType(I32, width)
-    step = _intrinsic(b.module, "dot", width)
+    step_fn = _intrinsic(b.module, "dot", width)
     ones = ir.Constant(v32, [0x01010101] * width)
     at = b.mul(jp, _c(KC // 4 * nr), name="cs.at")
-    head = b.block
-    loop = fn.append_basic_block("cs.q")
-    done = fn.append_basic_block("cs.done")
-    b.branch(loop)
-    b.position_at_end(loop)
-    q = b.phi(I64, name="cs.q")
-    q.add_incoming(_c(0), head)
-    sums = [b.phi(v32, name=f"cs{v}") for v in range(nv)]
-    row = b.add(at, b.mul(q, _c(nr)))
-    nexts = []
-    for v, acc in enumerate(sums):
-        acc.add_incoming(ir.Constant(v32, [0] * width), head)
-        bv = b.load(b.bitcast(b.gep(bbuf, [b.add(row, _c(v * width))], inbounds=True),
-                              v32.as_pointer()), align=64)
-        nexts.append(b.call(step, [acc, ones, bv]))
-    q_next = b.add(q, _c(1))
-    q.add_incoming(q_next, b.block)
-    for acc, nxt in zip(sums, nexts):
-        acc.add_incoming(nxt, b.block)
-    b.cbranch(b.icmp_signed("<", q_next, words), loop, done)
-    b.position_at_end(done)
-    for v, total in enumerate(nexts):
+
+    def step(q, accs):
+        row = b.add(at, b.mul(q, _c(nr)))
+        bvs = [b.load(b.bitcast(b.gep(bbuf, [b.add(row, _c(v * width))], inbounds=True),
+                                v32.as_pointer()), align=64) for v in range(nv)]
+        return [[b.call(step_fn, [acc, ones, bv]) for acc, bv in zip(accs[0], bvs)]]
+
+    (totals,) = gemm_packed.tile_loop(b, words, v32, nv, step, rows=1)
+    for v, total in enumerate(totals):
         ptr = b.gep(colsum, [b.add(b.mul(jp, _c(nr)), _c(v * width))], inbounds=True)
         b.store(total, b.bitcast(ptr, v32.as_pointer()), align=4)
 
@@ -456,15 +449,8 @@ def _pack_a(b, kind, d, conv, pa, abuf, rowsum, a_base, i0, rows, groups, kc, wo
             dst = b.gep(abuf, [b.add(base, b.mul(q, _c(MR * g)))], inbounds=True)
             b.store(packed, b.bitcast(dst, packed.type.as_pointer()), align=_unit(kind))
         with for_range(b, fast, words, "pa.q") as q:
-            for t in range(g):
-                p = b.add(b.mul(q, _c(g)), _c(t))
-                ok = b.and_(live, b.icmp_signed("<", p, kc))
-                src = b.gep(pa, [b.select(ok, b.add(row, b.mul(p, d.a_k)), row)],
-                            inbounds=True)
-                x = b.load(src)
-                dst = b.add(base, b.add(b.mul(q, _c(MR * g)), _c(t)))
-                b.store(b.select(ok, conv.value(b, x, "a"), zero),
-                        b.gep(abuf, [dst], inbounds=True))
+            _pack_word(b, conv, "a", pa, row, d.a_k, live, kc, q, g, abuf,
+                       b.add(base, b.mul(q, _c(MR * g))), zero)
         slot = b.gep(rowsum, [i], inbounds=True)
         b.store(_c32(0), slot)
         with b.if_then(b.and_(need_sums, live)), for_range(b, 0, kc, "pa.s") as p:
